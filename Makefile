@@ -1,0 +1,63 @@
+# jocko-py: one Makefile for people and CI.
+#   make run    - create .venv, install, start one broker on localhost:9092 (data in ./data)
+#   make test   - install everything the tests need, then lint, type-check and run the suite
+#   make bench  - benchmark jocko-py against Apache Kafka on this machine
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+CACHE  := .cache
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PYTEST_ARGS ?=
+
+.PHONY: run test venv venv-test lint typecheck generate check-generated kcat java-deps pytest bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+venv-test: $(VENV)/.installed-test
+
+run: venv
+	$(BIN)/jocko-py broker --broker-id 0 --broker-addr localhost:9092 --data-dir ./data
+
+# Protocol schemas are generated from Kafka's JSON specs and committed.
+SPECS ?= ../shared/kafka-protocol
+generate: venv
+	$(BIN)/python tools/gen_protocol.py --specs $(SPECS) --out jocko_py/protocol/messages
+
+check-generated: venv
+	$(BIN)/python tools/gen_protocol.py --specs $(SPECS) --out jocko_py/protocol/messages --check
+
+kcat:
+	@command -v kcat >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q kcat; }
+
+java-deps:
+	$(MAKE) -C tests/java jars
+
+lint: venv-test
+	$(BIN)/ruff check jocko_py tests tools cmd
+	$(BIN)/lint-imports
+
+typecheck: venv-test
+	$(BIN)/mypy
+
+pytest: venv-test kcat java-deps
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+test: venv-test kcat java-deps check-generated lint typecheck pytest
+
+bench: venv
+	$(MAKE) -C bench all
+
+clean:
+	rm -rf $(VENV) $(CACHE) data build *.egg-info
