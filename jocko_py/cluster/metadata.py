@@ -1,0 +1,623 @@
+"""The cluster metadata image: a pure state machine over KRaft-style metadata records.
+
+This module owns the metadata record types, their durable encoding and the
+``MetadataImage`` that every broker builds by applying the metadata log in order.
+It does no I/O. The record vocabulary follows
+``../shared/kafka-protocol/metadata-records/`` (apiKey, field names, defaults).
+
+Public API
+----------
+Records (frozen dataclasses; list-valued fields are tuples):
+
+- ``RegisterBrokerRecord(broker_id, incarnation_id, broker_epoch, endpoints, rack=None,
+  fenced=True, in_controlled_shutdown=False)`` with ``BrokerEndpoint(name, host, port,
+  security_protocol)``; ``.host`` / ``.port`` give the first endpoint.
+- ``UnregisterBrokerRecord(broker_id, broker_epoch)``
+- ``FenceBrokerRecord(id, epoch)``, ``UnfenceBrokerRecord(id, epoch)``
+- ``BrokerRegistrationChangeRecord(broker_id, broker_epoch, fenced=0,
+  in_controlled_shutdown=0)`` (fenced: 1 fence, -1 unfence, 0 no change)
+- ``TopicRecord(name, topic_id)``, ``RemoveTopicRecord(topic_id)``
+- ``PartitionRecord(partition_id, topic_id, replicas, isr, leader=-1, leader_epoch=0,
+  partition_epoch=0, removing_replicas=(), adding_replicas=(), leader_recovery_state=0)``
+- ``PartitionChangeRecord(partition_id, topic_id, isr=None, leader=NO_LEADER_CHANGE,
+  replicas=None, removing_replicas=None, adding_replicas=None, leader_recovery_state=-1)``
+  (``None`` / ``NO_LEADER_CHANGE`` mean "unchanged"; ``leader=-1`` means no leader)
+- ``ConfigRecord(resource_type, resource_name, name, value)`` (``value=None`` deletes;
+  resource types ``CONFIG_RESOURCE_TOPIC`` = 2, ``CONFIG_RESOURCE_BROKER`` = 4)
+- ``ProducerIdsRecord(broker_id, broker_epoch, next_producer_id)``
+- ``FeatureLevelRecord(name, feature_level)``, ``NoOpRecord()``
+- ``MetadataRecord``: the union of all of the above.
+
+Encoding:
+
+- ``encode_record(rec) -> bytes`` / ``decode_record(data) -> MetadataRecord``. The format is
+  compact, key-sorted UTF-8 JSON ``{"k": apiKey, "v": version, "d": {field: value}}``;
+  UUIDs are hex strings, tuples are lists. Deterministic (same record -> same bytes) and
+  versioned: a record with an unknown apiKey or a newer version than this code knows
+  raises ``MetadataRecordError``; fields this code does not know are ignored, missing
+  fields take the record's defaults.
+
+Image:
+
+- ``MetadataImage()``; ``apply(record) -> None`` (deterministic and total: a record that
+  does not fit the current image, e.g. a partition of an unknown topic, is ignored and
+  logged, identically on every node, so replicas never diverge).
+- ``topics: dict[str, TopicImage]``; ``TopicImage(name, topic_id, partitions:
+  dict[int, PartitionImage])``; ``PartitionImage(replicas, isr, leader, leader_epoch,
+  partition_epoch, ...)``. Topic and partition images are immutable snapshots, replaced
+  on change, so a reader holding one sees a consistent value.
+- ``topic_by_id(uuid) -> TopicImage | None``, ``topic_configs(name) -> dict[str, str]``,
+  ``broker_configs(broker_id) -> dict[str, str]``.
+- ``brokers: dict[int, BrokerImage]``; ``BrokerImage(broker_id, host, port, rack, fenced,
+  broker_epoch, incarnation_id, endpoints, in_controlled_shutdown)``.
+- ``next_producer_id: int``, ``features: dict[str, int]``.
+- ``snapshot() -> list[MetadataRecord]`` (records that rebuild this image exactly),
+  ``restore(records) -> None`` (replace the state by applying ``records`` to an empty
+  image), ``MetadataImage.from_records(records)``, ``fingerprint() -> str`` (a digest of
+  the snapshot, equal on two nodes iff their images are equal).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeAlias
+
+log = logging.getLogger("jocko_py.cluster.metadata")
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+
+CONFIG_RESOURCE_TOPIC = 2
+CONFIG_RESOURCE_BROKER = 4
+
+
+class MetadataRecordError(ValueError):
+    """A metadata record could not be decoded (unknown type, newer version, bad bytes)."""
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: int = 0  # PLAINTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    API_KEY: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 1
+    broker_id: int
+    incarnation_id: uuid.UUID
+    broker_epoch: int
+    endpoints: tuple[BrokerEndpoint, ...]
+    rack: str | None = None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+    @property
+    def host(self) -> str:
+        return self.endpoints[0].host if self.endpoints else ""
+
+    @property
+    def port(self) -> int:
+        return self.endpoints[0].port if self.endpoints else -1
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    API_KEY: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    API_KEY: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 0
+    name: str
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    API_KEY: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 0
+    partition_id: int
+    topic_id: uuid.UUID
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int = NO_LEADER
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    API_KEY: ClassVar[int] = 4
+    VERSION: ClassVar[int] = 0
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    API_KEY: ClassVar[int] = 5
+    VERSION: ClassVar[int] = 0
+    partition_id: int
+    topic_id: uuid.UUID
+    isr: tuple[int, ...] | None = None
+    leader: int = NO_LEADER_CHANGE
+    replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    leader_recovery_state: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FenceBrokerRecord:
+    API_KEY: ClassVar[int] = 7
+    VERSION: ClassVar[int] = 0
+    id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnfenceBrokerRecord:
+    API_KEY: ClassVar[int] = 8
+    VERSION: ClassVar[int] = 0
+    id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    API_KEY: ClassVar[int] = 9
+    VERSION: ClassVar[int] = 0
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    API_KEY: ClassVar[int] = 12
+    VERSION: ClassVar[int] = 0
+    name: str
+    feature_level: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    API_KEY: ClassVar[int] = 15
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    API_KEY: ClassVar[int] = 17
+    VERSION: ClassVar[int] = 1
+    broker_id: int
+    broker_epoch: int
+    fenced: int = 0
+    in_controlled_shutdown: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NoOpRecord:
+    API_KEY: ClassVar[int] = 20
+    VERSION: ClassVar[int] = 0
+
+
+MetadataRecord: TypeAlias = (
+    RegisterBrokerRecord
+    | UnregisterBrokerRecord
+    | TopicRecord
+    | PartitionRecord
+    | ConfigRecord
+    | PartitionChangeRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+    | RemoveTopicRecord
+    | FeatureLevelRecord
+    | ProducerIdsRecord
+    | BrokerRegistrationChangeRecord
+    | NoOpRecord
+)
+
+RECORD_TYPES: dict[int, type[Any]] = {
+    cls.API_KEY: cls
+    for cls in (
+        RegisterBrokerRecord,
+        UnregisterBrokerRecord,
+        TopicRecord,
+        PartitionRecord,
+        ConfigRecord,
+        PartitionChangeRecord,
+        FenceBrokerRecord,
+        UnfenceBrokerRecord,
+        RemoveTopicRecord,
+        FeatureLevelRecord,
+        ProducerIdsRecord,
+        BrokerRegistrationChangeRecord,
+        NoOpRecord,
+    )
+}
+
+# --------------------------------------------------------------------------- encoding
+
+_UUID_FIELDS = {"incarnation_id", "topic_id"}
+_INT_TUPLE_FIELDS = {"replicas", "isr", "removing_replicas", "adding_replicas"}
+
+
+def _to_json(rec: MetadataRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(rec):
+        v = getattr(rec, f.name)
+        if isinstance(v, uuid.UUID):
+            out[f.name] = v.hex
+        elif f.name == "endpoints":
+            out[f.name] = [[e.name, e.host, e.port, e.security_protocol] for e in v]
+        elif isinstance(v, tuple):
+            out[f.name] = list(v)
+        else:
+            out[f.name] = v
+    return out
+
+
+def _from_json(cls: type[Any], data: dict[str, Any]) -> MetadataRecord:
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            if f.default is dataclasses.MISSING:
+                raise MetadataRecordError(f"{cls.__name__}: missing field {f.name}")
+            continue
+        v = data[f.name]
+        if f.name in _UUID_FIELDS:
+            v = uuid.UUID(hex=v)
+        elif f.name == "endpoints":
+            v = tuple(BrokerEndpoint(str(n), str(h), int(p), int(s)) for n, h, p, s in v)
+        elif f.name in _INT_TUPLE_FIELDS and v is not None:
+            v = tuple(int(x) for x in v)
+        kwargs[f.name] = v
+    rec: MetadataRecord = cls(**kwargs)
+    return rec
+
+
+def encode_record(rec: MetadataRecord) -> bytes:
+    """Serialise a metadata record; deterministic and versioned (see module docstring)."""
+    doc = {"k": rec.API_KEY, "v": rec.VERSION, "d": _to_json(rec)}
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def decode_record(data: bytes) -> MetadataRecord:
+    """Inverse of ``encode_record``; raises ``MetadataRecordError`` on anything invalid."""
+    try:
+        doc = json.loads(data)
+        key, version, body = doc["k"], doc["v"], doc["d"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise MetadataRecordError(f"undecodable metadata record: {e}") from e
+    cls = RECORD_TYPES.get(key) if isinstance(key, int) else None
+    if cls is None:
+        raise MetadataRecordError(f"unknown metadata record apiKey {key!r}")
+    if not isinstance(version, int) or version < 0 or version > cls.VERSION:
+        raise MetadataRecordError(f"{cls.__name__} version {version!r} not supported")
+    if not isinstance(body, dict):
+        raise MetadataRecordError(f"{cls.__name__}: body is not an object")
+    try:
+        return _from_json(cls, body)
+    except (ValueError, TypeError) as e:
+        raise MetadataRecordError(f"{cls.__name__}: bad field: {e}") from e
+
+
+# --------------------------------------------------------------------------- image
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionImage:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionImage] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerImage:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+    fenced: bool
+    broker_epoch: int = 0
+    incarnation_id: uuid.UUID = uuid.UUID(int=0)
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+    in_controlled_shutdown: bool = False
+
+
+class MetadataImage:
+    """The metadata state built by applying records in log order. Not thread-safe."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicImage] = {}
+        self._topics_by_id: dict[uuid.UUID, str] = {}
+        self.brokers: dict[int, BrokerImage] = {}
+        self._configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.next_producer_id: int = 0
+        self.features: dict[str, int] = {}
+        self.records_applied: int = 0
+
+    @classmethod
+    def from_records(cls, records: Iterable[MetadataRecord]) -> MetadataImage:
+        img = cls()
+        for r in records:
+            img.apply(r)
+        return img
+
+    # ---- queries
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        name = self._topics_by_id.get(topic_id)
+        return None if name is None else self.topics[name]
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        return dict(self._configs.get((CONFIG_RESOURCE_TOPIC, name), {}))
+
+    def broker_configs(self, broker_id: int) -> dict[str, str]:
+        return dict(self._configs.get((CONFIG_RESOURCE_BROKER, str(broker_id)), {}))
+
+    def configs(self, resource_type: int, resource_name: str) -> dict[str, str]:
+        return dict(self._configs.get((resource_type, resource_name), {}))
+
+    def partition(self, topic: str, partition_id: int) -> PartitionImage | None:
+        t = self.topics.get(topic)
+        return None if t is None else t.partitions.get(partition_id)
+
+    # ---- transitions
+
+    def apply(self, record: MetadataRecord) -> None:
+        """Apply one record. Deterministic; ignores (and logs) records that do not fit."""
+        self.records_applied += 1
+        handler = _APPLY.get(type(record))
+        if handler is None:
+            log.warning("[metadata] ignoring unsupported record %r", record)
+            return
+        handler(self, record)
+
+    def _apply_register_broker(self, r: RegisterBrokerRecord) -> None:
+        self.brokers[r.broker_id] = BrokerImage(
+            broker_id=r.broker_id,
+            host=r.host,
+            port=r.port,
+            rack=r.rack,
+            fenced=r.fenced,
+            broker_epoch=r.broker_epoch,
+            incarnation_id=r.incarnation_id,
+            endpoints=r.endpoints,
+            in_controlled_shutdown=r.in_controlled_shutdown,
+        )
+
+    def _apply_unregister_broker(self, r: UnregisterBrokerRecord) -> None:
+        b = self.brokers.get(r.broker_id)
+        if b is None or b.broker_epoch != r.broker_epoch:
+            log.info("[metadata] stale unregister %r", r)
+            return
+        del self.brokers[r.broker_id]
+
+    def _set_fenced(self, broker_id: int, epoch: int, fenced: bool) -> None:
+        b = self.brokers.get(broker_id)
+        if b is None or b.broker_epoch != epoch:
+            log.info("[metadata] stale fence change broker=%d epoch=%d", broker_id, epoch)
+            return
+        self.brokers[broker_id] = dataclasses.replace(b, fenced=fenced)
+
+    def _apply_fence(self, r: FenceBrokerRecord) -> None:
+        self._set_fenced(r.id, r.epoch, True)
+
+    def _apply_unfence(self, r: UnfenceBrokerRecord) -> None:
+        self._set_fenced(r.id, r.epoch, False)
+
+    def _apply_registration_change(self, r: BrokerRegistrationChangeRecord) -> None:
+        b = self.brokers.get(r.broker_id)
+        if b is None or b.broker_epoch != r.broker_epoch:
+            return
+        fenced = b.fenced if r.fenced == 0 else r.fenced > 0
+        shut = (
+            b.in_controlled_shutdown
+            if r.in_controlled_shutdown == 0
+            else r.in_controlled_shutdown > 0
+        )
+        self.brokers[r.broker_id] = dataclasses.replace(
+            b, fenced=fenced, in_controlled_shutdown=shut
+        )
+
+    def _apply_topic(self, r: TopicRecord) -> None:
+        if r.name in self.topics or r.topic_id in self._topics_by_id:
+            log.warning("[metadata] duplicate topic %r ignored", r)
+            return
+        self.topics[r.name] = TopicImage(r.name, r.topic_id, {})
+        self._topics_by_id[r.topic_id] = r.name
+
+    def _apply_remove_topic(self, r: RemoveTopicRecord) -> None:
+        name = self._topics_by_id.pop(r.topic_id, None)
+        if name is None:
+            log.info("[metadata] remove of unknown topic %s ignored", r.topic_id)
+            return
+        del self.topics[name]
+        self._configs.pop((CONFIG_RESOURCE_TOPIC, name), None)
+
+    def _apply_partition(self, r: PartitionRecord) -> None:
+        t = self.topic_by_id(r.topic_id)
+        if t is None:
+            log.warning("[metadata] partition of unknown topic %r ignored", r)
+            return
+        parts = dict(t.partitions)
+        parts[r.partition_id] = PartitionImage(
+            replicas=r.replicas,
+            isr=r.isr,
+            leader=r.leader,
+            leader_epoch=r.leader_epoch,
+            partition_epoch=r.partition_epoch,
+            removing_replicas=r.removing_replicas,
+            adding_replicas=r.adding_replicas,
+            leader_recovery_state=r.leader_recovery_state,
+        )
+        self.topics[t.name] = TopicImage(t.name, t.topic_id, parts)
+
+    def _apply_partition_change(self, r: PartitionChangeRecord) -> None:
+        t = self.topic_by_id(r.topic_id)
+        p = None if t is None else t.partitions.get(r.partition_id)
+        if t is None or p is None:
+            log.warning("[metadata] change of unknown partition %r ignored", r)
+            return
+        # As in KRaft: any change bumps the partition epoch; a leader change bumps the
+        # leader epoch so followers and clients can fence the old leader.
+        leader_changed = r.leader != NO_LEADER_CHANGE
+        new = PartitionImage(
+            replicas=p.replicas if r.replicas is None else r.replicas,
+            isr=p.isr if r.isr is None else r.isr,
+            leader=r.leader if leader_changed else p.leader,
+            leader_epoch=p.leader_epoch + 1 if leader_changed else p.leader_epoch,
+            partition_epoch=p.partition_epoch + 1,
+            removing_replicas=(
+                p.removing_replicas if r.removing_replicas is None else r.removing_replicas
+            ),
+            adding_replicas=p.adding_replicas if r.adding_replicas is None else r.adding_replicas,
+            leader_recovery_state=(
+                p.leader_recovery_state if r.leader_recovery_state < 0 else r.leader_recovery_state
+            ),
+        )
+        parts = dict(t.partitions)
+        parts[r.partition_id] = new
+        self.topics[t.name] = TopicImage(t.name, t.topic_id, parts)
+
+    def _apply_config(self, r: ConfigRecord) -> None:
+        key = (r.resource_type, r.resource_name)
+        if r.value is None:
+            cfg = self._configs.get(key)
+            if cfg is not None:
+                cfg.pop(r.name, None)
+                if not cfg:
+                    del self._configs[key]
+        else:
+            self._configs.setdefault(key, {})[r.name] = r.value
+
+    def _apply_producer_ids(self, r: ProducerIdsRecord) -> None:
+        if r.next_producer_id < self.next_producer_id:
+            log.warning("[metadata] producer id block going backwards ignored: %r", r)
+            return
+        self.next_producer_id = r.next_producer_id
+
+    def _apply_feature_level(self, r: FeatureLevelRecord) -> None:
+        self.features[r.name] = r.feature_level
+
+    def _apply_noop(self, r: NoOpRecord) -> None:
+        pass
+
+    # ---- snapshots
+
+    def snapshot(self) -> list[MetadataRecord]:
+        """Records that rebuild exactly this image (in a canonical order)."""
+        out: list[MetadataRecord] = []
+        for name in sorted(self.features):
+            out.append(FeatureLevelRecord(name, self.features[name]))
+        for bid in sorted(self.brokers):
+            b = self.brokers[bid]
+            out.append(
+                RegisterBrokerRecord(
+                    broker_id=b.broker_id,
+                    incarnation_id=b.incarnation_id,
+                    broker_epoch=b.broker_epoch,
+                    endpoints=b.endpoints,
+                    rack=b.rack,
+                    fenced=b.fenced,
+                    in_controlled_shutdown=b.in_controlled_shutdown,
+                )
+            )
+        for name in sorted(self.topics):
+            t = self.topics[name]
+            out.append(TopicRecord(t.name, t.topic_id))
+            for pid in sorted(t.partitions):
+                p = t.partitions[pid]
+                out.append(
+                    PartitionRecord(
+                        partition_id=pid,
+                        topic_id=t.topic_id,
+                        replicas=p.replicas,
+                        isr=p.isr,
+                        leader=p.leader,
+                        leader_epoch=p.leader_epoch,
+                        partition_epoch=p.partition_epoch,
+                        removing_replicas=p.removing_replicas,
+                        adding_replicas=p.adding_replicas,
+                        leader_recovery_state=p.leader_recovery_state,
+                    )
+                )
+        for rtype, rname in sorted(self._configs):
+            cfg = self._configs[(rtype, rname)]
+            for k in sorted(cfg):
+                out.append(ConfigRecord(rtype, rname, k, cfg[k]))
+        if self.next_producer_id:
+            out.append(ProducerIdsRecord(-1, -1, self.next_producer_id))
+        return out
+
+    def restore(self, records: Iterable[MetadataRecord]) -> None:
+        """Replace this image's state with the one ``records`` build from empty."""
+        fresh = MetadataImage.from_records(records)
+        self.__dict__.update(fresh.__dict__)
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for r in self.snapshot():
+            h.update(encode_record(r))
+            h.update(b"\n")
+        return h.hexdigest()
+
+    def __repr__(self) -> str:
+        return (
+            f"MetadataImage(brokers={sorted(self.brokers)}, topics={sorted(self.topics)}, "
+            f"next_producer_id={self.next_producer_id})"
+        )
+
+
+_APPLY: dict[type[Any], Any] = {
+    RegisterBrokerRecord: MetadataImage._apply_register_broker,
+    UnregisterBrokerRecord: MetadataImage._apply_unregister_broker,
+    TopicRecord: MetadataImage._apply_topic,
+    RemoveTopicRecord: MetadataImage._apply_remove_topic,
+    PartitionRecord: MetadataImage._apply_partition,
+    PartitionChangeRecord: MetadataImage._apply_partition_change,
+    ConfigRecord: MetadataImage._apply_config,
+    FenceBrokerRecord: MetadataImage._apply_fence,
+    UnfenceBrokerRecord: MetadataImage._apply_unfence,
+    BrokerRegistrationChangeRecord: MetadataImage._apply_registration_change,
+    ProducerIdsRecord: MetadataImage._apply_producer_ids,
+    FeatureLevelRecord: MetadataImage._apply_feature_level,
+    NoOpRecord: MetadataImage._apply_noop,
+}
