@@ -1,0 +1,136 @@
+"""Request/response headers and bodies for the versions a broker serves.
+
+Quirks kept here, each with a test:
+- Request header v1 for non-flexible request versions, v2 for flexible ones; in
+  v2 the client id keeps its int16 length (it is not a compact string).
+- Response header v0 for non-flexible responses, v1 (tagged fields) for flexible
+  ones, except ApiVersions, which always uses v0 so a client can read it before
+  it knows the broker's versions.
+- An ApiVersions request of a version this broker does not serve is answered
+  with a v0 body carrying UNSUPPORTED_VERSION and the supported ranges (the
+  caller builds that body; `decode_request` raises `UnsupportedRequest`).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from jocko_py.protocol import messages
+from jocko_py.protocol.errors import ProtocolError, UnsupportedVersionError
+from jocko_py.protocol.wire import Reader, r_i16, r_i32, r_nstring, r_tagged, w_i32
+
+API_VERSIONS_KEY = 18
+_HEAD = struct.Struct(">hhi")
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@dataclass(slots=True)
+class Request:
+    header: RequestHeader
+    body: Any
+    size: int
+
+
+class UnsupportedRequest(UnsupportedVersionError):
+    """A well-framed request this broker does not serve (unknown key or version)."""
+
+    def __init__(self, header: RequestHeader, message: str):
+        super().__init__(message)
+        self.header = header
+
+
+def peek_header(frame: bytes | memoryview) -> RequestHeader:
+    if len(frame) < 8:
+        raise ProtocolError(f"request of {len(frame)} bytes is shorter than a header")
+    api_key, api_version, correlation_id = _HEAD.unpack_from(frame, 0)
+    return RequestHeader(api_key, api_version, correlation_id, None)
+
+
+def decode_request(
+    frame: bytes | memoryview, served: dict[int, tuple[int, int]]
+) -> Request:
+    """Decode one request frame (without its size prefix).
+
+    `served` maps api key -> (min, max) version this broker implements.
+    """
+    header = peek_header(frame)
+    r = Reader(frame, 8)
+    header.client_id = r_nstring(r)
+    rng = served.get(header.api_key)
+    if rng is None or not rng[0] <= header.api_version <= rng[1]:
+        raise UnsupportedRequest(
+            header,
+            f"{messages.api_name(header.api_key)} v{header.api_version} is not served",
+        )
+    if messages.request_flexible(header.api_key, header.api_version):
+        r_tagged(r, {}, {})
+    body = messages.request_schema(header.api_key, header.api_version).parse(r)
+    if r.pos != r.end:
+        raise ProtocolError(
+            f"{messages.api_name(header.api_key)} v{header.api_version}: "
+            f"{r.end - r.pos} trailing bytes"
+        )
+    return Request(header, body, len(frame))
+
+
+def encode_response(
+    api_key: int, api_version: int, correlation_id: int, body: Any
+) -> bytearray:
+    """Size-prefixed response frame."""
+    out = bytearray(b"\0\0\0\0")
+    w_i32(correlation_id, out)
+    if api_key != API_VERSIONS_KEY and messages.response_flexible(api_key, api_version):
+        out.append(0)  # empty tagged fields of response header v1
+    messages.response_schema(api_key, api_version).build(body, out)
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return out
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
+) -> bytearray:
+    """Size-prefixed request frame (used by tools, tests and broker-to-broker calls)."""
+    out = bytearray(b"\0\0\0\0")
+    out += _HEAD.pack(api_key, api_version, correlation_id)
+    if client_id is None:
+        out += b"\xff\xff"
+    else:
+        cid = client_id.encode()
+        out += struct.pack(">h", len(cid)) + cid
+    if messages.request_flexible(api_key, api_version):
+        out.append(0)
+    messages.request_schema(api_key, api_version).build(body, out)
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return out
+
+
+def decode_response(api_key: int, api_version: int, frame: bytes | memoryview) -> tuple[int, Any]:
+    """Decode a response frame (without size prefix): (correlation id, body)."""
+    r = Reader(frame)
+    correlation_id = r_i32(r)
+    if api_key != API_VERSIONS_KEY and messages.response_flexible(api_key, api_version):
+        r_tagged(r, {}, {})
+    body = messages.response_schema(api_key, api_version).parse(r)
+    return correlation_id, body
+
+
+__all__ = [
+    "Request",
+    "RequestHeader",
+    "UnsupportedRequest",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "peek_header",
+    "r_i16",
+]
