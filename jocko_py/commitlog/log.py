@@ -1,0 +1,550 @@
+"""The partition log: ordered segments, offsets, reads, retention, recovery.
+
+This module owns one partition's directory.  Synchronous file I/O only; the
+broker calls it from its event loop and batches fsyncs (see ``needs_flush``).
+
+On-disk layout of a partition directory ``<topic>-<partition>/``::
+
+    00000000000000000000.log        record batches (see segment.py)
+    00000000000000000000.index      offset index   (see index.py)
+    00000000000000000000.timeindex  time index     (see index.py)
+    00000000000000001234.log        next segment, named by its base offset
+    ...
+    log-start-offset                checkpoint of the log start offset, text:
+                                    line 1 "0" (format version), line 2 the offset
+
+Segments cover disjoint, increasing offset ranges; the last one is active
+(the only one appended to).  Index files without a ``.log`` are leftovers of
+an interrupted roll or delete and are removed on open; ``*.deleted`` and
+``*.tmp`` files likewise.  The log start offset is the larger of the first
+segment's base offset and the checkpoint (DeleteRecords can move it inside a
+segment).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from jocko_py.commitlog.config import LogConfig
+from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
+from jocko_py.commitlog.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from jocko_py.protocol.records import (
+    CorruptRecordError,
+    RecordBatchHeader,
+    RecordBatchTooLargeError,
+    iter_batches,
+    patch_base_offset,
+    patch_leader_epoch,
+    set_log_append_time,
+)
+
+__all__ = ["AppendInfo", "Log", "ReadInfo"]
+
+logger = logging.getLogger(__name__)
+
+LOG_START_OFFSET_FILE = "log-start-offset"
+_INT32_MAX = 2147483647
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append did: offsets assigned, timestamps, size."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless LogAppendTime was applied
+    valid_bytes: int
+    num_records: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadInfo:
+    """Result of a read: whole batches, plus the log bounds at read time."""
+
+    records: bytes
+    log_start_offset: int
+    log_end_offset: int
+    first_batch_offset: int  # base offset of the first returned batch, -1 when empty
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    """A partition log made of segments.  Use :meth:`Log.open` to create or load one."""
+
+    def __init__(self, directory: Path, config: LogConfig) -> None:
+        self.dir = directory
+        self.config = config
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._log_start_offset = 0
+        self._recovery_point = 0
+        self.unflushed_messages = 0
+        self.last_flush_ms = _now_ms()
+        #: Set when flush.messages is reached; the owner should call flush() soon.
+        self.needs_flush = False
+        #: Called (once per transition) when the log gets unflushed data.
+        self.on_dirty: Callable[[Log], None] | None = None
+        self._dirty_reported = False
+        self.name = directory.name
+
+    # --- opening ---------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        recovery_point: int = 0,
+        *,
+        had_clean_shutdown: bool = False,
+    ) -> Log:
+        """Create or load the log in ``directory``.
+
+        Segments that may hold data not known to be on disk (those at or after
+        the one containing ``recovery_point``) are fully validated and a torn
+        or corrupt tail is truncated, unless ``had_clean_shutdown``.  Every
+        segment's indexes are sanity-checked and rebuilt when wrong.
+        """
+        lg = cls(directory, config)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            lg._load(recovery_point, had_clean_shutdown)
+        except OSError as exc:
+            lg.close()
+            raise KafkaStorageError(f"cannot open log {directory}: {exc}") from exc
+        return lg
+
+    def _load(self, recovery_point: int, had_clean_shutdown: bool) -> None:
+        bases: list[int] = []
+        for p in self.dir.iterdir():
+            name = p.name
+            if name.endswith((".deleted", ".tmp", ".cleaned", ".swap")):
+                p.unlink(missing_ok=True)
+                continue
+            stem, dot, suffix = name.partition(".")
+            if not dot or not stem.isdigit() or len(stem) != 20:
+                continue
+            if "." + suffix == LOG_SUFFIX:
+                bases.append(int(stem))
+            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                if not (self.dir / (stem + LOG_SUFFIX)).exists():
+                    logger.info("[log=%s] removing orphan index %s", self.name, name)
+                    p.unlink(missing_ok=True)
+        bases.sort()
+        checkpoint = self._read_log_start_offset()
+        if self.config.segment_index_bytes <= 0:
+            raise ValueError("segment_index_bytes must be positive")
+        first_unsafe = 0
+        for i, b in enumerate(bases):
+            if b <= recovery_point:
+                first_unsafe = i
+        expected = None
+        for i, base in enumerate(bases):
+            recover = not had_clean_shutdown and i >= first_unsafe
+            if expected is not None and base < expected:
+                # Overlaps its predecessor: this and later files cannot be trusted.
+                logger.warning("[log=%s] segment %d overlaps its predecessor", self.name, base)
+                for later in bases[i:]:
+                    LogSegment(self.dir, later, self.config).delete()
+                break
+            seg, truncated = LogSegment.open(self.dir, base, self.config, recover=recover)
+            self._add_segment(seg)
+            expected = seg.next_offset
+            if truncated:
+                for later in bases[i + 1 :]:
+                    logger.warning(
+                        "[log=%s] deleting segment %d after corrupt data", self.name, later
+                    )
+                    LogSegment(self.dir, later, self.config).delete()
+                break
+        if not self.segments:
+            start = checkpoint if checkpoint is not None else 0
+            self._add_segment(LogSegment.create(self.dir, start, self.config))
+        leo = self.log_end_offset
+        start = self.segments[0].base_offset
+        if checkpoint is not None:
+            start = max(start, min(checkpoint, leo))
+        self._log_start_offset = start
+        if had_clean_shutdown:
+            self._recovery_point = leo
+        else:
+            # Everything now in the files has been validated; make it durable so
+            # the recovery point can move to the end.
+            for seg in self.segments:
+                seg.flush()
+            self._recovery_point = leo
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _read_log_start_offset(self) -> int | None:
+        path = self.dir / LOG_START_OFFSET_FILE
+        try:
+            lines = path.read_text().split()
+            if len(lines) == 2 and lines[0] == "0":
+                return int(lines[1])
+            logger.warning("[log=%s] ignoring malformed %s", self.name, path.name)
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            logger.warning("[log=%s] ignoring malformed %s", self.name, path.name)
+        return None
+
+    def _write_log_start_offset(self) -> None:
+        path = self.dir / LOG_START_OFFSET_FILE
+        tmp = path.with_suffix(".tmp")
+        try:
+            with open(tmp, "w") as f:
+                f.write(f"0\n{self._log_start_offset}\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot write {path}: {exc}") from exc
+
+    # --- properties ------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self.segments)
+
+    # --- append ----------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        log_append_time: int | None = None,
+        assign_offsets: bool = True,
+        now_ms: int | None = None,
+    ) -> AppendInfo:
+        """Append validated batches; returns the offsets they got.
+
+        As leader (``assign_offsets``) base offsets and the partition leader
+        epoch are patched in place in a copy of ``records``.  As follower the
+        batches keep their offsets, which must start at or after the log end.
+        """
+        buf = bytearray(records)
+        headers: list[tuple[int, RecordBatchHeader]] = list(
+            iter_batches(buf, validate_crc=False)
+        )
+        if not headers:
+            raise CorruptRecordError("append needs at least one record batch")
+        cfg = self.config
+        next_offset = self.log_end_offset
+        first_offset = next_offset if assign_offsets else headers[0][1].base_offset
+        max_ts = -1
+        offset_of_max = -1
+        num_records = 0
+        patched: list[RecordBatchHeader] = []
+        for pos, h in headers:
+            if h.size > cfg.max_message_bytes or h.size > cfg.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"record batch of {h.size} bytes exceeds max.message.bytes "
+                    f"{cfg.max_message_bytes} or segment.bytes {cfg.segment_bytes}"
+                )
+            if assign_offsets:
+                patch_base_offset(buf, pos, next_offset)
+                patch_leader_epoch(buf, pos, leader_epoch)
+                h = h._replace(base_offset=next_offset, partition_leader_epoch=leader_epoch)
+            elif h.base_offset < next_offset:
+                raise CorruptRecordError(
+                    f"follower append at offset {h.base_offset} is below the log end {next_offset}"
+                )
+            if log_append_time is not None:
+                set_log_append_time(buf, pos, log_append_time)
+                h = h._replace(max_timestamp=log_append_time, attributes=h.attributes | 0x08)
+            if h.max_timestamp > max_ts:
+                max_ts = h.max_timestamp
+                offset_of_max = h.base_offset if log_append_time is not None else h.last_offset
+            num_records += h.records_count
+            next_offset = h.next_offset
+            patched.append(h)
+        last_offset = next_offset - 1
+        now = _now_ms() if now_ms is None else now_ms
+        if self.active_segment.should_roll(len(buf), last_offset, now):
+            self.roll(patched[0].base_offset)
+        self.active_segment.append(buf, patched)
+        self.unflushed_messages += num_records
+        if self.unflushed_messages >= cfg.flush_messages:
+            self.needs_flush = True
+        if not self._dirty_reported:
+            self._dirty_reported = True
+            if self.on_dirty is not None:
+                self.on_dirty(self)
+        return AppendInfo(
+            first_offset=first_offset,
+            last_offset=last_offset,
+            max_timestamp=max_ts,
+            offset_of_max_timestamp=offset_of_max,
+            log_append_time=-1 if log_append_time is None else log_append_time,
+            valid_bytes=len(buf),
+            num_records=num_records,
+            log_start_offset=self._log_start_offset,
+        )
+
+    def roll(self, base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at ``base_offset`` (default: the log end)."""
+        new_base = self.log_end_offset if base_offset is None else base_offset
+        active = self.active_segment
+        if active.size == 0 and active.base_offset == new_base:
+            return active
+        if new_base < self.log_end_offset:
+            raise ValueError(f"cannot roll to {new_base} below log end {self.log_end_offset}")
+        # The old segment will not change again: put it on disk with its final
+        # time index entry, so recovery never has to look at it.
+        active.time_index.maybe_append(active.max_timestamp, active.offset_of_max_timestamp)
+        active.flush()
+        seg = LogSegment.create(self.dir, new_base, self.config)
+        self._add_segment(seg)
+        logger.info("[log=%s] rolled new segment at offset %d", self.name, new_base)
+        return seg
+
+    # --- read ------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> ReadInfo:
+        """Whole batches starting with the one that contains ``offset``.
+
+        Only batches entirely below ``max_offset`` (the high watermark) are
+        returned.  Reads stay within one segment, like Kafka's; the caller
+        fetches again for more.  Raises OffsetOutOfRangeError outside
+        [log start offset, log end offset].
+        """
+        start, end = self._log_start_offset, self.log_end_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range [{start}, {end}] for {self.name}",
+                log_start_offset=start,
+                log_end_offset=end,
+            )
+        limit = end if max_offset is None else min(max_offset, end)
+        if offset >= limit:
+            return ReadInfo(b"", start, end, -1)
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            data = seg.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+            if data is not None:
+                first = int.from_bytes(data[:8], "big", signed=True) if data else -1
+                return ReadInfo(data, start, end, first)
+            i += 1
+        return ReadInfo(b"", start, end, -1)
+
+    # --- timestamps --------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``."""
+        for seg in self.segments:
+            if seg.next_offset <= self._log_start_offset or seg.max_timestamp < timestamp:
+                continue
+            found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def latest_timestamp_offset(self) -> tuple[int, int] | None:
+        """(max timestamp, offset of the first record carrying it) over the log."""
+        best: LogSegment | None = None
+        for seg in self.segments:
+            if seg.next_offset <= self._log_start_offset or seg.offset_of_max_timestamp < 0:
+                continue
+            if best is None or seg.max_timestamp > best.max_timestamp:
+                best = seg
+        if best is None:
+            return None
+        return best.offset_of_max_record()
+
+    # --- deleting / truncating ---------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """Raise the log start offset to ``offset`` (DeleteRecords); returns it.
+
+        Segments entirely below the new start are deleted; the active segment
+        is kept.
+        """
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: log end is {self.log_end_offset}",
+                log_start_offset=self._log_start_offset,
+                log_end_offset=self.log_end_offset,
+            )
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._write_log_start_offset()
+            self._delete_segments_below_start()
+        return self._log_start_offset
+
+    def _delete_segments_below_start(self) -> int:
+        n = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self._log_start_offset:
+            self._delete_oldest()
+            n += 1
+        return n
+
+    def _delete_oldest(self) -> None:
+        seg = self.segments.pop(0)
+        self._bases.pop(0)
+        logger.info("[log=%s] deleting segment %d", self.name, seg.base_offset)
+        try:
+            seg.delete()
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot delete {seg.log_path}: {exc}") from exc
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete old segments by retention.ms and retention.bytes; returns how many.
+
+        The active segment is never deleted.  The log start offset advances to
+        the first remaining segment.
+        """
+        if not self.config.delete:
+            return self._delete_segments_below_start()
+        now = _now_ms() if now_ms is None else now_ms
+        cfg = self.config
+        deleted = self._delete_segments_below_start()
+        if cfg.retention_ms >= 0:
+            while len(self.segments) > 1 and (
+                now - self.segments[0].largest_timestamp > cfg.retention_ms
+            ):
+                self._delete_oldest()
+                deleted += 1
+        if cfg.retention_bytes >= 0:
+            excess = self.size_bytes - cfg.retention_bytes
+            while len(self.segments) > 1 and excess - self.segments[0].size >= 0:
+                excess -= self.segments[0].size
+                self._delete_oldest()
+                deleted += 1
+        if self.segments[0].base_offset > self._log_start_offset:
+            self._log_start_offset = self.segments[0].base_offset
+            self._write_log_start_offset()
+        return deleted
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch that holds an offset >= ``offset`` (follower divergence).
+
+        When ``offset`` falls inside a batch the whole batch goes, so the log
+        end may end up below ``offset``.
+        """
+        if offset >= self.log_end_offset:
+            return
+        if offset < self._log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            seg = self.segments.pop()
+            self._bases.pop()
+            seg.delete()
+        self.active_segment.truncate_to(offset)
+        self._recovery_point = min(self._recovery_point, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start an empty log at ``offset``."""
+        while self.segments:
+            seg = self.segments.pop()
+            self._bases.pop()
+            seg.delete()
+        self._add_segment(LogSegment.create(self.dir, offset, self.config))
+        self._log_start_offset = offset
+        self._recovery_point = offset
+        self._write_log_start_offset()
+
+    # --- flushing ----------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync every segment with unflushed data; the recovery point moves to the end."""
+        leo = self.log_end_offset
+        for seg in reversed(self.segments):
+            if seg.dirty:
+                seg.flush()
+            elif seg.next_offset <= self._recovery_point:
+                break
+        self._recovery_point = leo
+        self.unflushed_messages = 0
+        self.needs_flush = False
+        self._dirty_reported = False
+        self.last_flush_ms = _now_ms()
+
+    def flush_if_due(self, now_ms: int | None = None) -> bool:
+        """Flush when flush.messages was reached or flush.ms has passed; True if flushed."""
+        if not self.unflushed_messages:
+            return False
+        now = _now_ms() if now_ms is None else now_ms
+        if self.needs_flush or now - self.last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    def update_config(self, config: LogConfig) -> None:
+        """New topic config (AlterConfigs); applies to future appends and retention."""
+        self.config = config
+        for seg in self.segments:
+            seg.config = config
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    def close(self) -> None:
+        for seg in self.segments:
+            try:
+                seg.flush()
+            except KafkaStorageError:
+                logger.exception("[log=%s] flush on close failed", self.name)
+            seg.close()
+
+    def delete(self) -> None:
+        """Remove every file of this log and its directory."""
+        for seg in self.segments:
+            seg.delete()
+        self.segments.clear()
+        self._bases.clear()
+        for p in list(self.dir.glob("*")) if self.dir.exists() else []:
+            p.unlink(missing_ok=True)
+        try:
+            self.dir.rmdir()
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot remove {self.dir}: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.name}, start={self._log_start_offset}, end={self.log_end_offset}, "
+            f"segments={len(self.segments)})"
+        )

@@ -1,0 +1,234 @@
+"""LogManager: every partition log under one data directory.
+
+This module owns the data directory: which logs exist, loading them on start,
+deleting them, batching their fsyncs, retention across them, and the
+directory-level checkpoint files.
+
+On-disk layout of ``data_dir``::
+
+    <topic>-<partition>/                 one directory per log (see log.py)
+    <topic>-<partition>.<uuid>-delete/   a log being deleted (removed on start)
+    recovery-point-offset-checkpoint     Kafka's checkpoint format, text:
+                                             0                  (version)
+                                             <count>
+                                             <topic> <partition> <offset>   (count lines)
+    .kafka_cleanshutdown                 present only after a clean close_all();
+                                         lets the next start skip segment recovery
+
+Checkpoints are written to ``<name>.tmp``, fsynced and renamed into place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from jocko_py.commitlog.config import LogConfig
+from jocko_py.commitlog.errors import KafkaStorageError
+from jocko_py.commitlog.log import Log
+
+__all__ = ["LogManager", "read_offset_checkpoint", "write_offset_checkpoint"]
+
+logger = logging.getLogger(__name__)
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+
+
+def write_offset_checkpoint(path: Path, offsets: dict[TopicPartition, int]) -> None:
+    """Write Kafka's offset checkpoint format atomically."""
+    tmp = path.with_name(path.name + ".tmp")
+    lines = ["0", str(len(offsets))]
+    lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+    try:
+        with open(tmp, "w") as f:
+            f.write("\n".join(lines) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise KafkaStorageError(f"cannot write {path}: {exc}") from exc
+
+
+def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """Read Kafka's offset checkpoint format; a missing or malformed file gives {}."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return {}
+    try:
+        if lines[0].strip() != "0":
+            raise ValueError(f"unknown version {lines[0]!r}")
+        count = int(lines[1])
+        out: dict[TopicPartition, int] = {}
+        for line in lines[2 : 2 + count]:
+            topic, part, off = line.split()
+            out[(topic, int(part))] = int(off)
+        if len(out) != count:
+            raise ValueError("entry count mismatch")
+        return out
+    except (ValueError, IndexError) as exc:
+        logger.warning("ignoring malformed checkpoint %s: %s", path, exc)
+        return {}
+
+
+def parse_log_dir_name(name: str) -> TopicPartition | None:
+    """``orders-3`` -> ("orders", 3); None for anything else."""
+    topic, dash, part = name.rpartition("-")
+    if not dash or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+class LogManager:
+    """Owns the logs in ``data_dir``; synchronous, one owner (the broker loop)."""
+
+    def __init__(self, data_dir: Path, default_config: LogConfig) -> None:
+        self.data_dir = data_dir
+        self.default_config = default_config
+        self.logs: dict[TopicPartition, Log] = {}
+        self._dirty: dict[TopicPartition, Log] = {}
+
+    def _dir_for(self, topic: str, partition: int) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
+
+    def _track(self, tp: TopicPartition, lg: Log) -> None:
+        self.logs[tp] = lg
+
+        def on_dirty(_log: Log, tp: TopicPartition = tp) -> None:
+            self._dirty[tp] = _log
+
+        lg.on_dirty = on_dirty
+
+    # --- loading -----------------------------------------------------------------
+
+    def load_all(self, configs: dict[TopicPartition, LogConfig] | None = None) -> None:
+        """Open (and if needed recover) every log found in ``data_dir``."""
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            points = read_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
+            for p in sorted(self.data_dir.iterdir()):
+                if not p.is_dir():
+                    continue
+                if p.name.endswith(DELETE_SUFFIX):
+                    shutil.rmtree(p, ignore_errors=True)
+                    continue
+                tp = parse_log_dir_name(p.name)
+                if tp is None or tp in self.logs:
+                    continue
+                cfg = (configs or {}).get(tp, self.default_config)
+                lg = Log.open(p, cfg, points.get(tp, 0), had_clean_shutdown=clean)
+                self._track(tp, lg)
+            # From here on a crash must trigger recovery again.
+            marker.unlink(missing_ok=True)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot load logs from {self.data_dir}: {exc}") from exc
+        logger.info(
+            "loaded %d logs from %s (%s shutdown)",
+            len(self.logs),
+            self.data_dir,
+            "clean" if clean else "unclean",
+        )
+
+    # --- access ------------------------------------------------------------------
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        tp = (topic, partition)
+        lg = self.logs.get(tp)
+        if lg is None:
+            (self.data_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+            lg = Log.open(self._dir_for(topic, partition), config or self.default_config)
+            self._track(tp, lg)
+        return lg
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Close and remove a log: renamed aside first so a crash cannot resurrect it."""
+        tp = (topic, partition)
+        lg = self.logs.pop(tp, None)
+        self._dirty.pop(tp, None)
+        path = self._dir_for(topic, partition)
+        if lg is not None:
+            for seg in lg.segments:
+                seg.close()
+        if not path.exists():
+            return lg is not None
+        aside = self.data_dir / f"{path.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        try:
+            os.replace(path, aside)
+            shutil.rmtree(aside)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot delete log {path}: {exc}") from exc
+        return True
+
+    # --- flushing / checkpoints --------------------------------------------------------
+
+    def flush_dirty(self, now_ms: int | None = None) -> int:
+        """fsync logs whose flush.messages or flush.ms is due; call once per loop turn."""
+        flushed = 0
+        for tp, lg in list(self._dirty.items()):
+            if lg.flush_if_due(now_ms):
+                flushed += 1
+            if not lg.unflushed_messages:
+                self._dirty.pop(tp, None)
+        return flushed
+
+    @property
+    def has_due_flush(self) -> bool:
+        """True when some log reached flush.messages (cheap check for the loop)."""
+        return any(lg.needs_flush for lg in self._dirty.values())
+
+    def flush_all(self) -> None:
+        for lg in self.logs.values():
+            lg.flush()
+        self._dirty.clear()
+
+    def checkpoint_recovery_points(self) -> None:
+        """Persist each log's recovery point (call periodically and on shutdown)."""
+        write_offset_checkpoint(
+            self.data_dir / RECOVERY_POINT_CHECKPOINT,
+            {tp: lg.recovery_point for tp, lg in self.logs.items()},
+        )
+
+    def apply_retention_all(self, now_ms: int | None = None) -> int:
+        deleted = 0
+        for tp, lg in list(self.logs.items()):
+            try:
+                deleted += lg.apply_retention(now_ms)
+            except KafkaStorageError:
+                logger.exception("[partition=%s-%d] retention failed", *tp)
+        return deleted
+
+    def close_all(self) -> None:
+        """Flush, checkpoint and close every log, then mark the shutdown clean."""
+        failed = False
+        for tp, lg in self.logs.items():
+            try:
+                lg.flush()
+            except KafkaStorageError:
+                failed = True
+                logger.exception("[partition=%s-%d] flush on shutdown failed", *tp)
+        try:
+            self.checkpoint_recovery_points()
+        except KafkaStorageError:
+            failed = True
+            logger.exception("cannot write recovery point checkpoint")
+        for lg in self.logs.values():
+            lg.close()
+        self.logs.clear()
+        self._dirty.clear()
+        if not failed:
+            try:
+                (self.data_dir / CLEAN_SHUTDOWN_FILE).touch()
+            except OSError:
+                logger.exception("cannot write clean shutdown marker")

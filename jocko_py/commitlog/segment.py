@@ -1,0 +1,470 @@
+"""One log segment: a ``.log`` file of record batches plus its two indexes.
+
+This module owns reading, appending, recovering and truncating one segment.
+
+On-disk format: ``<base20>.log``, where ``<base20>`` is the segment's base
+offset as 20 zero-padded decimal digits, is the concatenation of record
+batches (magic 2) exactly as produced, with only baseOffset and
+partitionLeaderEpoch patched by the log (see ``jocko_py.protocol.records`` for
+the batch layout).  There is no file header and no padding: the file length is
+the sum of the batch sizes.  Batches have strictly increasing base offsets, all
+>= the segment's base offset.  ``<base20>.index`` and ``<base20>.timeindex``
+are described in :mod:`jocko_py.commitlog.index`.
+
+A batch is trusted on read because it was validated when appended (by the
+broker) or by :meth:`LogSegment.recover` on start-up after an unclean stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from jocko_py.commitlog.config import LogConfig
+from jocko_py.commitlog.errors import KafkaStorageError
+from jocko_py.commitlog.index import IndexCorruptError, OffsetIndex, TimeIndex
+from jocko_py.protocol.records import (
+    CURRENT_MAGIC,
+    HEADER_SIZE,
+    MIN_BATCH_LENGTH,
+    RecordBatchHeader,
+    compute_crc,
+    decode_records,
+    parse_header,
+)
+
+__all__ = ["LogSegment", "filename_prefix"]
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+
+_SCAN_CHUNK = 64 * 1024
+_INT32_MAX = 2147483647
+
+
+def filename_prefix(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class LogSegment:
+    """A segment file and its indexes; not thread-safe (one owner, the Log)."""
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.config = config
+        prefix = filename_prefix(base_offset)
+        self.log_path = directory / (prefix + LOG_SUFFIX)
+        self.index_path = directory / (prefix + INDEX_SUFFIX)
+        self.time_index_path = directory / (prefix + TIME_INDEX_SUFFIX)
+        self._fd = -1
+        self.size = 0
+        self.next_offset = base_offset
+        # Largest batch max timestamp and the base offset of the batch carrying it.
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp: int | None = None
+        self.created_ms = int(time.time() * 1000)
+        self.dirty = False
+        self._bytes_since_index = 0
+        self.offset_index: OffsetIndex
+        self.time_index: TimeIndex
+
+    # --- opening --------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
+        """A new, empty segment (files created; an existing .log is emptied)."""
+        seg = cls(directory, base_offset, config)
+        try:
+            seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            seg.index_path.unlink(missing_ok=True)
+            seg.time_index_path.unlink(missing_ok=True)
+            seg.offset_index = OffsetIndex(seg.index_path, base_offset, config.segment_index_bytes)
+            seg.time_index = TimeIndex(
+                seg.time_index_path, base_offset, config.segment_index_bytes
+            )
+        except OSError as exc:
+            seg._close_quietly()
+            for p in (seg.log_path, seg.index_path, seg.time_index_path):
+                p.unlink(missing_ok=True)
+            raise KafkaStorageError(f"cannot create segment {seg.log_path}: {exc}") from exc
+        return seg
+
+    @classmethod
+    def open(
+        cls, directory: Path, base_offset: int, config: LogConfig, *, recover: bool
+    ) -> tuple[LogSegment, int]:
+        """Open an existing segment; returns (segment, bytes truncated by recovery).
+
+        With ``recover`` every batch is validated and the indexes rebuilt.  Without
+        it the indexes are sanity-checked against the log (and rebuilt by a full
+        recovery if they fail) and only the tail past the last index entry is scanned.
+        """
+        seg = cls(directory, base_offset, config)
+        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        seg.size = os.fstat(seg._fd).st_size
+        seg.created_ms = int(os.fstat(seg._fd).st_mtime * 1000)
+        if recover:
+            return seg, seg.recover()
+        if seg.size > 0 and not (seg.index_path.exists() and seg.time_index_path.exists()):
+            log.warning("[segment=%s] index file missing; rebuilding", seg.log_path)
+            return seg, seg.recover()
+        try:
+            seg.offset_index = OffsetIndex.load(
+                seg.index_path, base_offset, config.segment_index_bytes
+            )
+            try:
+                seg.time_index = TimeIndex.load(
+                    seg.time_index_path, base_offset, config.segment_index_bytes
+                )
+            except Exception:
+                seg.offset_index.close()
+                raise
+            seg._check_indexes()
+            seg._load_tail()
+        except (IndexCorruptError, OSError, ValueError) as exc:
+            log.warning("[segment=%s] index check failed (%s); rebuilding", seg.log_path, exc)
+            return seg, seg.recover()
+        return seg, 0
+
+    def _check_indexes(self) -> None:
+        off, pos = self.offset_index.last_entry()
+        if self.offset_index.entries:
+            if pos + HEADER_SIZE > self.size:
+                raise IndexCorruptError("offset index points past the end of the log")
+            h = self._header_at(pos)
+            if h.base_offset != off:
+                raise IndexCorruptError(
+                    f"offset index entry ({off}, {pos}) disagrees with batch at {h.base_offset}"
+                )
+        if self.size > 0 and not self.offset_index.entries:
+            raise IndexCorruptError("offset index is empty for a non-empty log")
+        last_t = self.time_index.last_entry()
+        if last_t is not None and self.size == 0:
+            raise IndexCorruptError("time index has entries for an empty log")
+
+    def _load_tail(self) -> None:
+        """Scan batch headers after the last index entry for next offset / timestamps."""
+        _, pos = self.offset_index.last_entry()
+        last_t = self.time_index.last_entry()
+        if last_t is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last_t
+        if self.size > 0:
+            self.first_batch_timestamp = self._header_at(0).max_timestamp
+        for p, h in self.iter_headers(pos):
+            if h.batch_length < MIN_BATCH_LENGTH or h.magic != CURRENT_MAGIC:
+                raise IndexCorruptError(f"bad batch header at position {p}")
+            self._track(h)
+            pos = p + h.size
+        if pos != self.size:
+            raise IndexCorruptError(f"log ends mid-batch at {pos} of {self.size}")
+
+    def _track(self, h: RecordBatchHeader) -> None:
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = h.base_offset
+        self.next_offset = h.next_offset
+
+    # --- recovery -------------------------------------------------------------
+
+    def recover(self) -> int:
+        """Validate every batch, rebuild both indexes, cut a torn or corrupt tail.
+
+        Returns the number of bytes truncated.
+        """
+        for attr in ("offset_index", "time_index"):
+            idx = getattr(self, attr, None)
+            if idx is not None:
+                idx.close()
+        self.index_path.unlink(missing_ok=True)
+        self.time_index_path.unlink(missing_ok=True)
+        cfg = self.config
+        self.offset_index = OffsetIndex(self.index_path, self.base_offset, cfg.segment_index_bytes)
+        self.time_index = TimeIndex(self.time_index_path, self.base_offset, cfg.segment_index_bytes)
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = None
+        self._bytes_since_index = 0
+        file_size = os.fstat(self._fd).st_size
+        pos = 0
+        reason = ""
+        while pos < file_size:
+            remaining = file_size - pos
+            if remaining < HEADER_SIZE:
+                reason = f"{remaining} trailing bytes"
+                break
+            head = os.pread(self._fd, HEADER_SIZE, pos)
+            h = parse_header(head)
+            if h.batch_length < MIN_BATCH_LENGTH or h.magic != CURRENT_MAGIC:
+                reason = f"bad length {h.batch_length} or magic {h.magic}"
+                break
+            if h.size > remaining:
+                reason = f"batch of {h.size} bytes with {remaining} left (torn write)"
+                break
+            if h.base_offset < self.next_offset or h.last_offset_delta < 0:
+                reason = f"offset {h.base_offset} goes backwards"
+                break
+            if h.last_offset - self.base_offset > _INT32_MAX:
+                reason = f"offset {h.last_offset} too far from segment base"
+                break
+            batch = os.pread(self._fd, h.size, pos)
+            if compute_crc(batch, 0, h.size) != h.crc:
+                reason = f"CRC mismatch in batch at offset {h.base_offset}"
+                break
+            self._index_batch(h, pos)
+            if self.first_batch_timestamp is None:
+                self.first_batch_timestamp = h.max_timestamp
+            pos += h.size
+        truncated = file_size - pos
+        if truncated:
+            log.warning(
+                "[segment=%s] recovery truncates %d bytes at position %d: %s",
+                self.log_path,
+                truncated,
+                pos,
+                reason,
+            )
+            os.ftruncate(self._fd, pos)
+        self.size = pos
+        self.dirty = True
+        return truncated
+
+    # --- appending ------------------------------------------------------------
+
+    def _index_batch(self, h: RecordBatchHeader, position: int) -> None:
+        self._track(h)
+        # The first batch always gets an entry so lookups never scan from before it.
+        if self._bytes_since_index >= self.config.index_interval_bytes or position == 0:
+            self.offset_index.append(h.base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += h.size
+
+    def append(self, data: bytes | bytearray | memoryview, batches: list[RecordBatchHeader]) -> None:
+        """Write ``data`` (the whole batches described by ``batches``) at the end.
+
+        On OSError the file is cut back to its previous length and
+        KafkaStorageError is raised, so the segment stays consistent.
+        """
+        start = self.size
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.pwrite(self._fd, view[written:], start + written)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, start)
+            except OSError:
+                log.exception("[segment=%s] cannot truncate after failed write", self.log_path)
+            raise KafkaStorageError(f"write to {self.log_path} failed: {exc}") from exc
+        self.size = start + written
+        self.dirty = True
+        pos = start
+        for h in batches:
+            if self.first_batch_timestamp is None:
+                self.first_batch_timestamp = h.max_timestamp
+            try:
+                self._index_batch(h, pos)
+            except OSError as exc:
+                # The index is rebuildable; losing an entry only costs a longer scan.
+                log.warning("[segment=%s] index write failed: %s", self.log_path, exc)
+            pos += h.size
+
+    # --- reading --------------------------------------------------------------
+
+    def _header_at(self, pos: int) -> RecordBatchHeader:
+        return parse_header(os.pread(self._fd, HEADER_SIZE, pos))
+
+    def iter_headers(self, pos: int = 0) -> Iterator[tuple[int, RecordBatchHeader]]:
+        """(position, header) of every batch from ``pos``, read in chunks."""
+        buf = b""
+        buf_start = pos
+        end = self.size
+        while pos + HEADER_SIZE <= end:
+            off = pos - buf_start
+            if off + HEADER_SIZE > len(buf):
+                buf = os.pread(self._fd, _SCAN_CHUNK, pos)
+                buf_start = pos
+                off = 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            h = parse_header(buf, off)
+            if h.batch_length < MIN_BATCH_LENGTH:
+                raise KafkaStorageError(f"{self.log_path}: corrupt batch length at {pos}")
+            yield pos, h
+            pos += h.size
+
+    def find_position(self, offset: int) -> tuple[int, RecordBatchHeader] | None:
+        """Position and header of the first batch whose last offset >= ``offset``."""
+        _, pos = self.offset_index.lookup(offset)
+        for p, h in self.iter_headers(pos):
+            if h.last_offset >= offset:
+                return p, h
+        return None
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> bytes | None:
+        """Whole batches from the one containing ``offset``.
+
+        Stops before a batch whose last offset is >= ``max_offset`` and once
+        ``max_bytes`` would be exceeded (but returns one batch regardless when
+        ``min_one_batch``).  None when no batch here reaches ``offset``.
+        """
+        found = self.find_position(offset)
+        if found is None:
+            return None
+        start, _ = found
+        total = 0
+        for _p, h in self.iter_headers(start):
+            if max_offset is not None and h.last_offset >= max_offset:
+                break
+            if total + h.size > max_bytes and not (total == 0 and min_one_batch):
+                break
+            total += h.size
+        if total == 0:
+            return b""
+        try:
+            return os.pread(self._fd, total, start)
+        except OSError as exc:
+            raise KafkaStorageError(f"read from {self.log_path} failed: {exc}") from exc
+
+    def read_batch_at(self, position: int, header: RecordBatchHeader) -> bytes:
+        return os.pread(self._fd, header.size, position)
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, start_offset: int
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record >= ``start_offset`` with ts >= ``timestamp``."""
+        scan_from = max(self.time_index.lookup(timestamp), start_offset)
+        found = self.find_position(scan_from)
+        if found is None:
+            return None
+        for p, h in self.iter_headers(found[0]):
+            if h.max_timestamp < timestamp or h.last_offset < start_offset:
+                continue
+            for rec in decode_records(self.read_batch_at(p, h), h):
+                if rec.timestamp >= timestamp and rec.offset >= start_offset:
+                    return rec.offset, rec.timestamp
+        return None
+
+    def offset_of_max_record(self) -> tuple[int, int] | None:
+        """(max timestamp, offset of the first record carrying it), or None if empty."""
+        if self.offset_of_max_timestamp < 0:
+            return None
+        found = self.find_position(self.offset_of_max_timestamp)
+        if found is None:
+            return None
+        p, h = found
+        for rec in decode_records(self.read_batch_at(p, h), h):
+            if rec.timestamp == h.max_timestamp:
+                return h.max_timestamp, rec.offset
+        return h.max_timestamp, h.last_offset
+
+    # --- rolling / sizing -----------------------------------------------------
+
+    def should_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> bool:
+        if self.size == 0:
+            return False
+        cfg = self.config
+        if self.size + incoming_bytes > cfg.segment_bytes:
+            return True
+        rolling_ts = (
+            self.first_batch_timestamp
+            if self.first_batch_timestamp is not None and self.first_batch_timestamp >= 0
+            else self.created_ms
+        )
+        if now_ms - rolling_ts > cfg.segment_ms - cfg.segment_jitter_ms:
+            return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return last_offset - self.base_offset > _INT32_MAX
+
+    @property
+    def largest_timestamp(self) -> int:
+        """For retention: the largest batch timestamp, else the file's mtime."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return int(os.fstat(self._fd).st_mtime * 1000)
+        except OSError:
+            return self.created_ms
+
+    # --- truncation / lifecycle -----------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset >= ``offset``; returns bytes removed."""
+        found = self.find_position(offset)
+        if found is None:
+            return 0
+        pos, _ = found
+        removed = self.size - pos
+        try:
+            os.ftruncate(self._fd, pos)
+        except OSError as exc:
+            raise KafkaStorageError(f"truncate of {self.log_path} failed: {exc}") from exc
+        self.size = pos
+        self.dirty = True
+        self.offset_index.truncate_to_position(pos)
+        self.time_index.truncate_to_offset(offset)
+        # Recompute what the tail scan would give for the shorter file.
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = None
+        self._bytes_since_index = 0
+        for p, h in self.iter_headers(0):
+            if p == 0:
+                self.first_batch_timestamp = h.max_timestamp
+            self._track(h)
+        return removed
+
+    def flush(self) -> None:
+        if not self.dirty:
+            return
+        try:
+            os.fsync(self._fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+        except OSError as exc:
+            raise KafkaStorageError(f"fsync of {self.log_path} failed: {exc}") from exc
+        self.dirty = False
+
+    def _close_quietly(self) -> None:
+        if self._fd >= 0:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = -1
+
+    def close(self) -> None:
+        for attr in ("offset_index", "time_index"):
+            idx = getattr(self, attr, None)
+            if idx is not None:
+                idx.close()
+        self._close_quietly()
+
+    def delete(self) -> None:
+        self.close()
+        for p in (self.log_path, self.index_path, self.time_index_path):
+            p.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
+        )
