@@ -75,9 +75,7 @@ class LogConfig:
         return self.message_timestamp_type == "LogAppendTime"
 
     @classmethod
-    def from_properties(
-        cls, props: Mapping[str, str], base: LogConfig | None = None
-    ) -> LogConfig:
+    def from_properties(cls, props: Mapping[str, str], base: LogConfig | None = None) -> LogConfig:
         """Overlay topic properties (``segment.bytes`` = "...") on ``base``.
 
         Unknown names and bad values raise ValueError naming the property.
@@ -316,6 +314,5 @@ def topic_config_defaults(base: LogConfig | None = None) -> dict[str, tuple[str,
     """
     cfg = base or LogConfig()
     return {
-        name: (d.format(getattr(cfg, d.field)), d.config_type)
-        for name, d in TOPIC_CONFIGS.items()
+        name: (d.format(getattr(cfg, d.field)), d.config_type) for name, d in TOPIC_CONFIGS.items()
     }

@@ -259,9 +259,7 @@ class Log:
         batches keep their offsets, which must start at or after the log end.
         """
         buf = bytearray(records)
-        headers: list[tuple[int, RecordBatchHeader]] = list(
-            iter_batches(buf, validate_crc=False)
-        )
+        headers: list[tuple[int, RecordBatchHeader]] = list(iter_batches(buf, validate_crc=False))
         if not headers:
             raise CorruptRecordError("append needs at least one record batch")
         cfg = self.config

@@ -87,9 +87,7 @@ class LogSegment:
             seg.index_path.unlink(missing_ok=True)
             seg.time_index_path.unlink(missing_ok=True)
             seg.offset_index = OffsetIndex(seg.index_path, base_offset, config.segment_index_bytes)
-            seg.time_index = TimeIndex(
-                seg.time_index_path, base_offset, config.segment_index_bytes
-            )
+            seg.time_index = TimeIndex(seg.time_index_path, base_offset, config.segment_index_bytes)
         except OSError as exc:
             seg._close_quietly()
             for p in (seg.log_path, seg.index_path, seg.time_index_path):
@@ -248,7 +246,9 @@ class LogSegment:
             self._bytes_since_index = 0
         self._bytes_since_index += h.size
 
-    def append(self, data: bytes | bytearray | memoryview, batches: list[RecordBatchHeader]) -> None:
+    def append(
+        self, data: bytes | bytearray | memoryview, batches: list[RecordBatchHeader]
+    ) -> None:
         """Write ``data`` (the whole batches described by ``batches``) at the end.
 
         On OSError the file is cut back to its previous length and
@@ -346,9 +346,7 @@ class LogSegment:
     def read_batch_at(self, position: int, header: RecordBatchHeader) -> bytes:
         return os.pread(self._fd, header.size, position)
 
-    def find_offset_by_timestamp(
-        self, timestamp: int, start_offset: int
-    ) -> tuple[int, int] | None:
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record >= ``start_offset`` with ts >= ``timestamp``."""
         scan_from = max(self.time_index.lookup(timestamp), start_offset)
         found = self.find_position(scan_from)
@@ -465,6 +463,4 @@ class LogSegment:
             p.unlink(missing_ok=True)
 
     def __repr__(self) -> str:
-        return (
-            f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
-        )
+        return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"

@@ -212,11 +212,11 @@ class RecordBatchHeader(NamedTuple):
 
     @property
     def last_sequence(self) -> int:
-        """Sequence of the last record (wraps at int32 like Kafka), or -1."""
+        """Sequence of the last record, or -1.  Kafka wraps sequences past int32 max to 0."""
         if self.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
         seq = self.base_sequence + self.last_offset_delta
-        return seq - 0x80000000 if seq > 0x7FFFFFFF else seq
+        return seq - 0x7FFFFFFF - 1 if seq > 0x7FFFFFFF else seq
 
 
 class ControlType(enum.IntEnum):
@@ -312,18 +312,14 @@ def iter_batches(
         pos += size
 
 
-def split_batches(
-    buf: Buffer, *, validate_crc: bool
-) -> list[tuple[RecordBatchHeader, memoryview]]:
+def split_batches(buf: Buffer, *, validate_crc: bool) -> list[tuple[RecordBatchHeader, memoryview]]:
     """Split a ``records`` blob into whole batches.
 
     Raises CorruptRecordError for truncated or garbled lengths or a bad CRC and
     UnsupportedMagicError for any magic other than 2.  An empty blob yields [].
     """
     mv = memoryview(buf)
-    return [
-        (h, mv[pos : pos + h.size]) for pos, h in iter_batches(mv, validate_crc=validate_crc)
-    ]
+    return [(h, mv[pos : pos + h.size]) for pos, h in iter_batches(mv, validate_crc=validate_crc)]
 
 
 def check_produce_batch(header: RecordBatchHeader) -> None:
