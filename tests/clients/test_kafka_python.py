@@ -1,0 +1,170 @@
+"""kafka-python 3.x against a real broker process.
+
+Per codec: 10,000 records (keys, two headers, explicit CreateTime timestamps, ~100-byte
+values) produced with the client's defaults (idempotent, acks=all) plus compression, read
+back byte for byte by assign() (no group), offsets_for_times checked; then one broker
+restart and every codec's topic read again.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import codec as kcodec
+
+from tests.support.e2e import (
+    CODECS,
+    Dataset,
+    Rec,
+    TargetBroker,
+    assert_same_records,
+    create_topics,
+    make_dataset,
+    unique_suffix,
+    with_offsets,
+)
+
+pytestmark = pytest.mark.clients
+
+SUFFIX = unique_suffix()
+HAS_CODEC = {
+    "none": True,
+    "gzip": kcodec.has_gzip(),
+    "snappy": kcodec.has_snappy(),
+    "lz4": kcodec.has_lz4(),
+    "zstd": kcodec.has_zstd(),
+}
+CODEC_LIBS = {"snappy": "python-snappy", "lz4": "lz4", "zstd": "zstandard"}
+
+
+@pytest.fixture(scope="module")
+def datasets() -> dict[str, Dataset]:
+    """Topics produced successfully in this module, by codec."""
+    return {}
+
+
+def produce(bootstrap: str, ds: Dataset, codec: str) -> None:
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        compression_type=None if codec == "none" else codec,
+        linger_ms=5,
+        client_id="jocko-e2e-kafka-python",
+    )
+    try:
+        futures = [
+            producer.send(
+                ds.topic,
+                key=r.key,
+                value=r.value,
+                partition=r.partition,
+                timestamp_ms=r.timestamp,
+                headers=list(r.headers),
+            )
+            for r in ds.records
+        ]
+        producer.flush(timeout=120)
+        for i, f in enumerate(futures):
+            md = f.get(timeout=30)
+            assert md.partition == ds.records[i].partition
+    finally:
+        producer.close(timeout=10)
+
+
+def consume(bootstrap: str, topic: str, partitions: int, deadline_s: float = 120) -> dict[
+    int, list[Rec]
+]:
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        client_id="jocko-e2e-kafka-python",
+    )
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        end = consumer.end_offsets(tps)
+        out: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + deadline_s
+        while any(consumer.position(tp) < end[tp] for tp in tps):
+            if time.monotonic() > deadline:
+                pos = {tp.partition: (consumer.position(tp), end[tp]) for tp in tps}
+                raise TimeoutError(f"{topic}: (position, end offset) by partition: {pos}")
+            for tp, msgs in consumer.poll(timeout_ms=500).items():
+                for m in msgs:
+                    out[tp.partition].append(
+                        Rec(
+                            partition=m.partition,
+                            offset=m.offset,
+                            key=m.key,
+                            value=m.value,
+                            headers=tuple((k, v) for k, v in m.headers),
+                            timestamp=m.timestamp,
+                            timestamp_type=m.timestamp_type,
+                        )
+                    )
+        return out
+    finally:
+        consumer.close()
+
+
+def check_offsets_for_times(bootstrap: str, ds: Dataset) -> None:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    try:
+        expected = ds.by_partition()
+        wrong = []
+        for p, ts, want in ds.timestamp_queries():
+            tp = TopicPartition(ds.topic, p)
+            got = consumer.offsets_for_times({tp: ts}, timeout_ms=30_000)[tp]
+            if want is None:
+                if got is not None:
+                    wrong.append(f"p{p} ts={ts}: want None, got {got}")
+            elif got is None or got.offset != want or got.timestamp != expected[p][want].timestamp:
+                wrong.append(
+                    f"p{p} ts={ts}: want offset {want} ts {expected[p][want].timestamp}, got {got}"
+                )
+        assert not wrong, f"{ds.topic}: offsets_for_times wrong:\n" + "\n".join(wrong)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_produce_and_read_back(
+    target: TargetBroker, datasets: dict[str, Dataset], codec: str
+) -> None:
+    assert HAS_CODEC[codec], f"kafka-python cannot {codec}: pip install {CODEC_LIBS.get(codec)}"
+    ds = make_dataset(f"e2e-kafkapy-{codec}-{SUFFIX}")
+    create_topics(target.bootstrap, [ds.topic], ds.partitions)
+    produce(target.bootstrap, ds, codec)
+    got = consume(target.bootstrap, ds.topic, ds.partitions)
+    assert_same_records(with_offsets(ds.by_partition()), got, f"kafka-python {codec}")
+    ds.first_read = got
+    datasets[codec] = ds
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_offsets_for_times(
+    target: TargetBroker, datasets: dict[str, Dataset], codec: str
+) -> None:
+    if codec not in datasets:
+        pytest.skip(f"test_produce_and_read_back[{codec}] did not produce the topic")
+    check_offsets_for_times(target.bootstrap, datasets[codec])
+
+
+def test_read_again_after_restart(target: TargetBroker, datasets: dict[str, Dataset]) -> None:
+    if not target.can_restart:
+        pytest.skip("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
+    if not datasets:
+        pytest.skip("no codec's topic was produced earlier in this module")
+    target.restart()
+    for codec, ds in datasets.items():
+        got = consume(target.bootstrap, ds.topic, ds.partitions)
+        assert_same_records(
+            with_offsets(ds.by_partition()), got, f"kafka-python {codec} after restart"
+        )
+    check_offsets_for_times(target.bootstrap, next(iter(datasets.values())))
+    missing = sorted(set(CODECS) - set(datasets))
+    assert not missing, f"re-read the others, but these codecs had failed before: {missing}"
