@@ -10,7 +10,7 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: run test venv venv-test lint typecheck generate check-generated kcat java-deps pytest bench clean
+.PHONY: run test venv venv-test lint typecheck generate check-generated kcat java-deps spark-deps pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,14 @@ kcat:
 java-deps:
 	$(MAKE) -C tests/java jars
 
+# PySpark (the `spark` extra) and the Kafka connector jars for tests/spark and examples/spark.
+$(VENV)/.installed-spark: $(VENV)/.installed pyproject.toml
+	$(BIN)/pip install -q -e '.[spark]'
+	touch $@
+
+spark-deps: $(VENV)/.installed-spark
+	$(MAKE) -C spark jars
+
 lint: venv-test
 	$(BIN)/ruff check jocko_py tests tools cmd
 	$(BIN)/lint-imports
@@ -51,7 +59,7 @@ lint: venv-test
 typecheck: venv-test
 	$(BIN)/mypy
 
-pytest: venv-test kcat java-deps
+pytest: venv-test kcat java-deps spark-deps
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 test: venv-test kcat java-deps check-generated lint typecheck pytest
