@@ -459,3 +459,8 @@ def w_tagged(
         build(v, body)
         w_uvarint(len(body), out)
         out += body
+
+
+# record blobs are written like nullable bytes
+w_records = w_nbytes
+w_crecords = w_cnbytes

@@ -1,0 +1,79 @@
+"""The API registry: which handler serves which API key and versions.
+
+Handlers register themselves with `@api(key, min, max)`; ApiVersions is derived
+from these registrations, so the broker never advertises a version it does not
+implement. `advertise_min` lets an API advertise versions below what it
+serves (Produce v0-2: advertised, then rejected as Kafka 4 does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from jocko_py.protocol import messages
+from jocko_py.protocol.codec import RequestHeader
+
+if TYPE_CHECKING:
+    from jocko_py.broker.core import Broker
+
+
+@dataclass(slots=True)
+class RequestContext:
+    header: RequestHeader
+    broker: Broker
+    peer: str
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class ApiEntry:
+    key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+    advertised_min: int
+
+
+class NoResponse:
+    """Returned by a handler when the protocol sends no reply (acks=0 produce)."""
+
+
+NO_RESPONSE = NoResponse()
+
+_REGISTRY: dict[int, ApiEntry] = {}
+
+
+def api(
+    key: int, min_version: int, max_version: int, *, advertise_min: int | None = None
+) -> Callable[[Handler], Handler]:
+    lo, hi = messages.spec_versions(key)
+    if not (lo <= min_version <= max_version <= hi):
+        raise ValueError(f"API {key}: versions {min_version}-{max_version} outside spec {lo}-{hi}")
+
+    def register(fn: Handler) -> Handler:
+        adv = min_version if advertise_min is None else advertise_min
+        _REGISTRY[key] = ApiEntry(key, min_version, max_version, fn, adv)
+        return fn
+
+    return register
+
+
+def registry() -> dict[int, ApiEntry]:
+    return _REGISTRY
+
+
+def served_versions() -> dict[int, tuple[int, int]]:
+    """Versions the decoder accepts (including advertised-but-rejected ones)."""
+    return {k: (e.advertised_min, e.max_version) for k, e in _REGISTRY.items()}
+
+
+def advertised_versions() -> list[tuple[int, int, int]]:
+    return sorted((k, e.advertised_min, e.max_version) for k, e in _REGISTRY.items())

@@ -1,0 +1,101 @@
+"""One client connection: frames in, responses out, in request order.
+
+Like Kafka, a connection processes one request at a time: the next frame is not
+handled until the previous response is queued, so responses leave in request
+order. Bytes that do not parse close this connection only (logged once);
+handler failures are logged with the request and also close the connection,
+so a client reconnects and retries instead of waiting for a reply that will not
+come.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from jocko_py.broker import api as api_mod
+from jocko_py.broker.api import NO_RESPONSE, RequestContext
+from jocko_py.protocol import codec, messages
+from jocko_py.protocol.errors import ErrorCode, ProtocolError
+from jocko_py.protocol.framing import FrameDecoder
+
+if TYPE_CHECKING:
+    from jocko_py.broker.core import Broker
+
+log = logging.getLogger("jocko_py.broker.connection")
+
+API_VERSIONS = 18
+READ_CHUNK = 256 * 1024
+
+
+def api_versions_fallback(header: codec.RequestHeader) -> bytes:
+    """v0 ApiVersions reply with UNSUPPORTED_VERSION and the ranges we serve."""
+    body = {
+        "error_code": ErrorCode.UNSUPPORTED_VERSION,
+        "api_keys": [
+            {"api_key": k, "min_version": lo, "max_version": hi}
+            for k, lo, hi in api_mod.advertised_versions()
+        ],
+    }
+    return bytes(codec.encode_response(API_VERSIONS, 0, header.correlation_id, body))
+
+
+class Connection:
+    def __init__(
+        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.broker = broker
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.decoder = FrameDecoder(broker.config.socket_request_max_bytes)
+        self.served = api_mod.served_versions()
+        self.entries = api_mod.registry()
+
+    async def run(self) -> None:
+        try:
+            while True:
+                data = await self.reader.read(READ_CHUNK)
+                if not data:
+                    return
+                for frame in self.decoder.feed(data):
+                    out = await self.handle(frame)
+                    if out is not None:
+                        self.writer.write(out)
+                if self.writer.transport.get_write_buffer_size() > 4 * 1024 * 1024:
+                    await self.writer.drain()
+        except ProtocolError as e:
+            log.warning("[peer=%s] closing connection: %s", self.peer, e)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self.writer.close()
+
+    async def handle(self, frame: bytes) -> bytes | bytearray | None:
+        try:
+            request = codec.decode_request(frame, self.served)
+        except codec.UnsupportedRequest as e:
+            if e.header.api_key == API_VERSIONS:
+                return api_versions_fallback(e.header)
+            raise
+        header = request.header
+        entry = self.entries[header.api_key]
+        ctx = RequestContext(header, self.broker, self.peer)
+        try:
+            body = await entry.handler(ctx, request.body)
+        except ProtocolError:
+            raise
+        except Exception as e:
+            log.exception(
+                "[peer=%s] %s v%d (client %s) failed; closing connection",
+                self.peer, messages.api_name(header.api_key), header.api_version,
+                header.client_id,
+            )
+            raise ProtocolError(f"handler failed: {e!r}") from e
+        if body is NO_RESPONSE:
+            return None
+        return codec.encode_response(
+            header.api_key, header.api_version, header.correlation_id, body
+        )

@@ -1,0 +1,23 @@
+"""One module per Kafka API. Importing a module registers its handler."""
+
+from __future__ import annotations
+
+import importlib
+
+MODULES = [
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "topics_admin",
+    "configs",
+    "delete_records",
+    "describe_cluster",
+    "init_producer_id",
+]
+
+
+def load_all() -> None:
+    for m in MODULES:
+        importlib.import_module(f"jocko_py.broker.handlers.{m}")

@@ -1,0 +1,180 @@
+"""DescribeConfigs (32) v0-4, AlterConfigs (33) v0-2, IncrementalAlterConfigs (44) v0-1.
+
+Topic resources (type 2) are fully supported: every topic config with its
+value and source (DYNAMIC_TOPIC_CONFIG when set on the topic, else the broker
+property it defaults from or DEFAULT_CONFIG), synonyms (v1+), types and docs
+(v3+). AlterConfigs replaces a topic's overrides; IncrementalAlterConfigs
+applies SET/DELETE/APPEND/SUBTRACT. Unknown names or bad values get
+INVALID_CONFIG. Broker resources (type 4) can be described (static
+properties); altering broker configs is not supported (INVALID_REQUEST).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.topics import TopicError
+from jocko_py.commitlog.config import TOPIC_CONFIGS, TOPIC_TO_BROKER, LogConfig
+from jocko_py.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from jocko_py.broker.core import Broker
+
+TOPIC, BROKER = 2, 4
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def validate_topic_configs(broker: Broker, configs: dict[str, str | None]) -> None:
+    try:
+        LogConfig.from_properties(
+            {k: v for k, v in configs.items() if v is not None}, broker.log_config
+        )
+    except ValueError as e:
+        raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from None
+
+
+def describe_topic_configs(
+    broker: Broker, topic: str, keys: list[str] | None, *, extra: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    overrides = dict(broker.topics.image.topic_configs(topic))
+    overrides.update(extra or {})
+    effective = LogConfig.from_properties(overrides, broker.log_config).to_properties()
+    props = broker.config.properties
+    out = []
+    for name, d in sorted(TOPIC_CONFIGS.items()):
+        if keys is not None and name not in keys:
+            continue
+        synonyms = []
+        if name in overrides:
+            source = DYNAMIC_TOPIC_CONFIG
+            synonyms.append({"name": name, "value": overrides[name], "source": source})
+        else:
+            source = DEFAULT_CONFIG
+        bname = TOPIC_TO_BROKER.get(name)
+        if bname and bname in props and bname not in _defaults_only(broker):
+            if source == DEFAULT_CONFIG:
+                source = STATIC_BROKER_CONFIG
+            synonyms.append({"name": bname, "value": props[bname], "source": STATIC_BROKER_CONFIG})
+        synonyms.append({"name": bname or name, "value": LogConfig().to_properties()[name],
+                         "source": DEFAULT_CONFIG})
+        out.append({
+            "name": name, "value": effective[name], "read_only": False,
+            "is_default": source == DEFAULT_CONFIG, "config_source": source,
+            "is_sensitive": False, "synonyms": synonyms,
+            "config_type": d.config_type_id, "documentation": None,
+        })
+    return out
+
+
+def _defaults_only(broker: Broker) -> set[str]:
+    from jocko_py.broker.config import DEFAULTS
+
+    return {k for k, v in DEFAULTS.items() if broker.config.properties.get(k) == v}
+
+
+def describe_broker_configs(broker: Broker, keys: list[str] | None) -> list[dict[str, Any]]:
+    out = []
+    for name, value in sorted(broker.config.properties.items()):
+        if keys is not None and name not in keys:
+            continue
+        out.append({"name": name, "value": value, "read_only": True, "is_default": False,
+                    "config_source": STATIC_BROKER_CONFIG, "is_sensitive": False,
+                    "synonyms": [], "config_type": 2, "documentation": None})
+    return out
+
+
+@api(32, 0, 4)
+async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    broker = ctx.broker
+    results = []
+    for r in req.resources:
+        res: dict[str, Any] = {"error_code": 0, "error_message": None,
+                               "resource_type": r.resource_type,
+                               "resource_name": r.resource_name, "configs": []}
+        keys = list(r.configuration_keys) if r.configuration_keys is not None else None
+        if r.resource_type == TOPIC:
+            if r.resource_name not in broker.topics.image.topics:
+                res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           error_message=f"Topic {r.resource_name} does not exist")
+            else:
+                res["configs"] = describe_topic_configs(broker, r.resource_name, keys)
+        elif r.resource_type == BROKER:
+            if r.resource_name not in ("", str(broker.broker_id)):
+                res.update(error_code=ErrorCode.INVALID_REQUEST,
+                           error_message=f"Unexpected broker id {r.resource_name}")
+            else:
+                res["configs"] = describe_broker_configs(broker, keys)
+        else:
+            res.update(error_code=ErrorCode.INVALID_REQUEST,
+                       error_message=f"Unsupported resource type {r.resource_type}")
+        if not (ctx.version >= 1 and req.include_synonyms):
+            for c in res["configs"]:
+                c["synonyms"] = []
+        results.append(res)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: bool) -> dict[str, Any]:
+    broker = ctx.broker
+    res: dict[str, Any] = {"error_code": 0, "error_message": None,
+                           "resource_type": r.resource_type, "resource_name": r.resource_name}
+    try:
+        if r.resource_type != TOPIC:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             "Only topic configs can be altered on this broker")
+        name = r.resource_name
+        if name not in broker.topics.image.topics:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Topic {name} does not exist")
+        current = broker.topics.image.topic_configs(name)
+        if incremental:
+            new: dict[str, str | None] = dict(current)
+            for c in r.configs:
+                if c.name not in TOPIC_CONFIGS:
+                    raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config {c.name}")
+                op = c.config_operation
+                if op == SET:
+                    new[c.name] = c.value
+                elif op == DELETE:
+                    new[c.name] = None
+                elif op in (APPEND, SUBTRACT):
+                    base = (new.get(c.name) or LogConfig().to_properties()[c.name]).split(",")
+                    items = [x for x in base if x]
+                    vals = [x for x in (c.value or "").split(",") if x]
+                    if op == APPEND:
+                        items += [v for v in vals if v not in items]
+                    else:
+                        items = [x for x in items if x not in vals]
+                    new[c.name] = ",".join(items)
+                else:
+                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown operation {op}")
+        else:
+            new = {c.name: c.value for c in r.configs}
+            for k in current:
+                new.setdefault(k, None)
+        for k in new:
+            if k not in TOPIC_CONFIGS:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config {k}")
+        validate_topic_configs(broker, new)
+        if not validate_only:
+            changes = {k: v for k, v in new.items() if current.get(k) != v}
+            if changes:
+                broker.topics.set_topic_configs(name, changes)
+                broker.replicas.update_topic_config(name)
+    except TopicError as e:
+        res.update(error_code=e.code, error_message=e.message)
+    return res
+
+
+@api(33, 0, 2)
+async def alter_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    return {"throttle_time_ms": 0,
+            "responses": [_apply(ctx, r, False, req.validate_only) for r in req.resources]}
+
+
+@api(44, 0, 1)
+async def incremental_alter_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    return {"throttle_time_ms": 0,
+            "responses": [_apply(ctx, r, True, req.validate_only) for r in req.resources]}

@@ -1,0 +1,35 @@
+"""DescribeCluster (key 60), versions 0-1.
+
+Cluster id, controller id and the live brokers. v1's endpoint type must be
+brokers (1); asking for controllers gets UNSUPPORTED_ENDPOINT_TYPE as on a
+broker listener. Authorized operations are not computed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jocko_py.broker.api import RequestContext, api
+from jocko_py.protocol.errors import ErrorCode
+
+
+@api(60, 0, 1)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    broker = ctx.broker
+    error = ErrorCode.NONE
+    if ctx.version >= 1 and req.endpoint_type != 1:
+        error = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+    image = broker.topics.image
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "error_message": None if not error else "The endpoint type is not supported",
+        "endpoint_type": 1,
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.controller_id,
+        "brokers": [
+            {"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for _, b in sorted(image.brokers.items()) if not b.fenced
+        ],
+        "cluster_authorized_operations": -(2**31),
+    }

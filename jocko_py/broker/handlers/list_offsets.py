@@ -1,0 +1,55 @@
+"""ListOffsets (key 2), versions 1-7.
+
+Timestamps: -2 earliest (log start offset), -1 latest (high watermark, or the
+last stable offset for read_committed), -3 the record with the largest
+timestamp (v7+), otherwise the first offset whose timestamp is >= the given
+one (offset -1 / timestamp -1 when there is none). The leader epoch is
+reported from v4. Earliest-local (-4) and tiered storage are not supported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jocko_py.broker.api import RequestContext, api
+from jocko_py.protocol.errors import ErrorCode
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+@api(2, 1, 7)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    replicas = ctx.broker.replicas
+    topics = []
+    for t in req.topics:
+        parts = []
+        for rp in t.partitions:
+            out: dict[str, Any] = {"partition_index": rp.partition_index, "error_code": 0,
+                                   "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            p = replicas.get(t.name, rp.partition_index)
+            if p is None:
+                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif rp.current_leader_epoch >= 0 and rp.current_leader_epoch != p.leader_epoch:
+                out["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH
+                                     if rp.current_leader_epoch < p.leader_epoch
+                                     else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            else:
+                ts = rp.timestamp
+                out["leader_epoch"] = p.leader_epoch
+                if ts == LATEST:
+                    out["offset"] = p.high_watermark
+                elif ts == EARLIEST:
+                    out["offset"] = p.log.log_start_offset
+                elif ts == MAX_TIMESTAMP:
+                    found = p.log.latest_timestamp_offset()
+                    if found is not None:
+                        out["timestamp"], out["offset"] = found[1], found[0]
+                elif ts < 0:
+                    out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+                else:
+                    found = p.log.offset_for_timestamp(ts)
+                    if found is not None and found[0] < p.high_watermark:
+                        out["offset"], out["timestamp"] = found
+            parts.append(out)
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,45 @@
+"""Delayed operations: fetches waiting for data, produces waiting for acks=all.
+
+A waiter registers interest in partition keys and gets an asyncio future that
+`notify(key)` completes; it then re-checks its condition. The caller bounds
+every wait with its own timeout (`max_wait_ms`, `timeout_ms`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Hashable, Iterable
+
+
+class Purgatory:
+    def __init__(self) -> None:
+        self._waiters: dict[Hashable, set[asyncio.Future[None]]] = defaultdict(set)
+
+    async def wait_any(self, keys: Iterable[Hashable], timeout: float) -> bool:
+        """Wait until any key is notified or `timeout` passes; True if notified."""
+        if timeout <= 0:
+            return False
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        keys = list(keys)
+        for k in keys:
+            self._waiters[k].add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            for k in keys:
+                s = self._waiters.get(k)
+                if s is not None:
+                    s.discard(fut)
+                    if not s:
+                        del self._waiters[k]
+
+    def notify(self, key: Hashable) -> None:
+        s = self._waiters.pop(key, None)
+        if s:
+            for fut in s:
+                if not fut.done():
+                    fut.set_result(None)

@@ -1,0 +1,185 @@
+"""Command line: `jocko-py broker|topic|produce|consume`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from jocko_py.protocol import records as rb
+
+
+def _overrides(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit(f"--override expects key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from jocko_py.app import run
+    from jocko_py.broker.config import build_config
+
+    config = build_config(
+        config_file=Path(args.config) if args.config else None,
+        overrides=_overrides(args.override),
+        broker_id=args.broker_id,
+        broker_addr=args.broker_addr,
+        advertised_addr=args.advertised_addr,
+        data_dir=args.data_dir,
+        raft_addr=args.raft_addr,
+    )
+    run(config)
+    return 0
+
+
+def cmd_topic(args: argparse.Namespace) -> int:
+    from jocko_py.client import Client
+
+    with Client(args.bootstrap_server) as c:
+        if args.action == "create":
+            t = c.create_topic(args.topic, args.partitions, args.replication_factor,
+                               _overrides(args.config))
+            print(f"Created topic {args.topic} ({t.topic_id}) with {args.partitions} partitions")
+        elif args.action == "delete":
+            c.delete_topic(args.topic)
+            print(f"Deleted topic {args.topic}")
+        elif args.action == "list":
+            for t in sorted(c.metadata().topics, key=lambda t: t.name):
+                print(t.name)
+        elif args.action == "describe":
+            md = c.metadata([args.topic] if args.topic else None)
+            for t in md.topics:
+                if t.error_code:
+                    print(f"{t.name}: error {t.error_code}", file=sys.stderr)
+                    return 1
+                print(f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: "
+                      f"{len(t.partitions)}")
+                if args.topic:
+                    for cfg in c.describe_configs(t.name):
+                        if cfg.config_source == 1:
+                            print(f"\tConfig: {cfg.name}={cfg.value}")
+                for p in sorted(t.partitions, key=lambda p: p.partition_index):
+                    print(f"\tPartition: {p.partition_index}\tLeader: {p.leader_id}\t"
+                          f"Replicas: {list(p.replica_nodes)}\tIsr: {list(p.isr_nodes)}")
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    from jocko_py.client import Client
+
+    with Client(args.bootstrap_server) as c:
+        c.metadata([args.topic], auto_create=True)
+        n = 0
+        for line in sys.stdin:
+            line = line.rstrip("\n")
+            key: bytes | None = None
+            if args.key_separator and args.key_separator in line:
+                k, line = line.split(args.key_separator, 1)
+                key = k.encode()
+            batch = rb.build_batch([rb.NewRecord(key, line.encode(), (),
+                                                 int(time.time() * 1000))])
+            c.produce(args.topic, args.partition, batch, acks=-1)
+            n += 1
+        print(f"produced {n} records to {args.topic}-{args.partition}", file=sys.stderr)
+    return 0
+
+
+def cmd_consume(args: argparse.Namespace) -> int:
+    from jocko_py.client import Client
+
+    with Client(args.bootstrap_server) as c:
+        offset = args.offset
+        if offset < 0:
+            offset = c.list_offset(args.topic, args.partition, -2 if offset == -2 else -1)[0]
+        seen = 0
+        idle_deadline = time.monotonic() + args.timeout
+        while args.max_messages < 0 or seen < args.max_messages:
+            p = c.fetch(args.topic, args.partition, offset)
+            data = p.records or b""
+            got = False
+            for pos, h in rb.iter_batches(memoryview(data), validate_crc=True,
+                                          allow_partial_tail=True):
+                for rec in rb.decode_records(memoryview(data)[pos:pos + h.size]):
+                    if rec.offset < offset:
+                        continue
+                    key = rec.key.decode(errors="replace") if rec.key is not None else None
+                    val = rec.value.decode(errors="replace") if rec.value is not None else ""
+                    print(f"{key}{args.key_separator}{val}" if args.print_key and key
+                          else val, flush=True)
+                    offset = rec.offset + 1
+                    seen += 1
+                    got = True
+                offset = max(offset, h.next_offset)
+            if got:
+                idle_deadline = time.monotonic() + args.timeout
+            elif time.monotonic() > idle_deadline:
+                break
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="jocko-py", description="A Kafka-compatible broker")
+    ap.add_argument("--log-level", default="INFO")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("broker", help="run a broker")
+    b.add_argument("--broker-id", type=int, default=None)
+    b.add_argument("--broker-addr", default=None, help="listen address host:port "
+                   "(default localhost:9092)")
+    b.add_argument("--advertised-addr", default=None, help="address given to clients")
+    b.add_argument("--data-dir", default=None, help="log directory (default ./data)")
+    b.add_argument("--raft-addr", default=None, help="raft address (single node: unused)")
+    b.add_argument("--config", default=None, help="server.properties file")
+    b.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a Kafka broker property")
+    b.set_defaults(func=cmd_broker)
+
+    t = sub.add_parser("topic", help="manage topics")
+    t.add_argument("action", choices=["create", "list", "describe", "delete"])
+    t.add_argument("topic", nargs="?")
+    t.add_argument("--bootstrap-server", default="localhost:9092")
+    t.add_argument("--partitions", type=int, default=1)
+    t.add_argument("--replication-factor", type=int, default=1)
+    t.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    t.set_defaults(func=cmd_topic)
+
+    p = sub.add_parser("produce", help="produce lines of stdin as records")
+    p.add_argument("topic")
+    p.add_argument("--bootstrap-server", default="localhost:9092")
+    p.add_argument("--partition", type=int, default=0)
+    p.add_argument("--key-separator", default=None)
+    p.set_defaults(func=cmd_produce)
+
+    c = sub.add_parser("consume", help="print records of a partition")
+    c.add_argument("topic")
+    c.add_argument("--bootstrap-server", default="localhost:9092")
+    c.add_argument("--partition", type=int, default=0)
+    c.add_argument("--offset", type=int, default=-2, help="-2 earliest, -1 latest")
+    c.add_argument("--max-messages", type=int, default=-1)
+    c.add_argument("--timeout", type=float, default=2.0, help="stop after this idle time")
+    c.add_argument("--print-key", action="store_true")
+    c.add_argument("--key-separator", default="\t")
+    c.set_defaults(func=cmd_consume)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    if args.command == "topic" and args.action != "list" and not args.topic \
+            and args.action != "describe":
+        raise SystemExit("topic name required")
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""A small blocking Kafka client on the project's own codec, for the CLI and tools.
+
+It speaks to one bootstrap broker (all that a single node needs), negotiates
+nothing fancy: fixed request versions that the broker serves.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+from typing import Any
+
+from jocko_py.protocol import codec
+from jocko_py.protocol.errors import ErrorCode
+
+
+class KafkaError(Exception):
+    def __init__(self, code: int, message: str | None = None):
+        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+        super().__init__(f"{name}: {message}" if message else name)
+        self.code = code
+
+
+class Client:
+    def __init__(self, bootstrap: str, client_id: str = "jocko-py-cli", timeout: float = 30.0):
+        host, _, port = bootstrap.rpartition(":")
+        self.sock = socket.create_connection((host or "localhost", int(port)), timeout=timeout)
+        self.client_id = client_id
+        self._corr = itertools.count(1)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _recv_exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        corr = next(self._corr)
+        self.sock.sendall(codec.encode_request(api_key, version, corr, self.client_id, body))
+        (size,) = struct.unpack(">i", self._recv_exact(4))
+        frame = self._recv_exact(size)
+        got, resp = codec.decode_response(api_key, version, frame)
+        if got != corr:
+            raise ConnectionError(f"correlation id {got} != {corr}")
+        return resp
+
+    # -- conveniences --------------------------------------------------------------
+
+    def metadata(self, topics: list[str] | None = None, auto_create: bool = False) -> Any:
+        body = {"topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": auto_create}
+        return self.request(3, 12, body)
+
+    def create_topic(self, name: str, partitions: int = 1, replication: int = 1,
+                     configs: dict[str, str] | None = None) -> Any:
+        r = self.request(19, 7, {"topics": [{
+            "name": name, "num_partitions": partitions, "replication_factor": replication,
+            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+        }], "timeout_ms": 30000})
+        t = r.topics[0]
+        if t.error_code:
+            raise KafkaError(t.error_code, t.error_message)
+        return t
+
+    def delete_topic(self, name: str) -> None:
+        r = self.request(20, 6, {"topics": [{"name": name}], "timeout_ms": 30000})
+        if r.responses[0].error_code:
+            raise KafkaError(r.responses[0].error_code, r.responses[0].error_message)
+
+    def describe_configs(self, topic: str) -> Any:
+        r = self.request(32, 4, {"resources": [
+            {"resource_type": 2, "resource_name": topic, "configuration_keys": None}]})
+        res = r.results[0]
+        if res.error_code:
+            raise KafkaError(res.error_code, res.error_message)
+        return res.configs
+
+    def produce(self, topic: str, partition: int, records: bytes, acks: int = -1) -> Any:
+        r = self.request(0, 9, {"acks": acks, "timeout_ms": 30000, "topic_data": [{
+            "name": topic, "partition_data": [{"index": partition, "records": records}]}]})
+        p = r.responses[0].partition_responses[0]
+        if p.error_code:
+            raise KafkaError(p.error_code, p.error_message)
+        return p.base_offset
+
+    def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+        r = self.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [{
+            "name": topic, "partitions": [{"partition_index": partition,
+                                           "timestamp": timestamp}]}]})
+        p = r.topics[0].partitions[0]
+        if p.error_code:
+            raise KafkaError(p.error_code)
+        return p.offset, p.timestamp
+
+    def fetch(self, topic: str, partition: int, offset: int, max_wait_ms: int = 500,
+              max_bytes: int = 1 << 20) -> Any:
+        r = self.request(1, 12, {
+            "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1,
+            "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [{
+                "partition": partition, "fetch_offset": offset, "current_leader_epoch": -1,
+                "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        p = r.responses[0].partitions[0]
+        if p.error_code:
+            raise KafkaError(p.error_code)
+        return p
