@@ -294,7 +294,7 @@ class Log:
             patched.append(h)
         last_offset = next_offset - 1
         now = _now_ms() if now_ms is None else now_ms
-        if self.active_segment.should_roll(len(buf), last_offset, now):
+        if self.active_segment.should_roll(len(buf), last_offset, max_ts, now):
             self.roll(patched[0].base_offset)
         self.active_segment.append(buf, patched)
         self.unflushed_messages += num_records

@@ -375,18 +375,26 @@ class LogSegment:
 
     # --- rolling / sizing -----------------------------------------------------
 
-    def should_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> bool:
+    def should_roll(
+        self, incoming_bytes: int, last_offset: int, max_timestamp: int, now_ms: int
+    ) -> bool:
+        """Kafka's roll rule: size, age, index space, or relative offset overflow.
+
+        Age is measured like Kafka: the incoming batches' max timestamp minus the
+        first batch's timestamp, falling back to wall time since creation when the
+        segment has no timestamps (so replaying old data does not roll per append).
+        """
         if self.size == 0:
             return False
         cfg = self.config
         if self.size + incoming_bytes > cfg.segment_bytes:
             return True
-        rolling_ts = (
-            self.first_batch_timestamp
-            if self.first_batch_timestamp is not None and self.first_batch_timestamp >= 0
-            else self.created_ms
-        )
-        if now_ms - rolling_ts > cfg.segment_ms - cfg.segment_jitter_ms:
+        first = self.first_batch_timestamp
+        if first is not None and first >= 0:
+            waited = max_timestamp - first
+        else:
+            waited = now_ms - self.created_ms
+        if waited > cfg.segment_ms - cfg.segment_jitter_ms:
             return True
         if self.offset_index.is_full or self.time_index.is_full:
             return True
