@@ -8,6 +8,7 @@ as raw properties and turned into a `LogConfig` by the commit log.
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,26 +81,26 @@ class BrokerConfig:
     def get(self, key: str) -> str:
         return self.properties.get(key, DEFAULTS.get(key, ""))
 
-    def int(self, key: str) -> int:
-        return int(self.get(key))
+    def int(self, key: str) -> builtins.int:
+        return builtins.int(self.get(key))
 
-    def bool(self, key: str) -> bool:
+    def bool(self, key: str) -> builtins.bool:
         return self.get(key).lower() == "true"
 
     @property
-    def socket_request_max_bytes(self) -> int:
+    def socket_request_max_bytes(self) -> builtins.int:
         return self.int("socket.request.max.bytes")
 
     @property
-    def auto_create_topics(self) -> bool:
+    def auto_create_topics(self) -> builtins.bool:
         return self.bool("auto.create.topics.enable")
 
     @property
-    def num_partitions(self) -> int:
+    def num_partitions(self) -> builtins.int:
         return self.int("num.partitions")
 
     @property
-    def message_max_bytes(self) -> int:
+    def message_max_bytes(self) -> builtins.int:
         return self.int("message.max.bytes")
 
 

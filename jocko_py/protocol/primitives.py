@@ -196,11 +196,11 @@ class KStruct(Construct):  # type: ignore[misc]
         if self.flexible:
             for f in self.tagged:
                 result[f.name] = _fresh(f.default)
-            table: wire.TagTable = {
-                f.tag: (f.name, (lambda sc: lambda r: sc._parse(r, context, path))(f.subcon))
-                for f in self.tagged
-                if f.tag is not None
-            }
+            table: wire.TagTable = {}
+            for f in self.tagged:
+                sc = f.subcon
+                assert sc is not None and f.tag is not None
+                table[f.tag] = (f.name, (lambda s: lambda r: s._parse(r, context, path))(sc))
             wire.r_tagged(stream, table, result)
         return result
 
@@ -211,19 +211,15 @@ class KStruct(Construct):  # type: ignore[misc]
             assert f.subcon is not None
             f.subcon._build(obj.get(f.name, f.default), stream, context, path)
         if self.flexible:
-            wire.w_tagged(
-                obj,
-                stream,
-                [
-                    (
-                        f.tag,
-                        f.name,
-                        f.default,
-                        (lambda sc: lambda v, o: sc._build(v, o, context, path))(f.subcon),
-                    )
-                    for f in self.tagged
-                ],
-            )
+            entries: list[tuple[int, str, Any, Any]] = []
+            for f in self.tagged:
+                sc = f.subcon
+                assert sc is not None and f.tag is not None
+                entries.append(
+                    (f.tag, f.name, f.default,
+                     (lambda s: lambda v, o: s._build(v, o, context, path))(sc))
+                )
+            wire.w_tagged(obj, stream, entries)
         return obj
 
     def _emitparse(self, code: Any) -> str:

@@ -57,7 +57,7 @@ def _short(r: Reader, n: int) -> ProtocolError:
     return ProtocolError(f"truncated: need {n} bytes at {r.pos}, have {r.end - r.pos}")
 
 
-def take(r: Reader, n: int) -> memoryview | bytes:
+def take(r: Reader, n: int) -> bytes | bytearray | memoryview:
     if n < 0 or r.pos + n > r.end:
         raise _short(r, n)
     p = r.pos
@@ -171,7 +171,7 @@ def w_varlong(v: int, out: bytearray) -> None:
     out.append(u)
 
 
-def _decode(raw: memoryview | bytes) -> str:
+def _decode(raw: bytes | bytearray | memoryview) -> str:
     try:
         return str(raw, "utf-8")
     except UnicodeDecodeError as e:
@@ -272,7 +272,7 @@ def r_cnbytes(r: Reader) -> bytes | None:
     return bytes(take(r, n))
 
 
-def r_records(r: Reader) -> memoryview | bytes | None:
+def r_records(r: Reader) -> bytes | bytearray | memoryview | None:
     """Record blob as a zero-copy view into the request frame."""
     n = r_i32(r)
     if n < 0:
@@ -280,7 +280,7 @@ def r_records(r: Reader) -> memoryview | bytes | None:
     return take(r, n)
 
 
-def r_crecords(r: Reader) -> memoryview | bytes | None:
+def r_crecords(r: Reader) -> bytes | bytearray | memoryview | None:
     n = r_uvarint(r) - 1
     if n < 0:
         return None

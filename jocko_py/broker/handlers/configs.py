@@ -11,6 +11,7 @@ properties); altering broker configs is not supported (INVALID_REQUEST).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jocko_py.broker.api import RequestContext, api
@@ -26,7 +27,7 @@ DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def validate_topic_configs(broker: Broker, configs: dict[str, str | None]) -> None:
+def validate_topic_configs(broker: Broker, configs: Mapping[str, str | None]) -> None:
     try:
         LogConfig.from_properties(
             {k: v for k, v in configs.items() if v is not None}, broker.log_config

@@ -42,7 +42,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
             n = t.num_partitions if t.num_partitions != -1 else broker.config.num_partitions
             rf = (t.replication_factor if t.replication_factor != -1
                   else broker.config.int("default.replication.factor"))
-            configs = {c.name: c.value for c in t.configs}
+            configs: dict[str, str] = {c.name: c.value for c in t.configs}
             tid = broker.topics.create_topic(
                 t.name, n, rf, configs, validate_only=req.validate_only,
                 validate_configs=lambda c: validate_topic_configs(broker, c),

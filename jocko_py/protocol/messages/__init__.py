@@ -34,7 +34,8 @@ def api_keys() -> list[int]:
 
 
 def spec_versions(api_key: int) -> tuple[int, int]:
-    return tuple(_module(APIS[api_key][1]).VALID_VERSIONS)  # type: ignore[return-value]
+    lo, hi = _module(APIS[api_key][1]).VALID_VERSIONS
+    return int(lo), int(hi)
 
 
 def request_flexible(api_key: int, version: int) -> bool:

@@ -1,0 +1,1 @@
+"""Kafka semantics: handlers, replica manager, group coordinator, server."""
