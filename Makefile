@@ -31,7 +31,7 @@ run: venv
 	$(BIN)/jocko-py broker --broker-id 0 --broker-addr localhost:9092 --data-dir ./data
 
 # Protocol schemas are generated from Kafka's JSON specs and committed.
-SPECS ?= ../shared/kafka-protocol
+SPECS ?= specs/kafka-protocol
 generate: venv
 	$(BIN)/python tools/gen_protocol.py --specs $(SPECS) --out jocko_py/protocol/messages
 
