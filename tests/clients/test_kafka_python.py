@@ -72,9 +72,9 @@ def produce(bootstrap: str, ds: Dataset, codec: str) -> None:
         producer.close(timeout=10)
 
 
-def consume(bootstrap: str, topic: str, partitions: int, deadline_s: float = 120) -> dict[
-    int, list[Rec]
-]:
+def consume(
+    bootstrap: str, topic: str, partitions: int, deadline_s: float = 120
+) -> dict[int, list[Rec]]:
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
@@ -146,9 +146,7 @@ def test_produce_and_read_back(
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_offsets_for_times(
-    target: TargetBroker, datasets: dict[str, Dataset], codec: str
-) -> None:
+def test_offsets_for_times(target: TargetBroker, datasets: dict[str, Dataset], codec: str) -> None:
     if codec not in datasets:
         pytest.skip(f"test_produce_and_read_back[{codec}] did not produce the topic")
     check_offsets_for_times(target.bootstrap, datasets[codec])

@@ -174,33 +174,32 @@ class Dataset:
         return max(r.timestamp for r in self.records)
 
     def timestamp_queries(self) -> list[tuple[int, int, int | None]]:
-        """(partition, timestamp, expected offset or None) triples for ListOffsets by time:
-        before every record, exact record timestamps, timestamps between two records of a
-        partition, and after the last record (no offset)."""
-        queries: list[tuple[int, int, int | None]] = []
-        for p, recs in self.by_partition().items():
-            if not recs:
-                continue
-            stamps = [r.timestamp for r in recs]
+        return timestamp_queries(self.by_partition())
 
-            def first_at_or_after(ts: int, stamps: list[int] = stamps) -> int | None:
-                for off, s in enumerate(stamps):
-                    if s >= ts:
-                        return off
-                return None
 
-            candidates = [
-                stamps[0] - 60_000,
-                stamps[0],
-                stamps[len(stamps) // 3],
-                stamps[len(stamps) // 2] + 1,
-                stamps[(2 * len(stamps)) // 3] - 1,
-                stamps[-1],
-                stamps[-1] + 1,
-            ]
-            for ts in candidates:
-                queries.append((p, ts, first_at_or_after(ts)))
-        return queries
+def timestamp_queries(by_partition: dict[int, list[Rec]]) -> list[tuple[int, int, int | None]]:
+    """(partition, timestamp, expected offset or None) triples for ListOffsets by time:
+    before every record, exact record timestamps, timestamps just after and just before
+    a record, and after the last record (no offset). The expected offset is the first
+    record (records at offsets 0, 1, ... in list order) with a timestamp >= the query."""
+    queries: list[tuple[int, int, int | None]] = []
+    for p, recs in sorted(by_partition.items()):
+        if not recs:
+            continue
+        stamps = [r.timestamp for r in recs]
+        candidates = [
+            stamps[0] - 60_000,
+            stamps[0],
+            stamps[len(stamps) // 3],
+            stamps[len(stamps) // 2] + 1,
+            stamps[(2 * len(stamps)) // 3] - 1,
+            stamps[-1],
+            stamps[-1] + 1,
+        ]
+        for ts in candidates:
+            want = next((off for off, s in enumerate(stamps) if s >= ts), None)
+            queries.append((p, ts, want))
+    return queries
 
 
 def make_dataset(

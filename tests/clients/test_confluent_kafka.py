@@ -1,0 +1,196 @@
+"""confluent-kafka (librdkafka) against a real broker process.
+
+Per codec: 10,000 records (keys, two headers, explicit CreateTime timestamps, ~100-byte
+values) produced with librdkafka's defaults (acks=all) plus compression, read back byte
+for byte by assign() (group.id is mandatory in this binding but no group API is used: no
+subscribe, no commits), offsets_for_times checked; then one broker restart and every
+codec's topic read again. On failure, JOCKO_E2E_RDKAFKA_DEBUG=protocol,msg (for example)
+turns on librdkafka's debug log in the captured output.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
+
+from tests.support.e2e import (
+    CODECS,
+    Dataset,
+    Rec,
+    TargetBroker,
+    assert_same_records,
+    create_topics,
+    make_dataset,
+    unique_suffix,
+    with_offsets,
+)
+
+pytestmark = pytest.mark.clients
+
+SUFFIX = unique_suffix()
+DEBUG = os.environ.get("JOCKO_E2E_RDKAFKA_DEBUG", "")
+TS_TYPE = {TIMESTAMP_CREATE_TIME: 0, TIMESTAMP_LOG_APPEND_TIME: 1}
+
+
+def _conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": "jocko-e2e-confluent"}
+    if DEBUG:
+        conf["debug"] = DEBUG
+    conf.update(extra)
+    return conf
+
+
+@pytest.fixture(scope="module")
+def datasets() -> dict[str, Dataset]:
+    """Topics produced successfully in this module, by codec."""
+    return {}
+
+
+def produce(bootstrap: str, ds: Dataset, codec: str) -> None:
+    producer = Producer(_conf(bootstrap, **{"compression.type": codec, "linger.ms": 5}))
+    errors: list[str] = []
+    delivered = 0
+
+    def on_delivery(err: KafkaError | None, msg: Any) -> None:
+        nonlocal delivered
+        if err is not None:
+            errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+        else:
+            delivered += 1
+
+    deadline = time.monotonic() + 120
+    for r in ds.records:
+        while True:
+            try:
+                producer.produce(
+                    ds.topic,
+                    key=r.key,
+                    value=r.value,
+                    partition=r.partition,
+                    timestamp=r.timestamp,
+                    headers=list(r.headers),
+                    on_delivery=on_delivery,
+                )
+                break
+            except BufferError:
+                assert time.monotonic() < deadline, "producer queue stayed full for 120s"
+                producer.poll(0.1)
+        producer.poll(0)
+    remaining = producer.flush(120)
+    assert remaining == 0, f"{remaining} records not delivered after 120s"
+    assert not errors, f"{len(errors)} delivery errors, first: {errors[:3]}"
+    assert delivered == len(ds.records)
+
+
+def consume(
+    bootstrap: str, topic: str, partitions: int, deadline_s: float = 120
+) -> dict[int, list[Rec]]:
+    consumer = Consumer(
+        _conf(
+            bootstrap,
+            **{
+                "group.id": f"jocko-e2e-unused-{SUFFIX}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+            },
+        )
+    )
+    try:
+        end = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(partitions)
+        }
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
+        next_offset = {p: 0 for p in range(partitions)}
+        deadline = time.monotonic() + deadline_s
+        while any(next_offset[p] < end[p] for p in range(partitions)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: next offset {next_offset}, end offsets {end}")
+            for m in consumer.consume(num_messages=1000, timeout=0.5):
+                err = m.error()
+                if err is not None:
+                    raise AssertionError(f"{topic}: consume error {err}")
+                ts_type, ts = m.timestamp()
+                p = m.partition()
+                out[p].append(
+                    Rec(
+                        partition=p,
+                        offset=m.offset(),
+                        key=m.key(),
+                        value=m.value(),
+                        headers=tuple(m.headers() or ()),
+                        timestamp=ts,
+                        timestamp_type=TS_TYPE.get(ts_type, -2),
+                    )
+                )
+                next_offset[p] = m.offset() + 1
+        return out
+    finally:
+        consumer.close()
+
+
+def check_offsets_for_times(bootstrap: str, ds: Dataset) -> None:
+    consumer = Consumer(
+        _conf(bootstrap, **{"group.id": f"jocko-e2e-unused-{SUFFIX}", "enable.auto.commit": False})
+    )
+    try:
+        wrong = []
+        for p, ts, want in ds.timestamp_queries():
+            (got,) = consumer.offsets_for_times([TopicPartition(ds.topic, p, ts)], timeout=30)
+            if got.error is not None:
+                wrong.append(f"p{p} ts={ts}: error {got.error}")
+            elif got.offset != (-1 if want is None else want):
+                wrong.append(f"p{p} ts={ts}: want offset {want}, got {got.offset}")
+        assert not wrong, f"{ds.topic}: offsets_for_times wrong:\n" + "\n".join(wrong)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_produce_and_read_back(
+    target: TargetBroker, datasets: dict[str, Dataset], codec: str
+) -> None:
+    ds = make_dataset(f"e2e-confluent-{codec}-{SUFFIX}")
+    create_topics(target.bootstrap, [ds.topic], ds.partitions)
+    produce(target.bootstrap, ds, codec)
+    got = consume(target.bootstrap, ds.topic, ds.partitions)
+    assert_same_records(with_offsets(ds.by_partition()), got, f"confluent-kafka {codec}")
+    ds.first_read = got
+    datasets[codec] = ds
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_offsets_for_times(target: TargetBroker, datasets: dict[str, Dataset], codec: str) -> None:
+    if codec not in datasets:
+        pytest.skip(f"test_produce_and_read_back[{codec}] did not produce the topic")
+    check_offsets_for_times(target.bootstrap, datasets[codec])
+
+
+def test_read_again_after_restart(target: TargetBroker, datasets: dict[str, Dataset]) -> None:
+    if not target.can_restart:
+        pytest.skip("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
+    if not datasets:
+        pytest.skip("no codec's topic was produced earlier in this module")
+    target.restart()
+    for codec, ds in datasets.items():
+        got = consume(target.bootstrap, ds.topic, ds.partitions)
+        assert_same_records(
+            with_offsets(ds.by_partition()), got, f"confluent-kafka {codec} after restart"
+        )
+    check_offsets_for_times(target.bootstrap, next(iter(datasets.values())))
+    missing = sorted(set(CODECS) - set(datasets))
+    assert not missing, f"re-read the others, but these codecs had failed before: {missing}"
