@@ -270,7 +270,9 @@ class Log:
         num_records = 0
         patched: list[RecordBatchHeader] = []
         for pos, h in headers:
-            if h.size > cfg.max_message_bytes or h.size > cfg.segment_bytes:
+            # Followers take what the leader accepted, so max.message.bytes is a
+            # leader-side rule; a batch bigger than a segment can never be stored.
+            if h.size > cfg.segment_bytes or (assign_offsets and h.size > cfg.max_message_bytes):
                 raise RecordBatchTooLargeError(
                     f"record batch of {h.size} bytes exceeds max.message.bytes "
                     f"{cfg.max_message_bytes} or segment.bytes {cfg.segment_bytes}"

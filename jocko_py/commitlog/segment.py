@@ -31,6 +31,7 @@ from jocko_py.protocol.records import (
     HEADER_SIZE,
     MIN_BATCH_LENGTH,
     RecordBatchHeader,
+    RecordError,
     compute_crc,
     decode_records,
     parse_header,
@@ -127,7 +128,7 @@ class LogSegment:
                 raise
             seg._check_indexes()
             seg._load_tail()
-        except (IndexCorruptError, OSError, ValueError) as exc:
+        except (IndexCorruptError, KafkaStorageError, RecordError, OSError, ValueError) as exc:
             log.warning("[segment=%s] index check failed (%s); rebuilding", seg.log_path, exc)
             return seg, seg.recover()
         return seg, 0
@@ -292,7 +293,7 @@ class LogSegment:
         while pos + HEADER_SIZE <= end:
             off = pos - buf_start
             if off + HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, _SCAN_CHUNK, pos)
+                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos)
                 buf_start = pos
                 off = 0
                 if len(buf) < HEADER_SIZE:

@@ -346,3 +346,25 @@ def test_delete_removes_directory(tmp_path: Path) -> None:
     lg.append(batch(1), 0)
     lg.delete()
     assert not (tmp_path / "topic-0").exists()
+
+
+def test_old_timestamps_do_not_roll_every_append(tmp_path: Path) -> None:
+    # Kafka measures segment age in message time (incoming max ts minus the first
+    # batch's ts), so replaying year-old data fills segments normally.
+    lg = _open(tmp_path, segment_ms=1000)
+    old = NOW - 365 * 24 * 3600 * 1000
+    for i in range(5):
+        lg.append(batch(1, ts=old + i), 0, now_ms=NOW)
+    assert lg.num_segments == 1
+    lg.append(batch(1, ts=old + 2000), 0, now_ms=NOW)
+    assert [s.base_offset for s in lg.segments] == [0, 5]
+    lg.close()
+
+
+def test_follower_append_ignores_max_message_bytes(tmp_path: Path) -> None:
+    lg = _open(tmp_path, max_message_bytes=100)
+    info = lg.append(batch(1, value_size=300), 0, assign_offsets=False)
+    assert info.last_offset == 0
+    with pytest.raises(RecordBatchTooLargeError):
+        lg.append(batch(1, value_size=300), 0)
+    lg.close()
