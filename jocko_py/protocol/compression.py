@@ -355,7 +355,11 @@ def _unzstd(data: bytes | bytearray | memoryview, limit: int) -> bytes:
         buf = bytearray(size)
         try:
             written = int(cramjam.zstd.decompress_into(src, buf))
-        except cramjam.DecompressionError:
+        except cramjam.DecompressionError as exc:
+            # Only "output buffer too small" is worth a bigger buffer; anything
+            # else is damaged input.
+            if "whole buffer" not in str(exc):
+                raise CorruptRecordError(f"zstd data is corrupt: {exc}") from exc
             if size >= limit:
                 raise _too_large(ZSTD, limit) from None
             size = min(limit, size * 4)

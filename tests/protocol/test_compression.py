@@ -83,7 +83,7 @@ def test_decompression_bomb_is_bounded(codec: int) -> None:
         c.decompress(codec, bomb, limit=1_000_000)
 
 
-@pytest.mark.parametrize("codec", [c.GZIP, c.SNAPPY, c.LZ4])
+@pytest.mark.parametrize("codec", [c.GZIP, c.SNAPPY, c.LZ4, c.ZSTD])
 def test_garbage_is_corrupt(codec: int) -> None:
     with pytest.raises(CorruptRecordError):
         c.decompress(codec, b"\x82SNAPPY\x00garbage-garbage-garbage", limit=LIMIT)
@@ -92,3 +92,8 @@ def test_garbage_is_corrupt(codec: int) -> None:
 def test_truncated_gzip_is_corrupt() -> None:
     with pytest.raises(CorruptRecordError):
         c.decompress(c.GZIP, c.compress(c.GZIP, DATA)[:-20], limit=LIMIT)
+
+
+def test_truncated_zstd_is_corrupt_not_too_large() -> None:
+    with pytest.raises(CorruptRecordError):
+        c.decompress(c.ZSTD, c.compress(c.ZSTD, DATA)[:-5], limit=LIMIT)
