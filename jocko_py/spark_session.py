@@ -152,7 +152,10 @@ def builder(
         settings["spark.driver.extraJavaOptions"] = (
             f"-Dlog4j2.configurationFile=file:{Path(log4j2_config).resolve()}"
         )
-    settings.update(conf or {})
+    for key, value in (conf or {}).items():
+        if key == "spark.driver.extraJavaOptions" and key in settings:
+            value = f"{settings[key]} {value}"
+        settings[key] = value
     for key, value in settings.items():
         b = b.config(key, value)
     return b
