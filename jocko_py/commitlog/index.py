@@ -228,6 +228,8 @@ class TimeIndex(_IndexFile):
         """Add (timestamp, offset) if ``timestamp`` is above the last entry's."""
         if self._timestamps and timestamp <= self._timestamps[-1]:
             return
+        if offset < self.base_offset:
+            return  # no batch with a timestamp yet (-1 offset): nothing to index
         rel = offset - self.base_offset
         self._timestamps.append(timestamp)
         self._offsets.append(rel)

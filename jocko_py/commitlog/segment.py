@@ -164,6 +164,8 @@ class LogSegment:
             pos = p + h.size
         if pos != self.size:
             raise IndexCorruptError(f"log ends mid-batch at {pos} of {self.size}")
+        if last_t is not None and last_t[1] >= self.next_offset:
+            raise IndexCorruptError("time index refers to an offset past the log end")
 
     def _track(self, h: RecordBatchHeader) -> None:
         if h.max_timestamp > self.max_timestamp:

@@ -200,3 +200,23 @@ def test_offset_index_lookup(tmp_path: Path) -> None:
     again = OffsetIndex.load(tmp_path / "x.index", 100, 1024)
     assert again.entries == 1
     again.close()
+
+
+def test_batches_without_timestamps_reopen_cleanly(tmp_path: Path) -> None:
+    from jocko_py.protocol.records import NewRecord, build_batch
+
+    d = tmp_path / "t-0"
+    no_ts = build_batch([NewRecord(None, b"v", (), -1)])
+    size = len(no_ts)
+    lg = Log.open(d, LogConfig(segment_bytes=size))
+    for _ in range(3):
+        lg.append(no_ts, 0)
+    assert lg.num_segments == 3
+    assert lg.latest_timestamp_offset() is None
+    lg.close()
+    # No bogus (-1, -1) time index entries were written for timestamp-less batches.
+    assert [_seg_file(d, b, ".timeindex").stat().st_size for b in (0, 1, 2)] == [0, 0, 0]
+    lg = Log.open(d, LogConfig(segment_bytes=size), had_clean_shutdown=True)
+    assert lg.log_end_offset == 3
+    assert all(s.time_index.entries == 0 for s in lg.segments)
+    lg.close()
