@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +74,10 @@ class LogSegment:
         self.first_batch_timestamp: int | None = None
         self.created_ms = int(time.time() * 1000)
         self.dirty = False
+        # Kafka picks each segment's jitter at random so that many partitions
+        # created together do not all roll at the same moment.
+        jitter = config.segment_jitter_ms
+        self.roll_jitter_ms = random.randrange(min(jitter, config.segment_ms)) if jitter > 0 else 0
         self._bytes_since_index = 0
         self.offset_index: OffsetIndex
         self.time_index: TimeIndex
@@ -397,7 +402,7 @@ class LogSegment:
             waited = max_timestamp - first
         else:
             waited = now_ms - self.created_ms
-        if waited > cfg.segment_ms - cfg.segment_jitter_ms:
+        if waited > cfg.segment_ms - self.roll_jitter_ms:
             return True
         if self.offset_index.is_full or self.time_index.is_full:
             return True

@@ -103,6 +103,8 @@ def test_roll_by_segment_bytes(tmp_path: Path) -> None:
         lg.append(batch(1, ts=NOW), 0, now_ms=NOW)
     assert [s.base_offset for s in lg.segments] == [0, 3, 6, 9]
     assert all(s.size <= size * 3 for s in lg.segments)
+    # Rolled segments were fsynced, so the recovery point passed them.
+    assert lg.recovery_point == 9 and not any(s.dirty for s in lg.segments[:-1])
     assert sorted(p.name for p in (tmp_path / "topic-0").glob("*.log")) == [
         f"{b:020d}.log" for b in (0, 3, 6, 9)
     ]
