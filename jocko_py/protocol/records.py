@@ -45,6 +45,8 @@ import crc32c
 
 __all__ = [
     "ATTR_OFFSET",
+    "CURRENT_MAGIC",
+    "DEFAULT_DECOMPRESS_LIMIT",
     "BATCH_LENGTH_OFFSET",
     "CRC_OFFSET",
     "HEADER_SIZE",
@@ -397,15 +399,6 @@ def _write_varint(out: bytearray, value: int) -> None:
     out.append(v)
 
 
-def _varint_size(value: int) -> int:
-    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    n = 1
-    while v >= 0x80:
-        v >>= 7
-        n += 1
-    return n
-
-
 # --- decoding records -------------------------------------------------------------
 
 
@@ -657,14 +650,3 @@ def build_control_batch(
         is_control=True,
         partition_leader_epoch=partition_leader_epoch,
     )
-
-
-def record_size_estimate(rec: NewRecord) -> int:
-    """Upper-bound-ish encoded size of a record; lets callers chunk batches."""
-    size = 1 + 10 + 5
-    for blob in (rec.key, rec.value):
-        size += _varint_size(-1 if blob is None else len(blob)) + (len(blob) if blob else 0)
-    size += 5
-    for k, v in rec.headers:
-        size += 10 + len(k.encode("utf-8")) + (len(v) if v else 0)
-    return size + 5
