@@ -1,0 +1,205 @@
+// Small Java helpers for the jocko-py benchmark, run against both brokers with the same
+// kafka-clients jar as the stock Kafka tools:
+//
+//   first-produce <bootstrap> <topic> <timeout-ms>
+//       Prints READY once the JVM is warm, waits for a line on stdin (the driver writes one
+//       right after spawning the broker), then sends one record until it is acknowledged and
+//       prints "ACKED <ms since GO>". The topic is auto-created by the Metadata request, as a
+//       default Kafka producer would do it.
+//
+//   e2e <bootstrap> <topic> <rate/s> <seconds> <record-size> <acks> <warmup-s>
+//       Open-loop end-to-end latency at a fixed rate: one thread produces a record every
+//       1/rate s carrying System.nanoTime() in its first 8 bytes; a consumer (assign, from the
+//       end) computes receive time minus send time. Same JVM, same monotonic clock, microsecond
+//       resolution. Prints one "E2E ..." line with percentiles in ms.
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class BenchTool {
+    public static void main(String[] args) throws Exception {
+        if (args.length < 1) {
+            usage();
+        }
+        switch (args[0]) {
+            case "first-produce":
+                firstProduce(args[1], args[2], Long.parseLong(args[3]));
+                break;
+            case "e2e":
+                e2e(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
+                    Integer.parseInt(args[5]), args[6], Integer.parseInt(args[7]));
+                break;
+            default:
+                usage();
+        }
+    }
+
+    private static void usage() {
+        System.err.println("usage: BenchTool first-produce BOOTSTRAP TOPIC TIMEOUT_MS | "
+            + "e2e BOOTSTRAP TOPIC RATE SECONDS SIZE ACKS WARMUP_S");
+        System.exit(2);
+    }
+
+    private static Properties producerProps(String bootstrap, String acks) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("acks", acks);
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        return p;
+    }
+
+    private static void firstProduce(String bootstrap, String topic, long timeoutMs)
+            throws Exception {
+        Properties p = producerProps(bootstrap, "1");
+        // Poll the not-yet-listening broker often so the measurement resolution is ~10 ms.
+        p.put("reconnect.backoff.ms", "5");
+        p.put("reconnect.backoff.max.ms", "20");
+        p.put("retry.backoff.ms", "10");
+        p.put("retry.backoff.max.ms", "20");
+        p.put("socket.connection.setup.timeout.ms", "1000");
+        p.put("socket.connection.setup.timeout.max.ms", "1000");
+        p.put("request.timeout.ms", "5000");
+        p.put("delivery.timeout.ms", String.valueOf(timeoutMs));
+        p.put("max.block.ms", String.valueOf(timeoutMs));
+        p.put("metadata.max.age.ms", "100");
+        byte[] value = "first".getBytes();
+        // Load every class the measured path needs before the clock starts.
+        new ProducerRecord<byte[], byte[]>(topic, value).hashCode();
+        System.out.println("READY");
+        System.out.flush();
+        if (System.in.read() < 0) {
+            System.exit(3);
+        }
+        long t0 = System.nanoTime();
+        long deadline = t0 + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+        Exception last = null;
+        while (System.nanoTime() < deadline) {
+            try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+                long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+                producer.send(new ProducerRecord<>(topic, value)).get(Math.max(1, left),
+                    TimeUnit.MILLISECONDS);
+                long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+                System.out.println("ACKED " + ms);
+                System.out.flush();
+                return;
+            } catch (Exception e) {
+                last = e;
+                Thread.sleep(10);
+            }
+        }
+        System.out.println("FAILED " + last);
+        System.exit(1);
+    }
+
+    private static void e2e(String bootstrap, String topic, int rate, int seconds, int size,
+                            String acks, int warmupS) throws Exception {
+        Properties cp = new Properties();
+        cp.put("bootstrap.servers", bootstrap);
+        cp.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        cp.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        cp.put("enable.auto.commit", "false");
+        cp.put("auto.offset.reset", "latest");
+        TopicPartition tp = new TopicPartition(topic, 0);
+        int total = rate * seconds;
+        int warm = rate * warmupS;
+        long[] lat = new long[total];
+        AtomicLong received = new AtomicLong();
+        AtomicBoolean stop = new AtomicBoolean();
+        KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(cp);
+        consumer.assign(Collections.singletonList(tp));
+        consumer.seekToEnd(Collections.singletonList(tp));
+        long startOffset = consumer.position(tp);
+        Thread reader = new Thread(() -> {
+            while (!stop.get()) {
+                ConsumerRecords<byte[], byte[]> recs = consumer.poll(Duration.ofMillis(100));
+                long now = System.nanoTime();
+                for (ConsumerRecord<byte[], byte[]> r : recs) {
+                    ByteBuffer b = ByteBuffer.wrap(r.value());
+                    long sent = b.getLong();
+                    int seq = b.getInt();
+                    if (seq >= 0 && seq < total) {
+                        lat[seq] = now - sent;
+                    }
+                    received.incrementAndGet();
+                }
+            }
+            consumer.close();
+        }, "e2e-consumer");
+        reader.start();
+        try (KafkaProducer<byte[], byte[]> producer =
+                 new KafkaProducer<>(producerProps(bootstrap, acks))) {
+            long interval = 1_000_000_000L / rate;
+            long next = System.nanoTime();
+            for (int i = 0; i < total; i++) {
+                long wait = next - System.nanoTime();
+                if (wait > 0) {
+                    TimeUnit.NANOSECONDS.sleep(wait);
+                }
+                byte[] v = new byte[Math.max(size, 12)];
+                ByteBuffer b = ByteBuffer.wrap(v);
+                b.putLong(System.nanoTime());
+                b.putInt(i);
+                producer.send(new ProducerRecord<>(topic, 0, null, v));
+                next += interval;
+            }
+            producer.flush();
+        }
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (received.get() < total && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        stop.set(true);
+        reader.join(10_000);
+        int n = 0;
+        long[] xs = new long[total - warm];
+        for (int i = warm; i < total; i++) {
+            if (lat[i] > 0) {
+                xs[n++] = lat[i];
+            }
+        }
+        long[] got = Arrays.copyOf(xs, n);
+        Arrays.sort(got);
+        System.out.printf("E2E sent=%d received=%d measured=%d start_offset=%d "
+                + "p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f avg_ms=%.3f%n",
+            total, received.get(), n, startOffset, pct(got, 50), pct(got, 99), pct(got, 99.9),
+            n > 0 ? got[n - 1] / 1e6 : Double.NaN, avg(got));
+        System.out.flush();
+        if (n < (total - warm) * 0.99) {
+            System.exit(1);
+        }
+    }
+
+    private static double pct(long[] sorted, double p) {
+        if (sorted.length == 0) {
+            return Double.NaN;
+        }
+        int idx = (int) Math.ceil(p / 100.0 * sorted.length) - 1;
+        return sorted[Math.max(0, Math.min(sorted.length - 1, idx))] / 1e6;
+    }
+
+    private static double avg(long[] xs) {
+        if (xs.length == 0) {
+            return Double.NaN;
+        }
+        double s = 0;
+        for (long x : xs) {
+            s += x;
+        }
+        return s / xs.length / 1e6;
+    }
+}
