@@ -491,6 +491,29 @@ class Log:
         self._recovery_point = offset
         self._write_log_start_offset()
 
+    def replace_segment(self, old: LogSegment, cleaned: Path | None) -> None:
+        """Compaction hook (see cleaner.py): swap a cleaned copy in for ``old``.
+
+        ``cleaned`` is a fully written and fsynced file with the same base
+        offset; it is renamed over ``old``'s log and the indexes are rebuilt.
+        ``None`` drops ``old`` (never the first or the active segment).
+        """
+        i = self.segments.index(old)
+        if cleaned is None:
+            if i == 0 or i == len(self.segments) - 1:
+                raise ValueError("cannot drop the first or the active segment")
+            self.segments.pop(i)
+            self._bases.pop(i)
+            old.delete()
+            return
+        old.close()
+        old.index_path.unlink(missing_ok=True)
+        old.time_index_path.unlink(missing_ok=True)
+        os.replace(cleaned, old.log_path)
+        seg, _ = LogSegment.open(self.dir, old.base_offset, self.config, recover=True)
+        seg.flush()
+        self.segments[i] = seg
+
     # --- flushing ----------------------------------------------------------------
 
     def flush(self) -> None:

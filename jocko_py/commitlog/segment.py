@@ -47,6 +47,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 
 _SCAN_CHUNK = 64 * 1024
+_RECOVERY_CHUNK = 1024 * 1024
 _INT32_MAX = 2147483647
 
 
@@ -202,13 +203,20 @@ class LogSegment:
         file_size = os.fstat(self._fd).st_size
         pos = 0
         reason = ""
+        # Read in large chunks: one pread per batch would make recovery of a
+        # segment full of small batches syscall-bound.
+        chunk = b""
+        chunk_start = 0
         while pos < file_size:
             remaining = file_size - pos
             if remaining < HEADER_SIZE:
                 reason = f"{remaining} trailing bytes"
                 break
-            head = os.pread(self._fd, HEADER_SIZE, pos)
-            h = parse_header(head)
+            off = pos - chunk_start
+            if off + HEADER_SIZE > len(chunk):
+                chunk = os.pread(self._fd, min(_RECOVERY_CHUNK, remaining), pos)
+                chunk_start, off = pos, 0
+            h = parse_header(chunk, off)
             if h.batch_length < MIN_BATCH_LENGTH or h.magic != CURRENT_MAGIC:
                 reason = f"bad length {h.batch_length} or magic {h.magic}"
                 break
@@ -221,8 +229,10 @@ class LogSegment:
             if h.last_offset - self.base_offset > _INT32_MAX:
                 reason = f"offset {h.last_offset} too far from segment base"
                 break
-            batch = os.pread(self._fd, h.size, pos)
-            if compute_crc(batch, 0, h.size) != h.crc:
+            if off + h.size > len(chunk):
+                chunk = os.pread(self._fd, min(max(h.size, _RECOVERY_CHUNK), remaining), pos)
+                chunk_start, off = pos, 0
+            if compute_crc(chunk, off, h.size) != h.crc:
                 reason = f"CRC mismatch in batch at offset {h.base_offset}"
                 break
             self._index_batch(h, pos)
