@@ -4,6 +4,10 @@ This module owns the mapping between Kafka property names (``segment.bytes``,
 broker-level ``log.segment.bytes``, ...) and :class:`LogConfig` fields, the
 default value and DescribeConfigs type of every topic config, and the checks
 that turn a bad value into ``ValueError`` (the broker answers INVALID_CONFIG).
+
+On-disk format: none.  Topic overrides live in the cluster metadata log; this
+module only interprets them.  ``preallocate`` is accepted and reported but
+segment files are never preallocated.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Errors raised by the commit log, each carrying the Kafka error code it maps to."""
+"""Errors raised by the commit log, each carrying the Kafka error code it maps to.
+
+On-disk format: none.
+"""
 
 from __future__ import annotations
 

@@ -19,6 +19,11 @@ an interrupted roll or delete and are removed on open; ``*.deleted`` and
 ``*.tmp`` files likewise.  The log start offset is the larger of the first
 segment's base offset and the checkpoint (DeleteRecords can move it inside a
 segment).
+
+Compaction (cleanup.policy=compact) is not implemented yet.  The format
+already allows it: readers and recovery accept gaps between batch offsets and
+batches whose record count is below their offset range, so a cleaner can later
+write compacted segments and swap them into ``Log.segments``.
 """
 
 from __future__ import annotations
