@@ -370,3 +370,16 @@ def test_follower_append_ignores_max_message_bytes(tmp_path: Path) -> None:
     with pytest.raises(RecordBatchTooLargeError):
         lg.append(batch(1, value_size=300), 0)
     lg.close()
+
+
+def test_offset_gaps_read_the_next_batch(tmp_path: Path) -> None:
+    # Gaps appear after compaction (or from a leader's compacted log on a follower).
+    lg = _open(tmp_path)
+    lg.append(batch(2, base_offset=0), 0, assign_offsets=False)
+    lg.append(batch(1, base_offset=10), 0, assign_offsets=False)
+    assert lg.log_end_offset == 11
+    assert base_offsets(lg.read(5, 1 << 20).records) == [10]
+    lg.close()
+    lg = Log.open(tmp_path / "topic-0", LogConfig())  # full recovery accepts the gap
+    assert lg.log_end_offset == 11
+    lg.close()
