@@ -35,6 +35,9 @@ class Broker:
 
     def start(self) -> None:
         self.replicas.start()
+        from jocko_py.broker.group import install as install_groups
+
+        install_groups(self)
 
     @property
     def controller_id(self) -> int:

@@ -11,6 +11,7 @@ the high watermark passes the batch (the hook followers will use).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -178,6 +179,7 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_waiters = Purgatory()
         self.produce_waiters = Purgatory()
+        self._group_flush: asyncio.Future[None] | None = None
         topics.listeners.append(self.on_partition_changes)
 
     def start(self) -> None:
@@ -228,6 +230,32 @@ class ReplicaManager:
 
     def flush_dirty(self) -> None:
         self.logs.flush_dirty()
+
+    def flush_barrier(self, p: Partition) -> asyncio.Future[None] | None:
+        """A future for the next group flush if `p` reached `flush.messages`.
+
+        Every produce that lands in the same loop turn shares one fsync pass
+        (group commit): the flush runs once the turn's handlers have appended.
+        """
+        if not p.log.needs_flush:
+            return None
+        if self._group_flush is None:
+            loop = asyncio.get_running_loop()
+            self._group_flush = loop.create_future()
+            loop.call_soon(self._run_group_flush)
+        return self._group_flush
+
+    def _run_group_flush(self) -> None:
+        fut, self._group_flush = self._group_flush, None
+        try:
+            self.logs.flush_dirty()
+        except Exception as e:
+            log.error("group flush failed: %s", e)
+            if fut is not None and not fut.done():
+                fut.set_exception(e)
+            return
+        if fut is not None and not fut.done():
+            fut.set_result(None)
 
     def close(self) -> None:
         for p in self.partitions.values():

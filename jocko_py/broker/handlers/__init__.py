@@ -15,6 +15,9 @@ MODULES = [
     "delete_records",
     "describe_cluster",
     "init_producer_id",
+    "find_coordinator",
+    "groups",
+    "offsets",
 ]
 
 

@@ -12,6 +12,7 @@ below `min.insync.replicas`. Transactional produce is not supported
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -40,6 +41,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
     acks = req.acks
     results: list[dict[str, Any]] = []
     waits: list[tuple[Any, int, dict[str, Any]]] = []
+    flushes: list[tuple[asyncio.Future[None], dict[str, Any]]] = []
     for td in req.topic_data:
         name = td.name
         presps = []
@@ -53,11 +55,21 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
                 r = _append(ctx, name, pd.index, pd.records, acks)
             resp = _partition_response(pd.index, r)
             presps.append(resp)
+            if r.error == ErrorCode.NONE and acks != 0:
+                p = replicas.get(name, pd.index)
+                barrier = replicas.flush_barrier(p) if p is not None else None
+                if barrier is not None:
+                    flushes.append((barrier, resp))
             if acks == -1 and r.error == ErrorCode.NONE and r.last_offset >= 0:
                 p = replicas.get(name, pd.index)
                 if p is not None and p.high_watermark <= r.last_offset:
                     waits.append((p, r.last_offset, resp))
         results.append({"name": name, "partition_responses": presps})
+    for barrier, resp in flushes:
+        try:
+            await barrier
+        except Exception:
+            resp["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
     if waits:
         deadline = time.monotonic() + req.timeout_ms / 1000
         for p, last, resp in waits:

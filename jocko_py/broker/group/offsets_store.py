@@ -1,0 +1,280 @@
+"""Group metadata and committed offsets in the internal topic `__consumer_offsets`.
+
+This module owns the byte layout of that topic and the I/O against it: it
+writes records through the replica manager's partitions and reads them back on
+start. Layout (Kafka's, from `coordinator-records/`): every record key and
+value starts with an int16 version, followed by the versioned struct.
+
+* key version 0/1 = OffsetCommitKey(group, topic, partition),
+  value = OffsetCommitValue v3 (offset, leaderEpoch, metadata, commitTimestamp),
+  or v1 when an explicit expireTimestamp is kept (OffsetCommit v2-4 retention).
+* key version 2 = GroupMetadataKey(group), value = GroupMetadataValue v3
+  (protocol type, generation, protocol, leader, state timestamp, members with
+  their subscription and assignment).
+* a null value is a tombstone: the offset or group was deleted.
+
+The partition of a group is Kafka's `abs(javaStringHashCode(group)) % partitions`
+(`Utils.abs` masks the sign bit). The topic is compacted, so the latest record
+per key is what survives.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jocko_py.broker.group.state import Group, GroupState, Member, OffsetAndMetadata
+from jocko_py.broker.topics import TopicError
+from jocko_py.protocol import messages
+from jocko_py.protocol import records as rb
+from jocko_py.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from jocko_py.broker.core import Broker
+
+log = logging.getLogger("jocko_py.broker.group.offsets_store")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_I16 = struct.Struct(">h")
+MAX_BATCH_BYTES = 100 * 1024 * 1024
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed int32."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    return (java_string_hash(group_id) & 0x7FFFFFFF) % num_partitions
+
+
+# -- encoding -------------------------------------------------------------------------
+
+def _encode(name: str, version: int, obj: dict[str, Any]) -> bytes:
+    return _I16.pack(version) + bytes(messages.data_schema(name, version).build(obj))
+
+
+def offset_key(group: str, topic: str, partition: int) -> bytes:
+    return _encode("OffsetCommitKey", 1, {"group": group, "topic": topic, "partition": partition})
+
+
+def group_key(group: str) -> bytes:
+    return _encode("GroupMetadataKey", 2, {"group": group})
+
+
+def offset_value(om: OffsetAndMetadata) -> bytes:
+    if om.expire_timestamp >= 0:
+        return _encode("OffsetCommitValue", 1, {
+            "offset": om.offset, "metadata": om.metadata, "commit_timestamp": om.commit_timestamp,
+            "expire_timestamp": om.expire_timestamp})
+    return _encode("OffsetCommitValue", 3, {
+        "offset": om.offset, "leader_epoch": om.leader_epoch, "metadata": om.metadata,
+        "commit_timestamp": om.commit_timestamp})
+
+
+def group_value(g: Group, assignments: dict[str, bytes] | None = None) -> bytes:
+    members = []
+    if g.protocol_name is not None:
+        for m in g.members.values():
+            members.append({
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "rebalance_timeout": m.rebalance_timeout_ms,
+                "session_timeout": m.session_timeout_ms,
+                "subscription": m.metadata(g.protocol_name),
+                "assignment": (assignments or {}).get(m.member_id, m.assignment),
+            })
+    return _encode("GroupMetadataValue", 3, {
+        "protocol_type": g.protocol_type or "",
+        "generation": g.generation_id,
+        "protocol": g.protocol_name,
+        "leader": g.leader_id,
+        "current_state_timestamp": g.state_timestamp,
+        "members": members,
+    })
+
+
+@dataclass(slots=True)
+class DecodedKey:
+    kind: str  # "offset" or "group"
+    group: str
+    topic: str = ""
+    partition: int = -1
+
+
+def decode_key(data: bytes) -> DecodedKey | None:
+    if len(data) < 2:
+        return None
+    (version,) = _I16.unpack_from(data)
+    body = data[2:]
+    if version in (0, 1):
+        k = messages.data_schema("OffsetCommitKey", version).parse_bytes(body)
+        return DecodedKey("offset", k.group, k.topic, k.partition)
+    if version == 2:
+        k = messages.data_schema("GroupMetadataKey", 2).parse_bytes(body)
+        return DecodedKey("group", k.group)
+    return None  # e.g. new-protocol (KIP-848) records: not ours
+
+
+def decode_offset_value(data: bytes) -> OffsetAndMetadata:
+    (version,) = _I16.unpack_from(data)
+    v = messages.data_schema("OffsetCommitValue", version).parse_bytes(data[2:])
+    return OffsetAndMetadata(
+        offset=v.offset, leader_epoch=v.leader_epoch if version >= 3 else -1,
+        metadata=v.metadata or "", commit_timestamp=v.commit_timestamp,
+        expire_timestamp=v.expire_timestamp if version == 1 else -1)
+
+
+def decode_group_value(group_id: str, data: bytes, now: float) -> Group:
+    (version,) = _I16.unpack_from(data)
+    v = messages.data_schema("GroupMetadataValue", version).parse_bytes(data[2:])
+    ts = v.current_state_timestamp if version >= 2 and v.current_state_timestamp >= 0 \
+        else int(time.time() * 1000)
+    g = Group(group_id, ts)
+    g.generation_id = v.generation
+    g.protocol_type = v.protocol_type or None
+    g.protocol_name = v.protocol
+    for mm in v.members:
+        m = Member(
+            member_id=mm.member_id,
+            group_instance_id=mm.group_instance_id if version >= 3 else None,
+            client_id=mm.client_id, client_host=mm.client_host,
+            rebalance_timeout_ms=mm.rebalance_timeout if version >= 1 else mm.session_timeout,
+            session_timeout_ms=mm.session_timeout,
+            protocol_type=g.protocol_type or "",
+            protocols=[(v.protocol or "", bytes(mm.subscription))],
+            assignment=bytes(mm.assignment), last_heartbeat=now, is_new=False)
+        g.add(m)
+    g.protocol_type = v.protocol_type or None
+    g.leader_id = v.leader if v.leader in g.members else next(iter(g.members), None)
+    g.state = GroupState.STABLE if g.members else GroupState.EMPTY
+    g.state_timestamp = ts
+    return g
+
+
+@dataclass
+class LoadedState:
+    groups: dict[str, Group] = field(default_factory=dict)
+    records: int = 0
+
+
+# -- the store ------------------------------------------------------------------------
+
+class OffsetsStore:
+    """Reads and writes `__consumer_offsets` through the broker's partitions."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.num_partitions = max(1, broker.config.int("offsets.topic.num.partitions"))
+        self.replication_factor = max(1, broker.config.int("offsets.topic.replication.factor"))
+
+    def topic_exists(self) -> bool:
+        t = self.broker.topics.image.topics.get(OFFSETS_TOPIC)
+        if t is not None:
+            self.num_partitions = len(t.partitions)
+        return t is not None
+
+    def ensure_topic(self) -> None:
+        """Create the topic as Kafka does on the first FindCoordinator."""
+        if self.topic_exists():
+            return
+        t0 = time.monotonic()
+        try:
+            self.broker.topics.create_topic(
+                OFFSETS_TOPIC, self.num_partitions, self.replication_factor,
+                {"cleanup.policy": "compact", "segment.bytes": "104857600",
+                 "compression.type": "producer"})
+        except TopicError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        log.info("created %s with %d partitions in %.2fs", OFFSETS_TOPIC,
+                 self.num_partitions, time.monotonic() - t0)
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Write records for one group atomically (one batch); a Kafka error code."""
+        if not entries:
+            return ErrorCode.NONE
+        p = self.broker.replicas.get(OFFSETS_TOPIC, self.partition_for(group_id))
+        if p is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        now = int(time.time() * 1000)
+        batch = rb.build_batch([rb.NewRecord(k, v, (), now) for k, v in entries])
+        r = p.append(batch, max(MAX_BATCH_BYTES, p.log.config.max_message_bytes))
+        if r.error != ErrorCode.NONE:
+            log.warning("[group=%s] write to %s failed: %s %s", group_id, p.name,
+                        r.error.name, r.message)
+            if r.error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
+                return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self.broker.replicas.notify_append(p)
+        return ErrorCode.NONE
+
+    def load(self) -> LoadedState:
+        """Replay every partition of the topic into groups with their offsets."""
+        out = LoadedState()
+        if not self.topic_exists():
+            return out
+        now = time.monotonic()
+        groups = out.groups
+        t0 = time.monotonic()
+        for idx in range(self.num_partitions):
+            p = self.broker.replicas.get(OFFSETS_TOPIC, idx)
+            if p is None:
+                continue
+            lg = p.log
+            start = lg.log_start_offset
+            for seg in list(lg.segments):
+                for pos, h in seg.iter_headers():
+                    if h.is_control or h.next_offset <= start:
+                        continue
+                    data = seg.read_batch_at(pos, h)
+                    for rec in rb.decode_records(data, h):
+                        if rec.offset < start or rec.key is None:
+                            continue
+                        out.records += 1
+                        try:
+                            self._apply(groups, rec.key, rec.value, now)
+                        except Exception:
+                            log.exception("[partition=%s] skipping undecodable record at %d",
+                                          p.name, rec.offset)
+        log.info("loaded %d groups from %d records of %s in %.2fs", len(groups), out.records,
+                 OFFSETS_TOPIC, time.monotonic() - t0)
+        return out
+
+    @staticmethod
+    def _apply(groups: dict[str, Group], key: bytes, value: bytes | None, now: float) -> None:
+        k = decode_key(key)
+        if k is None:
+            return
+        g = groups.get(k.group)
+        if k.kind == "offset":
+            if value is None:
+                if g is not None:
+                    g.offsets.pop((k.topic, k.partition), None)
+                return
+            if g is None:
+                g = groups[k.group] = Group(k.group, int(time.time() * 1000))
+            g.offsets[(k.topic, k.partition)] = decode_offset_value(value)
+            return
+        if value is None:
+            if g is not None:
+                # the group was deleted; offsets written after this record survive
+                g.offsets.clear()
+                groups.pop(k.group, None)
+            return
+        new = decode_group_value(k.group, value, now)
+        if g is not None:
+            new.offsets = g.offsets
+        groups[k.group] = new

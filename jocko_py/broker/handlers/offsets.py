@@ -1,0 +1,121 @@
+"""Committed offsets: OffsetCommit (key 8) v2-9, OffsetFetch (9) v1-9, OffsetDelete (47) v0.
+
+Offsets live in the group coordinator and are written to `__consumer_offsets`
+before the response. Members commit with their generation and member id;
+simple (non-member) commits use generation -1 and only for an Empty or new
+group. Commits for unknown topic-partitions get UNKNOWN_TOPIC_OR_PARTITION;
+metadata over `offset.metadata.max.bytes` gets OFFSET_METADATA_TOO_LARGE.
+v2-4 retention_time_ms is kept as an explicit expire time. OffsetFetch v8+
+answers several groups; a null topic list means every committed offset of the
+group. require_stable is accepted and trivially met (no transactions).
+OffsetCommit v0-1 and OffsetFetch v0 (ZooKeeper-era) are not served, as in
+Kafka 4.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.group import coordinator
+from jocko_py.broker.group.coordinator import CommitRequest
+from jocko_py.protocol.errors import ErrorCode
+
+
+def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    t = ctx.broker.topics.image.topics.get(topic)
+    return t is not None and partition in t.partitions
+
+
+@api(8, 2, 9)
+async def offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    v = ctx.version
+    results: dict[tuple[str, int], ErrorCode] = {}
+    wanted: dict[tuple[str, int], CommitRequest] = {}
+    order: list[tuple[str, int]] = []
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            order.append(tp)
+            if not _partition_exists(ctx, *tp):
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            wanted[tp] = CommitRequest(
+                p.committed_offset, p.committed_leader_epoch if v >= 6 else -1,
+                p.committed_metadata)
+    if wanted:
+        results.update(coordinator(ctx.broker).commit(
+            group_id=req.group_id, generation_id=req.generation_id_or_member_epoch,
+            member_id=req.member_id or "",
+            instance_id=req.group_instance_id if v >= 7 else None,
+            retention_ms=req.retention_time_ms if 2 <= v <= 4 else -1,
+            offsets=wanted))
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp in order:
+        topics.setdefault(tp[0], []).append(
+            {"partition_index": tp[1], "error_code": results[tp]})
+    return {"throttle_time_ms": 0,
+            "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+
+
+def _fetch_group(ctx: RequestContext, group_id: str, topics: Any
+                 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    wanted = None if topics is None else [
+        (t.name, p) for t in topics for p in t.partition_indexes]
+    err, offsets = coordinator(ctx.broker).fetch_offsets(group_id, wanted)
+    if err != ErrorCode.NONE:
+        if wanted is None:
+            return err, []
+        offsets = {tp: None for tp in wanted}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, part), om in offsets.items():
+        by_topic.setdefault(topic, []).append({
+            "partition_index": part,
+            "committed_offset": om.offset if om else -1,
+            "committed_leader_epoch": om.leader_epoch if om else -1,
+            "metadata": om.metadata if om else "",
+            "error_code": 0,
+        })
+    return err, [{"name": n, "partitions": ps} for n, ps in by_topic.items()]
+
+
+@api(9, 1, 9)
+async def offset_fetch(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    v = ctx.version
+    if v >= 8:
+        groups = []
+        for g in req.groups:
+            err, topics = _fetch_group(ctx, g.group_id, g.topics)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": err})
+        return {"throttle_time_ms": 0, "groups": groups}
+    err, topics = _fetch_group(ctx, req.group_id, req.topics if v >= 2 else req.topics or [])
+    if v < 2 and err != ErrorCode.NONE:
+        for t in topics:
+            for p in t["partitions"]:
+                p["error_code"] = err
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": err}
+
+
+@api(47, 0, 0)
+async def offset_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    results: dict[tuple[str, int], ErrorCode] = {}
+    wanted: list[tuple[str, int]] = []
+    order: list[tuple[str, int]] = []
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            order.append(tp)
+            if _partition_exists(ctx, *tp):
+                wanted.append(tp)
+            else:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    err, per = coordinator(ctx.broker).delete_offsets(req.group_id, wanted)
+    if err != ErrorCode.NONE:
+        return {"error_code": err, "throttle_time_ms": 0, "topics": []}
+    results.update(per)
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp in order:
+        topics.setdefault(tp[0], []).append(
+            {"partition_index": tp[1], "error_code": results[tp]})
+    return {"error_code": 0, "throttle_time_ms": 0,
+            "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
