@@ -106,7 +106,10 @@ class Partition:
             for h, _ in batches:
                 rb.check_produce_batch(h)
         except rb.UnsupportedMagicError as e:
-            return AppendResult(ErrorCode.INVALID_RECORD, message=str(e))
+            # Kafka: legacy magic 0/1 is an invalid record for v3+ produce; any
+            # other magic means the bytes are not a record batch at all
+            code = ErrorCode.INVALID_RECORD if e.magic in (0, 1) else ErrorCode.CORRUPT_MESSAGE
+            return AppendResult(code, message=str(e))
         except rb.InvalidRecordError as e:
             return AppendResult(ErrorCode.INVALID_RECORD, message=str(e))
         except rb.RecordError as e:
