@@ -97,3 +97,22 @@ def test_truncated_gzip_is_corrupt() -> None:
 def test_truncated_zstd_is_corrupt_not_too_large() -> None:
     with pytest.raises(CorruptRecordError):
         c.decompress(c.ZSTD, c.compress(c.ZSTD, DATA)[:-5], limit=LIMIT)
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {"block_linked": True},
+        {"block_linked": False, "block_checksum": True, "content_checksum": True},
+        {"block_linked": False, "store_size": False, "block_size": 7},  # 4 MiB blocks
+    ],
+)
+def test_lz4_frame_variants_from_python_lz4(opts: dict[str, object]) -> None:
+    lz4_frame = pytest.importorskip("lz4.frame")
+    frame = lz4_frame.compress(DATA, **opts)
+    assert c.decompress(c.LZ4, frame, limit=LIMIT) == DATA
+
+
+def test_our_lz4_frames_read_by_python_lz4() -> None:
+    lz4_frame = pytest.importorskip("lz4.frame")
+    assert lz4_frame.decompress(c.compress(c.LZ4, DATA)) == DATA
