@@ -621,3 +621,12 @@ _APPLY: dict[type[Any], Any] = {
     FeatureLevelRecord: MetadataImage._apply_feature_level,
     NoOpRecord: MetadataImage._apply_noop,
 }
+
+
+def encode_records(records: Iterable[MetadataRecord]) -> bytes:
+    """A list of records as one blob (raft entry payloads and image snapshots)."""
+    return b"\n".join(encode_record(r) for r in records)
+
+
+def decode_records(data: bytes) -> list[MetadataRecord]:
+    return [decode_record(line) for line in data.split(b"\n") if line]

@@ -1,0 +1,340 @@
+"""The active controller: turns membership and admin requests into metadata records.
+
+The controller is pure: every method takes the current ``MetadataImage`` (as applied
+from the committed log, plus any records the caller has proposed but not yet seen
+committed, which the caller must avoid by only reconciling when its proposals are
+committed) and returns the records to propose through raft. It never mutates the image.
+Only the raft leader runs it.
+
+Rules
+-----
+- Registration. A broker seen alive by gossip with an unknown id, or a new incarnation,
+  or changed endpoints/rack, is (re-)registered with a new broker epoch, fenced, and
+  then unfenced. A registered broker that membership reports alive is unfenced.
+- Fencing. A registered, unfenced broker that membership no longer reports alive is
+  fenced, and removed from the ISR of every partition; a partition it led gets a new
+  leader chosen from the remaining ISR members that are unfenced (first in replica
+  order). If the ISR would become empty the broker stays in it (it holds the latest
+  data) and the partition goes leaderless (leader -1). Only when the topic has
+  ``unclean.leader.election.enable=true`` may a live replica outside the ISR be elected
+  (its ISR then becomes just that replica).
+- A leaderless partition whose ISR holds an unfenced broker gets that broker as leader.
+- Every leader change bumps the leader epoch (``PartitionChangeRecord`` with a leader).
+- Placement. New partitions get ``replication_factor`` distinct unfenced brokers, taken
+  round-robin from a list of brokers interleaved by rack (so replicas of a partition
+  span racks when there are enough), starting at a position derived from the topic
+  name and partition index; the first replica leads.
+- Producer ids are handed out in blocks of ``producer_id_block_size``.
+- ISR changes requested by a partition leader (``alter_partition``, Kafka's
+  AlterPartition) are accepted only with the current leader epoch and partition epoch,
+  an ISR within the replicas, containing the leader, of unfenced brokers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from jocko_py.cluster.metadata import (
+    CONFIG_RESOURCE_TOPIC,
+    NO_LEADER,
+    BrokerEndpoint,
+    ConfigRecord,
+    FenceBrokerRecord,
+    MetadataImage,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicImage,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
+
+log = logging.getLogger("jocko_py.cluster.controller")
+
+UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+
+# Kafka error codes returned by admin operations.
+NONE = 0
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+TOPIC_ALREADY_EXISTS = 36
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REQUEST = 42
+FENCED_LEADER_EPOCH = 74
+INVALID_UPDATE_VERSION = 95
+INELIGIBLE_REPLICA = 107
+STALE_BROKER_EPOCH = 77
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A live broker as membership (gossip) reports it."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+    incarnation: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    default_replication_factor: int = 1
+    default_partitions: int = 1
+    producer_id_block_size: int = 1000
+
+
+class Controller:
+    def __init__(self, config: ControllerConfig | None = None) -> None:
+        self.config = config or ControllerConfig()
+
+    # ------------------------------------------------------------------ membership
+
+    def reconcile(self, image: MetadataImage, live: dict[int, BrokerInfo]) -> list[MetadataRecord]:
+        """Records that bring the image in line with the live broker set."""
+        out: list[MetadataRecord] = []
+        next_epoch = max([b.broker_epoch for b in image.brokers.values()] + [0]) + 1
+        for bid in sorted(live):
+            info = live[bid]
+            b = image.brokers.get(bid)
+            changed = (
+                b is None
+                or b.incarnation_id != info.incarnation
+                or (b.host, b.port, b.rack) != (info.host, info.port, info.rack)
+            )
+            if changed:
+                epoch, next_epoch = next_epoch, next_epoch + 1
+                out.append(
+                    RegisterBrokerRecord(
+                        broker_id=bid,
+                        incarnation_id=info.incarnation,
+                        broker_epoch=epoch,
+                        endpoints=(BrokerEndpoint("PLAINTEXT", info.host, info.port),),
+                        rack=info.rack,
+                        fenced=True,
+                    )
+                )
+                out.append(UnfenceBrokerRecord(bid, epoch))
+            elif b is not None and b.fenced:
+                out.append(UnfenceBrokerRecord(bid, b.broker_epoch))
+        for bid in sorted(image.brokers):
+            b = image.brokers[bid]
+            if bid not in live and not b.fenced:
+                out.append(FenceBrokerRecord(bid, b.broker_epoch))
+        out.extend(self._repair_partitions(image, set(live)))
+        return out
+
+    def _repair_partitions(self, image: MetadataImage, usable: set[int]) -> list[MetadataRecord]:
+        out: list[MetadataRecord] = []
+        for name in sorted(image.topics):
+            t = image.topics[name]
+            unclean = image.topic_configs(name).get(UNCLEAN_LEADER_ELECTION) == "true"
+            for pid in sorted(t.partitions):
+                p = t.partitions[pid]
+                isr = tuple(r for r in p.isr if r in usable)
+                if not isr:
+                    isr = p.isr  # keep the last replicas: they hold the newest data
+                leader = p.leader
+                if leader not in usable:
+                    leader = next((r for r in p.replicas if r in isr and r in usable), NO_LEADER)
+                    if leader == NO_LEADER and unclean:
+                        leader = next((r for r in p.replicas if r in usable), NO_LEADER)
+                        if leader != NO_LEADER:
+                            isr = (leader,)
+                if leader == p.leader and isr == p.isr:
+                    continue
+                out.append(
+                    PartitionChangeRecord(
+                        partition_id=pid,
+                        topic_id=t.topic_id,
+                        isr=isr if isr != p.isr else None,
+                        leader=leader if leader != p.leader else -2,
+                    )
+                )
+        return out
+
+    # ------------------------------------------------------------------ admin
+
+    def create_topic(
+        self,
+        image: MetadataImage,
+        name: str,
+        num_partitions: int | None = None,
+        replication_factor: int | None = None,
+        configs: dict[str, str] | None = None,
+        topic_id: uuid.UUID | None = None,
+    ) -> tuple[int, list[MetadataRecord]]:
+        n = self.config.default_partitions if num_partitions in (None, -1) else num_partitions
+        rf = (
+            self.config.default_replication_factor
+            if replication_factor in (None, -1)
+            else replication_factor
+        )
+        assert n is not None and rf is not None
+        if name in image.topics:
+            return TOPIC_ALREADY_EXISTS, []
+        if n <= 0:
+            return INVALID_PARTITIONS, []
+        brokers = self._placement_order(image)
+        if rf <= 0 or rf > len(brokers):
+            return INVALID_REPLICATION_FACTOR, []
+        tid = topic_id or uuid.UUID(
+            bytes=hashlib.sha256(f"{name}/{image.records_applied}".encode()).digest()[:16]
+        )
+        out: list[MetadataRecord] = [TopicRecord(name, tid)]
+        out.extend(self._place(image, tid, name, range(n), rf, brokers))
+        for k in sorted(configs or {}):
+            out.append(ConfigRecord(CONFIG_RESOURCE_TOPIC, name, k, (configs or {})[k]))
+        return NONE, out
+
+    def create_partitions(
+        self, image: MetadataImage, name: str, total: int
+    ) -> tuple[int, list[MetadataRecord]]:
+        t = image.topics.get(name)
+        if t is None:
+            return UNKNOWN_TOPIC_OR_PARTITION, []
+        if total <= len(t.partitions):
+            return INVALID_PARTITIONS, []
+        rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
+        brokers = self._placement_order(image)
+        if rf > len(brokers):
+            return INVALID_REPLICATION_FACTOR, []
+        return NONE, self._place(
+            image, t.topic_id, name, range(len(t.partitions), total), rf, brokers
+        )
+
+    def delete_topic(self, image: MetadataImage, name: str) -> tuple[int, list[MetadataRecord]]:
+        t = image.topics.get(name)
+        if t is None:
+            return UNKNOWN_TOPIC_OR_PARTITION, []
+        return NONE, [RemoveTopicRecord(t.topic_id)]
+
+    def alter_config(
+        self,
+        image: MetadataImage,
+        resource_type: int,
+        resource_name: str,
+        changes: dict[str, str | None],
+    ) -> tuple[int, list[MetadataRecord]]:
+        if resource_type == CONFIG_RESOURCE_TOPIC and resource_name not in image.topics:
+            return UNKNOWN_TOPIC_OR_PARTITION, []
+        return NONE, [
+            ConfigRecord(resource_type, resource_name, k, changes[k]) for k in sorted(changes)
+        ]
+
+    def allocate_producer_ids(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int
+    ) -> tuple[int, list[MetadataRecord], tuple[int, int]]:
+        """Returns (error, records, (first id, count)) of a new producer-id block."""
+        b = image.brokers.get(broker_id)
+        if b is None or b.broker_epoch != broker_epoch:
+            return STALE_BROKER_EPOCH, [], (-1, 0)
+        start = image.next_producer_id
+        size = self.config.producer_id_block_size
+        return NONE, [ProducerIdsRecord(broker_id, broker_epoch, start + size)], (start, size)
+
+    def alter_partition(
+        self,
+        image: MetadataImage,
+        topic_id: uuid.UUID,
+        partition_id: int,
+        leader_id: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: Iterable[int],
+    ) -> tuple[int, list[MetadataRecord]]:
+        t = image.topic_by_id(topic_id)
+        p = None if t is None else t.partitions.get(partition_id)
+        if t is None or p is None:
+            return UNKNOWN_TOPIC_OR_PARTITION, []
+        if p.leader != leader_id or p.leader_epoch != leader_epoch:
+            return FENCED_LEADER_EPOCH, []
+        if p.partition_epoch != partition_epoch:
+            return INVALID_UPDATE_VERSION, []
+        isr = tuple(new_isr)
+        if leader_id not in isr or not set(isr) <= set(p.replicas) or len(set(isr)) != len(isr):
+            return INVALID_REQUEST, []
+        for r in isr:
+            b = image.brokers.get(r)
+            if r not in p.isr and (b is None or b.fenced):
+                return INELIGIBLE_REPLICA, []
+        if isr == p.isr:
+            return NONE, []
+        return NONE, [PartitionChangeRecord(partition_id, topic_id, isr=isr)]
+
+    # ------------------------------------------------------------------ placement
+
+    def _placement_order(self, image: MetadataImage) -> list[int]:
+        """Unfenced brokers interleaved by rack: r1b1, r2b1, r1b2, r2b2, ..."""
+        by_rack: dict[str, list[int]] = {}
+        for bid in sorted(image.brokers):
+            b = image.brokers[bid]
+            if not b.fenced:
+                by_rack.setdefault(b.rack or "", []).append(bid)
+        racks = [by_rack[r] for r in sorted(by_rack)]
+        out: list[int] = []
+        i = 0
+        while any(i < len(r) for r in racks):
+            for r in racks:
+                if i < len(r):
+                    out.append(r[i])
+            i += 1
+        return out
+
+    def _place(
+        self,
+        image: MetadataImage,
+        tid: uuid.UUID,
+        name: str,
+        pids: Iterable[int],
+        rf: int,
+        brokers: list[int],
+    ) -> list[MetadataRecord]:
+        n = len(brokers)
+        start = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big") % n
+        out: list[MetadataRecord] = []
+        for pid in pids:
+            first = (start + pid) % n
+            replicas = tuple(brokers[(first + k) % n] for k in range(rf))
+            out.append(
+                PartitionRecord(
+                    partition_id=pid,
+                    topic_id=tid,
+                    replicas=replicas,
+                    isr=replicas,
+                    leader=replicas[0],
+                    leader_epoch=0,
+                    partition_epoch=0,
+                )
+            )
+        return out
+
+
+def check_leader_in_isr(image: MetadataImage, rec: MetadataRecord) -> str | None:
+    """The controller's safety rule as a predicate over one record about to be applied:
+    a new leader must be in the resulting ISR and, unless unclean election is enabled
+    for the topic, in the ISR before the change. Returns a description when violated."""
+    if isinstance(rec, PartitionRecord):
+        if rec.leader != NO_LEADER and rec.leader not in rec.isr:
+            return f"partition created with leader {rec.leader} outside ISR {rec.isr}"
+        return None
+    if not isinstance(rec, PartitionChangeRecord) or rec.leader < 0:
+        return None
+    t: TopicImage | None = image.topic_by_id(rec.topic_id)
+    p = None if t is None else t.partitions.get(rec.partition_id)
+    if t is None or p is None:
+        return None
+    new_isr = p.isr if rec.isr is None else rec.isr
+    if rec.leader not in new_isr:
+        return f"{t.name}-{rec.partition_id}: leader {rec.leader} not in new ISR {new_isr}"
+    unclean = image.topic_configs(t.name).get(UNCLEAN_LEADER_ELECTION) == "true"
+    if rec.leader not in p.isr and not unclean:
+        return f"{t.name}-{rec.partition_id}: leader {rec.leader} outside ISR {p.isr}"
+    return None

@@ -1,0 +1,399 @@
+"""Sans-IO SWIM membership: failure detection and dissemination, Serf-style.
+
+The core owns one member's view of the cluster. It performs no I/O: entry points take
+the current time ``now`` (ms) and return actions (``Send`` a message to an address,
+``MemberEvent`` for the application). Entry points: ``join(seeds, now)``,
+``tick(now)``, ``receive(msg, now)``, ``leave(now)``, ``update_meta(meta, now)``.
+
+Rules
+-----
+1. Probing. Every ``probe_interval_ms`` the member pings the next member of a shuffled
+   round-robin list of alive and suspect members (so every member is probed by
+   everyone within ``n`` periods). No ack within ``probe_timeout_ms``: ask ``indirect_k``
+   random others to ping it (PingReq) and forward the ack. No ack, direct or indirect,
+   by the end of the period: the target becomes *suspect*.
+2. Suspicion. A suspect that does not refute within ``suspicion_timeout_ms`` (scaled by
+   log n) is declared *dead*. Each member runs its own suspicion timer on hearing of it.
+3. Incarnations. Only a member raises its own incarnation. An ``alive`` update wins if
+   its incarnation is greater than the known one (or the member is new); ``suspect``
+   wins over alive with an incarnation >= the known one and over suspect with a
+   greater one; ``dead``/``left`` win with an incarnation >= the known one. A member that
+   hears it is suspect or dead refutes by broadcasting alive with a larger incarnation.
+4. Dissemination. Updates ride on pings and acks (at most ``max_piggyback`` per message,
+   least-sent first) and are retransmitted ``retransmit_mult * ceil(log10(n + 1))`` times.
+5. Anti-entropy. Joining pushes and pulls the full state with a seed (Sync). Every
+   ``sync_interval_ms`` a member syncs with a random alive member, and every
+   ``reconnect_interval_ms`` with a random dead one, so views reconverge after a
+   partition heals and a member wrongly declared dead learns it and refutes.
+   A message from a member we think dead is answered with its dead state for the same
+   reason.
+6. Leave. A leaving member broadcasts ``left`` with a raised incarnation; others do not
+   suspect or reconnect to it. Dead and left members are reaped after ``reap_ms``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import random
+from dataclasses import dataclass
+
+from jocko_py.cluster.gossip.messages import (
+    Ack,
+    MemberEvent,
+    MemberMeta,
+    Ping,
+    PingReq,
+    Send,
+    Sync,
+    Update,
+)
+
+log = logging.getLogger("jocko_py.cluster.gossip")
+
+GossipAction = Send | MemberEvent
+
+
+class State(enum.IntEnum):
+    ALIVE = 0
+    SUSPECT = 1
+    DEAD = 2
+    LEFT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class GossipConfig:
+    probe_interval_ms: int = 1000
+    probe_timeout_ms: int = 400
+    indirect_k: int = 3
+    suspicion_mult: int = 4
+    retransmit_mult: int = 4
+    max_piggyback: int = 8
+    sync_interval_ms: int = 10_000
+    reconnect_interval_ms: int = 3_000
+    reap_ms: int = 24 * 3600 * 1000
+
+
+@dataclass(slots=True)
+class Member:
+    name: str
+    addr: str
+    meta: MemberMeta
+    state: State
+    incarnation: int
+    since_ms: int
+
+
+class GossipCore:
+    def __init__(
+        self,
+        name: str,
+        addr: str,
+        meta: MemberMeta,
+        config: GossipConfig | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.name = name
+        self.addr = addr
+        self.config = config or GossipConfig()
+        self._rng = random.Random(seed)
+        self.incarnation = 0
+        self.members: dict[str, Member] = {name: Member(name, addr, meta, State.ALIVE, 0, 0)}
+        self._out: list[GossipAction] = []
+        self._queue: dict[str, tuple[Update, int]] = {}  # name -> (update, times sent)
+        self._seq = 0
+        self._probe_list: list[str] = []
+        self._probe: tuple[str, int, int] | None = None  # (target, seq, started)
+        self._probe_indirect_sent = False
+        self._next_probe = 0
+        self._forward: dict[int, tuple[str, int, int]] = {}  # my seq -> (requester, seq, t)
+        self._suspect_deadline: dict[str, int] = {}
+        self._next_sync = 0
+        self._next_reconnect = 0
+        self._seeds: list[str] = []
+        self.left = False
+
+    # ------------------------------------------------------------------ queries
+
+    def alive_members(self) -> list[Member]:
+        return [m for m in self.members.values() if m.state is State.ALIVE]
+
+    def state_of(self, name: str) -> State | None:
+        m = self.members.get(name)
+        return None if m is None else m.state
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _drain(self) -> list[GossipAction]:
+        out, self._out = self._out, []
+        return out
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _n(self) -> int:
+        return sum(1 for m in self.members.values() if m.state <= State.SUSPECT)
+
+    def _retransmit_limit(self) -> int:
+        return self.config.retransmit_mult * max(1, math.ceil(math.log10(self._n() + 1)))
+
+    def _enqueue(self, u: Update) -> None:
+        self._queue[u.name] = (u, 0)
+
+    def _piggyback(self) -> tuple[Update, ...]:
+        if not self._queue:
+            return ()
+        limit = self._retransmit_limit()
+        picked = sorted(self._queue.items(), key=lambda kv: (kv[1][1], kv[0]))
+        picked = picked[: self.config.max_piggyback]
+        out = []
+        for name, (u, n) in picked:
+            out.append(u)
+            if n + 1 >= limit:
+                del self._queue[name]
+            else:
+                self._queue[name] = (u, n + 1)
+        return tuple(out)
+
+    def _self_update(self) -> Update:
+        me = self.members[self.name]
+        return Update(me.state.name.lower(), me.name, me.addr, me.incarnation, me.meta)
+
+    def _update_of(self, m: Member) -> Update:
+        return Update(m.state.name.lower(), m.name, m.addr, m.incarnation, m.meta)
+
+    def _send(self, addr: str, msg: Ping | Ack | PingReq | Sync) -> None:
+        self._out.append(Send(addr, msg))
+
+    def _event(self, kind: str, m: Member) -> None:
+        self._out.append(MemberEvent(kind, m.name, m.addr, m.meta, m.incarnation))
+
+    # ------------------------------------------------------------------ entry points
+
+    def join(self, seeds: list[str], now: int) -> list[GossipAction]:
+        self._seeds = [s for s in seeds if s != self.addr]
+        self._enqueue(self._self_update())
+        for s in self._seeds:
+            self._send_sync(s, reply=True)
+        self._next_probe = now + self.config.probe_interval_ms
+        self._next_sync = now + self.config.sync_interval_ms
+        self._next_reconnect = now + self.config.reconnect_interval_ms
+        return self._drain()
+
+    def leave(self, now: int) -> list[GossipAction]:
+        me = self.members[self.name]
+        self.incarnation += 1
+        me.incarnation, me.state, me.since_ms = self.incarnation, State.LEFT, now
+        self.left = True
+        u = self._self_update()
+        self._enqueue(u)
+        others = [m for m in self.members.values() if m.name != self.name and m.state <= 1]
+        self._rng.shuffle(others)
+        for m in others[: max(3, self.config.indirect_k)]:
+            self._send(m.addr, Ping(self.name, self.addr, self._next_seq(), m.name, (u,)))
+        return self._drain()
+
+    def update_meta(self, meta: MemberMeta, now: int) -> list[GossipAction]:
+        me = self.members[self.name]
+        self.incarnation += 1
+        me.incarnation, me.meta = self.incarnation, meta
+        self._enqueue(self._self_update())
+        return self._drain()
+
+    def tick(self, now: int) -> list[GossipAction]:
+        if self.left:
+            return []
+        c = self.config
+        # Suspicion timeouts.
+        for name, deadline in list(self._suspect_deadline.items()):
+            m = self.members.get(name)
+            if m is None or m.state is not State.SUSPECT:
+                del self._suspect_deadline[name]
+            elif now >= deadline:
+                del self._suspect_deadline[name]
+                self._apply(Update("dead", m.name, m.addr, m.incarnation, m.meta), now)
+        # Indirect probes.
+        if self._probe is not None and not self._probe_indirect_sent:
+            target, seq, started = self._probe
+            if now - started >= c.probe_timeout_ms:
+                self._probe_indirect_sent = True
+                tm = self.members.get(target)
+                helpers = [
+                    m
+                    for m in self.members.values()
+                    if m.state is State.ALIVE and m.name not in (self.name, target)
+                ]
+                self._rng.shuffle(helpers)
+                if tm is not None:
+                    for h in helpers[: c.indirect_k]:
+                        self._send(
+                            h.addr,
+                            PingReq(self.name, self.addr, seq, target, tm.addr, self._piggyback()),
+                        )
+        if now >= self._next_probe:
+            self._next_probe = now + c.probe_interval_ms
+            self._end_probe(now)
+            self._start_probe(now)
+        if now >= self._next_sync:
+            self._next_sync = now + c.sync_interval_ms
+            alive = [m for m in self.alive_members() if m.name != self.name]
+            if alive:
+                self._send_sync(self._rng.choice(alive).addr, reply=True)
+            elif self._seeds:
+                self._send_sync(self._rng.choice(self._seeds), reply=True)
+        if now >= self._next_reconnect:
+            self._next_reconnect = now + c.reconnect_interval_ms
+            dead = [m for m in self.members.values() if m.state is State.DEAD]
+            if dead:
+                self._send_sync(self._rng.choice(dead).addr, reply=True)
+            elif len(self.members) == 1 and self._seeds:
+                self._send_sync(self._rng.choice(self._seeds), reply=True)
+        # Stale indirect forwards, reaping.
+        for s, (_r, _q, t) in list(self._forward.items()):
+            if now - t > c.probe_interval_ms * 2:
+                del self._forward[s]
+        for m in list(self.members.values()):
+            if m.state >= State.DEAD and now - m.since_ms > c.reap_ms and m.name != self.name:
+                del self.members[m.name]
+        return self._drain()
+
+    def _end_probe(self, now: int) -> None:
+        if self._probe is None:
+            return
+        target, _seq, _ = self._probe
+        self._probe = None
+        m = self.members.get(target)
+        if m is not None and m.state is State.ALIVE:
+            self._apply(Update("suspect", m.name, m.addr, m.incarnation, m.meta), now)
+
+    def _start_probe(self, now: int) -> None:
+        for _ in range(2):
+            while self._probe_list:
+                name = self._probe_list.pop()
+                m = self.members.get(name)
+                if m is not None and m.state <= State.SUSPECT and name != self.name:
+                    seq = self._next_seq()
+                    self._probe = (name, seq, now)
+                    self._probe_indirect_sent = False
+                    self._send(m.addr, Ping(self.name, self.addr, seq, name, self._piggyback()))
+                    return
+            self._probe_list = [
+                n for n, m in self.members.items() if n != self.name and m.state <= 1
+            ]
+            self._rng.shuffle(self._probe_list)
+
+    def _send_sync(self, addr: str, reply: bool) -> None:
+        states = tuple(self._update_of(m) for m in sorted(self.members.values(), key=_key))
+        self._send(addr, Sync(self.name, self.addr, reply, states))
+
+    # ------------------------------------------------------------------ receive
+
+    def receive(self, msg: Ping | Ack | PingReq | Sync, now: int) -> list[GossipAction]:
+        if self.left:
+            return []
+        for u in msg.updates:
+            self._apply(u, now)
+        sender = self.members.get(msg.src)
+        if sender is not None and sender.state is State.DEAD and msg.src != self.name:
+            # It is talking to us, so tell it what we think: it will refute.
+            self._send(msg.src_addr, Sync(self.name, self.addr, False, (self._update_of(sender),)))
+        if isinstance(msg, Ping):
+            if msg.target == self.name:
+                self._send(msg.src_addr, Ack(self.name, self.addr, msg.seq, self._piggyback()))
+        elif isinstance(msg, PingReq):
+            seq = self._next_seq()
+            self._forward[seq] = (msg.src_addr, msg.seq, now)
+            self._send(
+                msg.target_addr, Ping(self.name, self.addr, seq, msg.target, self._piggyback())
+            )
+        elif isinstance(msg, Ack):
+            fwd = self._forward.pop(msg.seq, None)
+            if fwd is not None:
+                requester, seq, _ = fwd
+                self._send(requester, Ack(self.name, self.addr, seq, self._piggyback()))
+            elif self._probe is not None and self._probe[1] == msg.seq:
+                self._probe = None
+        elif isinstance(msg, Sync):
+            if msg.reply:
+                self._send_sync(msg.src_addr, reply=False)
+        return self._drain()
+
+    def _apply(self, u: Update, now: int) -> None:
+        if u.name == self.name:
+            self._maybe_refute(u, now)
+            return
+        m = self.members.get(u.name)
+        kind = State[u.state.upper()]
+        if m is None:
+            if kind >= State.DEAD:
+                # Learn of it so that we do not resurrect it from stale alive gossip.
+                self.members[u.name] = Member(u.name, u.addr, u.meta, kind, u.incarnation, now)
+                return
+            m = Member(u.name, u.addr, u.meta, kind, u.incarnation, now)
+            self.members[u.name] = m
+            self._enqueue(u)
+            self._event("join", m)
+            if kind is State.SUSPECT:
+                self._suspect_deadline[m.name] = now + self._suspicion_timeout()
+            return
+        if kind is State.ALIVE:
+            if u.incarnation <= m.incarnation:
+                return
+            was = m.state
+            m.state, m.incarnation, m.addr, m.since_ms = State.ALIVE, u.incarnation, u.addr, now
+            meta_changed = m.meta != u.meta
+            m.meta = u.meta
+            self._enqueue(u)
+            if was >= State.DEAD:
+                self._event("join", m)
+            elif meta_changed:
+                self._event("update", m)
+            elif was is State.SUSPECT:
+                self._event("alive", m)
+        elif kind is State.SUSPECT:
+            if m.state >= State.DEAD:
+                return
+            if (m.state is State.ALIVE and u.incarnation >= m.incarnation) or (
+                m.state is State.SUSPECT and u.incarnation > m.incarnation
+            ):
+                first = m.state is State.ALIVE
+                m.state, m.incarnation, m.since_ms = State.SUSPECT, u.incarnation, now
+                self._enqueue(u)
+                if first:
+                    self._suspect_deadline[m.name] = now + self._suspicion_timeout()
+                    self._event("suspect", m)
+        else:
+            if u.incarnation < m.incarnation or m.state >= State.DEAD:
+                if m.state is State.DEAD and kind is State.LEFT and u.incarnation >= m.incarnation:
+                    m.state = State.LEFT
+                return
+            m.state, m.incarnation, m.since_ms = kind, u.incarnation, now
+            self._enqueue(u)
+            self._event("failed" if kind is State.DEAD else "left", m)
+
+    def _maybe_refute(self, u: Update, now: int) -> None:
+        if u.state == "alive" or self.left:
+            return
+        if u.incarnation >= self.incarnation:
+            self.incarnation = u.incarnation + 1
+            me = self.members[self.name]
+            me.incarnation = self.incarnation
+            log.info(
+                "[gossip %s] refuting %s at incarnation %d", self.name, u.state, self.incarnation
+            )
+        # Even a stale accusation means someone holds an old view of us: re-announce.
+        self._enqueue(self._self_update())
+
+    def _suspicion_timeout(self) -> int:
+        c = self.config
+        scale = max(1.0, math.log10(max(self._n(), 1)))
+        return int(c.suspicion_mult * scale * c.probe_interval_ms)
+
+
+def _key(m: Member) -> str:
+    return m.name
+
+
+__all__ = ["GossipAction", "GossipConfig", "GossipCore", "Member", "State"]

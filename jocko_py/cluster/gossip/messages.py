@@ -1,0 +1,137 @@
+"""Gossip (SWIM) messages, member metadata and actions, plus their datagram encoding.
+
+Datagram encoding: compact JSON ``{"t": type, ...fields}``; one message per UDP
+datagram. ``decode_datagram`` raises ``GossipDecodeError`` on anything malformed so a
+garbled or hostile datagram is dropped, never crashes the member.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+class GossipDecodeError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMeta:
+    """What a member advertises: Serf's tags for a jocko broker."""
+
+    broker_id: int
+    advertised_addr: str
+    raft_addr: str
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """One member's state as gossiped: state is alive | suspect | dead | left."""
+
+    state: str
+    name: str
+    addr: str
+    incarnation: int
+    meta: MemberMeta
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    src: str
+    src_addr: str
+    seq: int
+    target: str
+    updates: tuple[Update, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    src: str
+    src_addr: str
+    seq: int
+    updates: tuple[Update, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PingReq:
+    src: str
+    src_addr: str
+    seq: int
+    target: str
+    target_addr: str
+    updates: tuple[Update, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Sync:
+    """Push-pull anti-entropy: the sender's whole view; ``reply`` asks for the peer's."""
+
+    src: str
+    src_addr: str
+    reply: bool
+    updates: tuple[Update, ...] = ()
+
+
+GossipMessage = Ping | Ack | PingReq | Sync
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    addr: str
+    message: GossipMessage
+
+
+@dataclass(frozen=True, slots=True)
+class MemberEvent:
+    """kind: join | update | suspect | alive | failed | left."""
+
+    kind: str
+    name: str
+    addr: str
+    meta: MemberMeta
+    incarnation: int
+
+
+_TYPES: dict[str, type[Any]] = {"ping": Ping, "ack": Ack, "pingreq": PingReq, "sync": Sync}
+_NAMES = {v: k for k, v in _TYPES.items()}
+_STATES = {"alive", "suspect", "dead", "left"}
+
+
+def _enc_update(u: Update) -> list[Any]:
+    m = u.meta
+    return [
+        u.state,
+        u.name,
+        u.addr,
+        u.incarnation,
+        [m.broker_id, m.advertised_addr, m.raft_addr, m.rack],
+    ]
+
+
+def _dec_update(v: Any) -> Update:
+    state, name, addr, inc, (bid, adv, raft, rack) = v
+    if state not in _STATES:
+        raise GossipDecodeError(f"bad state {state!r}")
+    meta = MemberMeta(int(bid), str(adv), str(raft), None if rack is None else str(rack))
+    return Update(state, str(name), str(addr), int(inc), meta)
+
+
+def encode_datagram(msg: GossipMessage) -> bytes:
+    doc: dict[str, Any] = {"t": _NAMES[type(msg)]}
+    for k in msg.__slots__:
+        v = getattr(msg, k)
+        doc[k] = [_enc_update(u) for u in v] if k == "updates" else v
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def decode_datagram(data: bytes) -> GossipMessage:
+    try:
+        doc = json.loads(data)
+        cls = _TYPES[doc.pop("t")]
+        doc["updates"] = tuple(_dec_update(u) for u in doc.get("updates", ()))
+        msg: GossipMessage = cls(**doc)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise GossipDecodeError(str(e)) from e
+    return msg

@@ -1,0 +1,240 @@
+"""Deterministic, seeded simulation of SWIM gossip membership.
+
+Virtual clock; a network that drops, delays, duplicates and reorders datagrams and
+partitions member sets; members that crash (losing all state, as a process does),
+restart and rejoin through a seed, or leave gracefully. A failure raises
+``GossipViolation`` naming the seed; ``run_gossip_schedule(seed)`` replays it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+
+from jocko_py.cluster.gossip.core import GossipConfig, GossipCore, State
+from jocko_py.cluster.gossip.messages import GossipMessage, MemberMeta, Send
+
+
+class GossipViolation(AssertionError):
+    pass
+
+
+SIM_GOSSIP_CONFIG = GossipConfig(
+    probe_interval_ms=100,
+    probe_timeout_ms=40,
+    indirect_k=3,
+    suspicion_mult=4,
+    sync_interval_ms=1000,
+    reconnect_interval_ms=300,
+)
+
+
+@dataclass
+class GossipParams:
+    members: int = 5
+    chaos_ms: int = 3000
+    tick_ms: int = 10
+    delay_ms: tuple[int, int] = (1, 10)
+    drop: float = 0.05
+    dup: float = 0.02
+    crash_rate: float = 0.003
+    leave_rate: float = 0.001
+    partition_rate: float = 0.002
+
+
+@dataclass
+class GossipStats:
+    detection_ms: list[int] = field(default_factory=list)
+
+
+def meta_for(i: int) -> MemberMeta:
+    return MemberMeta(i, f"127.0.0.1:{9091 + i}", f"127.0.0.1:{19091 + i}", f"r{i % 2}")
+
+
+class GossipSim:
+    def __init__(self, seed: int, p: GossipParams, cfg: GossipConfig = SIM_GOSSIP_CONFIG) -> None:
+        self.seed = seed
+        self.p = p
+        self.cfg = cfg
+        self.rng = random.Random(seed)
+        self.now = 0
+        self._seq = 0
+        self.queue: list[tuple[int, int, GossipMessage, str]] = []
+        self.groups: dict[str, int] | None = None
+        self.heal_at = -1
+        self.drop = p.drop
+        self.names = [f"n{i}" for i in range(1, p.members + 1)]
+        self.cores: dict[str, GossipCore | None] = {}
+        self.restart_at: dict[str, int] = {}
+        self.stats = GossipStats()
+        for n in self.names:
+            self._boot(n)
+
+    def fail(self, why: str) -> None:
+        raise GossipViolation(f"seed={self.seed} t={self.now}ms: {why}")
+
+    def _boot(self, name: str) -> None:
+        i = int(name[1:])
+        core = GossipCore(name, name, meta_for(i), self.cfg, seed=self.rng.randrange(2**32))
+        self.cores[name] = core
+        seeds = [s for s in self.names if s != name]
+        self._run(name, core.join(self.rng.sample(seeds, min(2, len(seeds))), self.now))
+
+    def _run(self, src: str, actions: list[object]) -> None:
+        for a in actions:
+            if isinstance(a, Send):
+                if self.rng.random() < self.drop:
+                    continue
+                copies = 2 if self.rng.random() < self.p.dup else 1
+                for _ in range(copies):
+                    self._seq += 1
+                    at = self.now + self.rng.randint(*self.p.delay_ms)
+                    heapq.heappush(self.queue, (at, self._seq, a.message, a.addr))
+
+    def can_talk(self, a: str, b: str) -> bool:
+        return self.groups is None or self.groups.get(a) == self.groups.get(b)
+
+    def live(self) -> list[str]:
+        return [n for n, c in self.cores.items() if c is not None and not c.left]
+
+    def check_always(self) -> None:
+        for n in self.live():
+            c = self.cores[n]
+            assert c is not None
+            if c.members[n].state is not State.ALIVE:
+                self.fail(f"{n} believes itself {c.members[n].state.name}")
+
+    def step_until(self, t_end: int, chaos: bool) -> None:
+        p = self.p
+        while self.now < t_end:
+            tick_at = self.now + p.tick_ms
+            while self.queue and self.queue[0][0] <= tick_at:
+                t, _, msg, dest = heapq.heappop(self.queue)
+                self.now = max(self.now, t)
+                core = self.cores.get(dest)
+                if core is None or not self.can_talk(msg.src, dest):
+                    continue
+                self._run(dest, core.receive(msg, self.now))
+            self.now = tick_at
+            if self.groups is not None and self.now >= self.heal_at:
+                self.groups = None
+            for n in self.names:
+                core = self.cores[n]
+                if core is None:
+                    if 0 <= self.restart_at.get(n, -1) <= self.now:
+                        self._boot(n)
+                    continue
+                self._run(n, core.tick(self.now))
+            if chaos:
+                self._chaos()
+            self.check_always()
+
+    def _chaos(self) -> None:
+        p, rng = self.p, self.rng
+        live = self.live()
+        if live and rng.random() < p.crash_rate:
+            n = rng.choice(live)
+            self.cores[n] = None
+            self.restart_at[n] = self.now + rng.randint(100, 2000)
+        live = self.live()
+        if live and rng.random() < p.leave_rate:
+            n = rng.choice(live)
+            core = self.cores[n]
+            assert core is not None
+            self._run(n, core.leave(self.now))
+            self.restart_at[n] = self.now + rng.randint(500, 2000)
+        if self.groups is None and rng.random() < p.partition_rate:
+            names = list(self.names)
+            rng.shuffle(names)
+            cut = rng.randint(1, len(names) - 1)
+            self.groups = {n: (0 if k < cut else 1) for k, n in enumerate(names)}
+            self.heal_at = self.now + rng.randint(200, 2000)
+
+    def _restart_left(self) -> None:
+        for n in self.names:
+            c = self.cores[n]
+            if c is not None and c.left:
+                self.cores[n] = None
+
+    def views_converged(self, expect_dead: set[str]) -> bool:
+        live = self.live()
+        if len(live) != len(self.names) - len(expect_dead):
+            return False
+        for a in live:
+            ca = self.cores[a]
+            assert ca is not None
+            for b in self.names:
+                if b == a:
+                    continue
+                st = ca.state_of(b)
+                if b in expect_dead:
+                    if st is not None and st <= State.SUSPECT:
+                        return False
+                elif st is not State.ALIVE:
+                    return False
+        return True
+
+    def convergence_bound_ms(self) -> int:
+        c = self.cfg
+        return 3 * c.reconnect_interval_ms + 2 * c.sync_interval_ms + 40 * c.probe_interval_ms
+
+    def detection_bound_ms(self) -> int:
+        c = self.cfg
+        n = len(self.names)
+        return (2 * n + c.suspicion_mult + 6) * c.probe_interval_ms
+
+    def run(self) -> None:
+        self.step_until(self.p.chaos_ms, chaos=True)
+        # Heal: no partitions or loss, everyone (re)started.
+        self.groups = None
+        self.drop = 0.0
+        self._restart_left()
+        for n in self.names:
+            if self.cores[n] is None:
+                self._boot(n)
+        deadline = self.now + self.convergence_bound_ms()
+        while not self.views_converged(set()):
+            if self.now >= deadline:
+                self.fail(f"live members still not all alive to each other: {self.dump()}")
+            self.step_until(self.now + 50, chaos=False)
+        # Crash one member on a clean network: everyone must mark it dead in time.
+        if len(self.names) < 2:
+            return
+        victim = self.rng.choice(self.names)
+        self.cores[victim] = None
+        self.restart_at[victim] = -1
+        t0 = self.now
+        deadline = t0 + self.detection_bound_ms()
+        while not self.views_converged({victim}):
+            if self.now >= deadline:
+                self.fail(
+                    f"{victim} not detected within {self.detection_bound_ms()}ms: {self.dump()}"
+                )
+            self.step_until(self.now + self.p.tick_ms, chaos=False)
+        self.stats.detection_ms.append(self.now - t0)
+
+    def dump(self) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        for n, c in self.cores.items():
+            if c is not None:
+                out[n] = {m.name: f"{m.state.name}/{m.incarnation}" for m in c.members.values()}
+        return out
+
+
+def run_gossip_schedule(seed: int, params: GossipParams | None = None) -> GossipSim:
+    rng = random.Random(seed ^ 0x6055)
+    if params is None:
+        params = GossipParams(
+            members=rng.choice([2, 3, 5, 8]),
+            chaos_ms=rng.choice([1000, 3000]),
+            delay_ms=rng.choice([(1, 5), (1, 20), (5, 60)]),
+            drop=rng.choice([0.0, 0.05, 0.2]),
+            dup=rng.choice([0.0, 0.05]),
+            crash_rate=rng.choice([0.0, 0.003, 0.01]),
+            leave_rate=rng.choice([0.0, 0.002]),
+            partition_rate=rng.choice([0.0, 0.003]),
+        )
+    sim = GossipSim(seed, params)
+    sim.run()
+    return sim

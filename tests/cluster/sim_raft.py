@@ -1,0 +1,388 @@
+"""Deterministic, seeded simulation of the raft metadata quorum (and the controller on top).
+
+A virtual clock, a simulated network that drops, delays, duplicates and reorders
+messages and partitions node sets, and nodes that crash and restart from their durable
+``MemoryStorage``. Invariants are checked after every event; a violation raises
+``InvariantViolation`` naming the seed so ``run_schedule(seed)`` replays it exactly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from jocko_py.cluster.metadata import (
+    CONFIG_RESOURCE_TOPIC,
+    ConfigRecord,
+    MetadataImage,
+    MetadataRecord,
+    TopicRecord,
+    decode_records,
+    encode_records,
+)
+from jocko_py.cluster.raft.core import NotLeaderError, RaftConfig, RaftCore, Role
+from jocko_py.cluster.raft.messages import (
+    DATA,
+    Action,
+    AppendLog,
+    Commit,
+    Entry,
+    LoadSnapshot,
+    Message,
+    PersistQuorumState,
+    PersistSnapshot,
+    RoleChanged,
+    Send,
+    TruncateLog,
+)
+from jocko_py.cluster.raft.storage import MemoryStorage
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+SIM_RAFT_CONFIG = RaftConfig(
+    election_timeout_ms=150,
+    fetch_timeout_ms=300,
+    fetch_max_wait_ms=100,
+    request_timeout_ms=50,
+    max_fetch_entries=64,
+    snapshot_chunk_bytes=512,
+)
+
+
+@dataclass
+class SimParams:
+    voters: int = 3
+    observers: int = 0
+    chaos_ms: int = 3000
+    heal_ms: int = 6000
+    tick_ms: int = 5
+    delay_ms: tuple[int, int] = (1, 15)
+    drop: float = 0.05
+    dup: float = 0.03
+    crash_rate: float = 0.002  # per tick
+    partition_rate: float = 0.002  # per tick
+    propose_every_ms: int = 20
+    snapshot_every: int = 0  # entries; 0 = never
+    reconfig_rate: float = 0.0  # per tick
+
+
+@dataclass
+class SimNode:
+    node_id: int
+    storage: MemoryStorage
+    core: RaftCore | None = None
+    image: MetadataImage = field(default_factory=MetadataImage)
+    applied: int = 0
+    restart_at: int = -1
+
+
+@dataclass
+class Stats:
+    elections: list[int] = field(default_factory=list)  # ms from leader loss to new commit
+    commit_latency: list[int] = field(default_factory=list)
+    messages: int = 0
+    committed: int = 0
+
+
+class RaftSim:
+    def __init__(
+        self,
+        seed: int,
+        params: SimParams,
+        raft_config: RaftConfig = SIM_RAFT_CONFIG,
+        on_apply: Callable[[SimNode, MetadataRecord, MetadataImage], None] | None = None,
+    ) -> None:
+        self.seed = seed
+        self.p = params
+        self.rng = random.Random(seed)
+        self.cfg = raft_config
+        self.now = 0
+        self._seq = 0
+        self.queue: list[tuple[int, int, Message]] = []
+        self.groups: dict[int, int] | None = None
+        self.heal_at = -1
+        self.drop = params.drop
+        ids = list(range(1, params.voters + params.observers + 1))
+        self.bootstrap = {i: f"node-{i}" for i in ids[: params.voters]}
+        self.nodes = {i: SimNode(i, MemoryStorage()) for i in ids}
+        self.committed: dict[int, Entry] = {}
+        self.snapshot_fp: dict[int, str] = {}
+        self.leaders: dict[int, int] = {}
+        self.on_apply = on_apply
+        self.stats = Stats()
+        self._pending: dict[int, int] = {}  # offset proposed -> time
+        self._leader_lost_at: int | None = None
+        self._topic_n = 0
+        for n in self.nodes.values():
+            self._boot(n)
+
+    # ------------------------------------------------------------ helpers
+
+    def fail(self, why: str) -> None:
+        raise InvariantViolation(f"seed={self.seed} t={self.now}ms: {why}")
+
+    def _boot(self, n: SimNode) -> None:
+        n.core = RaftCore(
+            n.node_id, self.bootstrap, self.cfg, n.storage.load(), seed=self.rng.randrange(2**32)
+        )
+        n.image = MetadataImage()
+        n.applied = 0
+        self._run(n, n.core.start(self.now))
+
+    def crash(self, n: SimNode, down_ms: int) -> None:
+        if n.core is not None and n.core.role is Role.LEADER and self._leader_lost_at is None:
+            self._leader_lost_at = self.now
+        n.core = None
+        n.restart_at = self.now + down_ms
+
+    def can_talk(self, a: int, b: int) -> bool:
+        return self.groups is None or self.groups.get(a) == self.groups.get(b)
+
+    def live_leader(self) -> SimNode | None:
+        best: SimNode | None = None
+        for n in self.nodes.values():
+            if n.core is not None and n.core.role is Role.LEADER:
+                if best is None or best.core is None or n.core.epoch > best.core.epoch:
+                    best = n
+        return best
+
+    # ------------------------------------------------------------ actions
+
+    def _run(self, n: SimNode, actions: list[Action]) -> None:
+        for a in actions:
+            if isinstance(a, Send):
+                self._send(a.message)
+                continue
+            if isinstance(a, PersistQuorumState | AppendLog | TruncateLog | PersistSnapshot):
+                self._check_persist(n, a)
+                n.storage.execute(a)
+            elif isinstance(a, Commit):
+                self._apply(n, a.entries)
+            elif isinstance(a, LoadSnapshot):
+                n.image = MetadataImage.from_records(decode_records(a.snapshot.data))
+                n.applied = a.snapshot.end_offset
+                fp = self.snapshot_fp.get(n.applied)
+                if fp is not None and fp != n.image.fingerprint():
+                    self.fail(f"node {n.node_id} loaded a snapshot differing at {n.applied}")
+            elif isinstance(a, RoleChanged):
+                if a.role == "leader":
+                    self._on_new_leader(n, a.epoch)
+
+    def _check_persist(self, n: SimNode, a: Action) -> None:
+        if isinstance(a, AppendLog):
+            for e in a.entries:
+                c = self.committed.get(e.offset)
+                if c is not None and c != e:
+                    self.fail(f"node {n.node_id} appended {e} over committed {c}")
+        elif isinstance(a, TruncateLog):
+            for e in n.storage.state.entries:
+                if e.offset >= a.offset and self.committed.get(e.offset) == e:
+                    self.fail(f"node {n.node_id} truncated committed entry {e}")
+
+    def _on_new_leader(self, n: SimNode, epoch: int) -> None:
+        prev = self.leaders.get(epoch)
+        if prev is not None and prev != n.node_id:
+            self.fail(f"two leaders in epoch {epoch}: {prev} and {n.node_id}")
+        self.leaders[epoch] = n.node_id
+        core = n.core
+        assert core is not None
+        # Leader completeness: the new leader holds every committed entry.
+        for off, e in self.committed.items():
+            if off < core.log_start:
+                continue
+            if off >= core.log_end or core.entry(off) != e:
+                self.fail(f"leader {n.node_id} epoch {epoch} lacks committed entry {e}")
+
+    def _apply(self, n: SimNode, entries: tuple[Entry, ...]) -> None:
+        for e in entries:
+            if e.offset != n.applied:
+                self.fail(f"node {n.node_id} applied {e.offset} but expected {n.applied}")
+            c = self.committed.get(e.offset)
+            if c is None:
+                self.committed[e.offset] = e
+                self.stats.committed += 1
+                t = self._pending.pop(e.offset, None)
+                if t is not None:
+                    self.stats.commit_latency.append(self.now - t)
+            elif c != e:
+                self.fail(f"node {n.node_id} committed {e} but {c} was committed")
+            if e.kind == DATA:
+                for r in decode_records(e.data):
+                    if self.on_apply is not None:
+                        self.on_apply(n, r, n.image)
+                    n.image.apply(r)
+            n.applied = e.offset + 1
+        core = n.core
+        if self._leader_lost_at is not None and core is not None and core.role is Role.LEADER:
+            self.stats.elections.append(self.now - self._leader_lost_at)
+            self._leader_lost_at = None
+        p = self.p
+        if p.snapshot_every and core is not None and n.applied - core.log_start >= p.snapshot_every:
+            fp = n.image.fingerprint()
+            old = self.snapshot_fp.setdefault(n.applied, fp)
+            if old != fp:
+                self.fail(f"node {n.node_id} image at {n.applied} differs from another node's")
+            data = encode_records(n.image.snapshot())
+            self._run(n, core.take_snapshot(n.applied, data, self.now))
+
+    # ------------------------------------------------------------ network
+
+    def _send(self, m: Message) -> None:
+        self.stats.messages += 1
+        if self.rng.random() < self.drop:
+            return
+        copies = 2 if self.rng.random() < self.p.dup else 1
+        for _ in range(copies):
+            lo, hi = self.p.delay_ms
+            self._seq += 1
+            heapq.heappush(self.queue, (self.now + self.rng.randint(lo, hi), self._seq, m))
+
+    def _deliver(self, m: Message) -> None:
+        n = self.nodes.get(m.dest)
+        if n is None or n.core is None or not self.can_talk(m.src, m.dest):
+            return
+        self._run(n, n.core.receive(m, self.now))
+
+    # ------------------------------------------------------------ schedule
+
+    def propose(self, records: list[MetadataRecord]) -> bool:
+        n = self.live_leader()
+        if n is None or n.core is None:
+            return False
+        try:
+            off, actions = n.core.propose([encode_records(records)], self.now)
+        except NotLeaderError:
+            return False
+        self._pending[off] = self.now
+        self._run(n, actions)
+        return True
+
+    def _random_record(self) -> list[MetadataRecord]:
+        self._topic_n += 1
+        name = f"t{self._topic_n}"
+        if self.rng.random() < 0.5:
+            return [TopicRecord(name, uuid.UUID(int=self.rng.getrandbits(128)))]
+        return [ConfigRecord(CONFIG_RESOURCE_TOPIC, "t1", "retention.ms", str(self._topic_n))]
+
+    def _chaos(self) -> None:
+        p, rng = self.p, self.rng
+        live = [n for n in self.nodes.values() if n.core is not None]
+        if live and rng.random() < p.crash_rate:
+            self.crash(rng.choice(live), rng.randint(50, 1500))
+        if rng.random() < p.partition_rate and self.groups is None and len(self.nodes) > 1:
+            ids = list(self.nodes)
+            rng.shuffle(ids)
+            cut = rng.randint(1, len(ids) - 1)
+            self.groups = {i: (0 if k < cut else 1) for k, i in enumerate(ids)}
+            self.heal_at = self.now + rng.randint(100, 1500)
+            ldr = self.live_leader()
+            if ldr is not None and self._leader_lost_at is None:
+                self._leader_lost_at = self.now
+        if rng.random() < p.reconfig_rate:
+            ldr = self.live_leader()
+            if ldr is not None and ldr.core is not None:
+                voters = ldr.core.voters
+                others = [i for i in self.nodes if i not in voters]
+                if others and (len(voters) <= 3 or rng.random() < 0.5):
+                    v = rng.choice(others)
+                    _err, acts = ldr.core.add_voter(v, f"node-{v}", self.now)
+                elif len(voters) > 3:
+                    _err, acts = ldr.core.remove_voter(rng.choice(sorted(voters)), self.now)
+                else:
+                    acts = []
+                self._run(ldr, acts)
+
+    def step_until(self, t_end: int, chaos: bool, propose: bool) -> None:
+        p = self.p
+        next_propose = self.now
+        while self.now < t_end:
+            tick_at = self.now + p.tick_ms
+            while self.queue and self.queue[0][0] <= tick_at:
+                t, _, m = heapq.heappop(self.queue)
+                self.now = max(self.now, t)
+                self._deliver(m)
+            self.now = tick_at
+            if self.groups is not None and self.now >= self.heal_at:
+                self.groups = None
+            for n in self.nodes.values():
+                if n.core is None:
+                    if self.now >= n.restart_at:
+                        self._boot(n)
+                    continue
+                self._run(n, n.core.tick(self.now))
+            if chaos:
+                self._chaos()
+            if propose and self.now >= next_propose:
+                next_propose = self.now + p.propose_every_ms
+                self.propose(self._random_record())
+
+    def heal(self) -> None:
+        self.groups = None
+        self.drop = 0.0
+        for n in self.nodes.values():
+            if n.core is None:
+                n.restart_at = self.now
+
+    def converged(self) -> bool:
+        ldr = self.live_leader()
+        if ldr is None or ldr.core is None:
+            return False
+        hw = ldr.core.high_watermark
+        if hw != ldr.core.log_end:
+            return False
+        fps = set()
+        for n in self.nodes.values():
+            if n.core is None or n.applied != hw:
+                return False
+            fps.add(n.image.fingerprint())
+        return len(fps) == 1
+
+    def run(self) -> None:
+        """Chaos, then heal and demand convergence within ``heal_ms``."""
+        p = self.p
+        self.step_until(p.chaos_ms, chaos=True, propose=True)
+        self.heal()
+        deadline = self.now + p.heal_ms
+        while self.now < deadline:
+            self.step_until(self.now + 50, chaos=False, propose=False)
+            if self.converged():
+                # One more client write must commit everywhere too.
+                if not self.propose(self._random_record()):
+                    continue
+                self.step_until(self.now + 300, chaos=False, propose=False)
+                if self.converged():
+                    return
+        states = {
+            i: (n.core.role.value, n.core.epoch, n.core.leader_id, n.applied, n.core.log_end)
+            if n.core
+            else None
+            for i, n in self.nodes.items()
+        }
+        self.fail(f"no convergence {p.heal_ms}ms after healing: {states}")
+
+
+def run_schedule(seed: int, params: SimParams | None = None) -> RaftSim:
+    """Replay one schedule; raises InvariantViolation naming the seed on failure."""
+    rng = random.Random(seed ^ 0x5EED)
+    if params is None:
+        params = SimParams(
+            voters=rng.choice([1, 3, 3, 5]),
+            observers=rng.choice([0, 0, 1]),
+            chaos_ms=rng.choice([1000, 2000]),
+            drop=rng.choice([0.0, 0.02, 0.1]),
+            dup=rng.choice([0.0, 0.05]),
+            delay_ms=rng.choice([(1, 5), (1, 30), (5, 80)]),
+            crash_rate=rng.choice([0.0, 0.002, 0.01]),
+            partition_rate=rng.choice([0.0, 0.003, 0.01]),
+            snapshot_every=rng.choice([0, 8, 32]),
+            reconfig_rate=rng.choice([0.0, 0.0, 0.01]),
+        )
+    sim = RaftSim(seed, params)
+    sim.run()
+    return sim
