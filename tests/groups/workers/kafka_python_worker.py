@@ -1,0 +1,67 @@
+"""Group consumer worker on kafka-python (see common.py for the output format)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from common import Output, StopFlag, parse_args  # noqa: E402
+from kafka import KafkaConsumer  # noqa: E402
+from kafka.errors import CommitFailedError  # noqa: E402
+from kafka.consumer.subscription_state import ConsumerRebalanceListener  # noqa: E402
+
+
+def main() -> None:
+    args = parse_args()
+    out = Output(args.out)
+    flag = StopFlag()
+    kw: dict[str, Any] = {}
+    if args.assignor == "cooperative":
+        from kafka.coordinator.assignors.cooperative_sticky import (
+            CooperativeStickyPartitionAssignor,
+        )
+        kw["partition_assignment_strategy"] = [CooperativeStickyPartitionAssignor]
+    if args.instance_id:
+        kw["group_instance_id"] = args.instance_id
+    consumer = KafkaConsumer(
+        bootstrap_servers=args.bootstrap, group_id=args.group, auto_offset_reset="earliest",
+        enable_auto_commit=False, session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=500, max_poll_records=50, **kw)
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            pass
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            out.assignment(tp.partition for tp in consumer.assignment())
+
+        def on_partitions_lost(self, lost: Any) -> None:
+            pass
+
+    consumer.subscribe([args.topic], listener=Listener())
+    out.line("READY")
+    while not flag.stop:
+        batch = consumer.poll(200)
+        n = 0
+        for tp, recs in batch.items():
+            for r in recs:
+                out.record(tp.partition, r.offset, r.value)
+                n += 1
+        if n:
+            try:
+                consumer.commit()
+                out.line("C")
+            except CommitFailedError as e:
+                out.line(f"F {e!r}")
+    try:
+        consumer.commit()
+    finally:
+        consumer.close()
+    out.line("CLOSED")
+
+
+if __name__ == "__main__":
+    main()
