@@ -1,0 +1,298 @@
+"""Group protocol edge cases on the wire: each returns Kafka's error code.
+
+Raw requests through the project's small client against a real broker process.
+JoinGroup and SyncGroup block until the rebalance phase completes, so members
+that must wait run on their own connection in a thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from jocko_py.client import Client
+from jocko_py.protocol.errors import ErrorCode as E
+from tests.support.broker import BrokerProcess
+
+PROTO = [{"name": "range", "metadata": b"\x00\x01meta"}]
+GROUP_OVERRIDES = {"group.initial.rebalance.delay.ms": "0",
+                   "group.min.session.timeout.ms": "1000"}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("edges") / "data", overrides=GROUP_OVERRIDES)
+    b.start()
+    try:
+        with Client(b.bootstrap) as c:
+            r = c.request(10, 4, {"key_type": 0, "coordinator_keys": ["warmup"]})
+            assert r.coordinators[0].error_code == 0
+            c.create_topic("t", 2)
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def pool() -> Iterator[cf.ThreadPoolExecutor]:
+    with cf.ThreadPoolExecutor(4) as ex:
+        yield ex
+
+
+def join(b: BrokerProcess, group: str, member: str = "", *, version: int = 9,
+         session: int = 6000, rebalance: int = 6000, instance: str | None = None,
+         ptype: str = "consumer", protocols: list[dict[str, Any]] | None = None) -> Any:
+    with Client(b.bootstrap, client_id="edge") as c:
+        return c.request(11, version, {
+            "group_id": group, "session_timeout_ms": session, "rebalance_timeout_ms": rebalance,
+            "member_id": member, "group_instance_id": instance, "protocol_type": ptype,
+            "protocols": protocols if protocols is not None else PROTO, "reason": None})
+
+
+def join_new(b: BrokerProcess, group: str, **kw: Any) -> Any:
+    r = join(b, group, **kw)
+    if r.error_code == E.MEMBER_ID_REQUIRED:
+        r = join(b, group, r.member_id, **kw)
+    return r
+
+
+def sync(b: BrokerProcess, group: str, gen: int, member: str,
+         assignments: dict[str, bytes] | None = None, instance: str | None = None) -> Any:
+    with Client(b.bootstrap) as c:
+        return c.request(14, 5, {
+            "group_id": group, "generation_id": gen, "member_id": member,
+            "group_instance_id": instance, "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": m, "assignment": a}
+                            for m, a in (assignments or {}).items()]})
+
+
+def heartbeat(b: BrokerProcess, group: str, gen: int, member: str,
+              instance: str | None = None) -> int:
+    with Client(b.bootstrap) as c:
+        return int(c.request(12, 4, {"group_id": group, "generation_id": gen,
+                                     "member_id": member,
+                                     "group_instance_id": instance}).error_code)
+
+
+def commit(b: BrokerProcess, group: str, gen: int, member: str, offset: int = 5) -> int:
+    with Client(b.bootstrap) as c:
+        r = c.request(8, 9, {"group_id": group, "generation_id_or_member_epoch": gen,
+                             "member_id": member, "group_instance_id": None, "topics": [
+                                 {"name": "t", "partitions": [{
+                                     "partition_index": 0, "committed_offset": offset,
+                                     "committed_leader_epoch": 3,
+                                     "committed_metadata": "md"}]}]})
+    return int(r.topics[0].partitions[0].error_code)
+
+
+def stable_single(b: BrokerProcess, group: str, **kw: Any) -> tuple[str, int]:
+    r = join_new(b, group, **kw)
+    assert r.error_code == 0, r
+    s = sync(b, group, r.generation_id, r.member_id, {r.member_id: b"A1"},
+             instance=kw.get("instance"))
+    assert s.error_code == 0 and s.assignment == b"A1", s
+    return r.member_id, r.generation_id
+
+
+def test_member_id_required_then_join_sync(broker: BrokerProcess) -> None:
+    r = join(broker, "g-mid")
+    assert r.error_code == E.MEMBER_ID_REQUIRED and r.member_id.startswith("edge-")
+    r2 = join(broker, "g-mid", r.member_id)
+    assert r2.error_code == 0
+    assert r2.generation_id == 1 and r2.leader == r.member_id
+    assert [m.member_id for m in r2.members] == [r.member_id]
+    assert r2.protocol_name == "range" and r2.protocol_type == "consumer"
+    # v3 joins get their member id in one round trip
+    r3 = join(broker, "g-v3", version=3)
+    assert r3.error_code == 0 and r3.member_id
+
+
+def test_unknown_member_and_generation_errors(broker: BrokerProcess) -> None:
+    assert heartbeat(broker, "nope", 1, "ghost") == E.UNKNOWN_MEMBER_ID
+    assert join(broker, "nope2", "ghost").error_code == E.UNKNOWN_MEMBER_ID
+    mid, gen = stable_single(broker, "g-gen")
+    assert heartbeat(broker, "g-gen", gen, mid) == E.NONE
+    assert heartbeat(broker, "g-gen", gen, "ghost") == E.UNKNOWN_MEMBER_ID
+    assert heartbeat(broker, "g-gen", gen - 1, mid) == E.ILLEGAL_GENERATION
+    assert heartbeat(broker, "g-gen", gen + 1, mid) == E.ILLEGAL_GENERATION
+    assert sync(broker, "g-gen", gen + 5, mid).error_code == E.ILLEGAL_GENERATION
+    assert sync(broker, "g-gen", gen, "ghost").error_code == E.UNKNOWN_MEMBER_ID
+    assert commit(broker, "g-gen", gen - 1, mid) == E.ILLEGAL_GENERATION
+    assert commit(broker, "g-gen", gen, "ghost") == E.UNKNOWN_MEMBER_ID
+    assert commit(broker, "g-gen", -1, "") == E.UNKNOWN_MEMBER_ID  # non-empty group
+    assert commit(broker, "g-gen", gen, mid) == E.NONE
+    # a stable member's sync again returns its assignment
+    assert sync(broker, "g-gen", gen, mid).assignment == b"A1"
+
+
+def test_rebalance_in_progress(broker: BrokerProcess, pool: cf.ThreadPoolExecutor) -> None:
+    g = "g-rip"
+    a, gen = stable_single(broker, g)
+    fut_b = pool.submit(join_new, broker, g)
+    deadline = time.monotonic() + 10
+    while heartbeat(broker, g, gen, a) != E.REBALANCE_IN_PROGRESS:
+        assert time.monotonic() < deadline, "no REBALANCE_IN_PROGRESS"
+        time.sleep(0.05)
+    assert sync(broker, g, gen, a).error_code == E.REBALANCE_IN_PROGRESS
+    # the current generation may still commit while the group prepares to rebalance
+    assert commit(broker, g, gen, a) == E.NONE
+    ra = join(broker, g, a)
+    rb_ = fut_b.result(10)
+    assert ra.error_code == rb_.error_code == 0
+    assert ra.generation_id == rb_.generation_id == gen + 1
+    assert ra.leader == a and len(ra.members) == 2 and rb_.members == []
+    # CompletingRebalance: commits are refused until the assignment is out
+    assert commit(broker, g, gen + 1, a) == E.REBALANCE_IN_PROGRESS
+    assert heartbeat(broker, g, gen + 1, rb_.member_id) == E.NONE
+    fb = pool.submit(sync, broker, g, gen + 1, rb_.member_id)
+    time.sleep(0.2)
+    assert not fb.done(), "follower SyncGroup must wait for the leader"
+    sa = sync(broker, g, gen + 1, a, {a: b"x", rb_.member_id: b"y"})
+    assert sa.error_code == 0 and sa.assignment == b"x"
+    sb = fb.result(10)
+    assert sb.error_code == 0 and sb.assignment == b"y"
+
+
+def test_protocol_checks(broker: BrokerProcess) -> None:
+    stable_single(broker, "g-proto")
+    r = join_new(broker, "g-proto", ptype="connect")
+    assert r.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    r = join_new(broker, "g-proto", protocols=[{"name": "roundrobin", "metadata": b""}])
+    assert r.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    assert join(broker, "g-empty", ptype="consumer", protocols=[]).error_code == \
+        E.INCONSISTENT_GROUP_PROTOCOL
+    assert join(broker, "g-sess", session=10).error_code == E.INVALID_SESSION_TIMEOUT
+    assert join(broker, "", session=6000).error_code == E.INVALID_GROUP_ID
+
+
+def test_session_timeout_enforced(broker: BrokerProcess) -> None:
+    mid, gen = stable_single(broker, "g-sto", session=1200)
+    time.sleep(2.0)
+    assert heartbeat(broker, "g-sto", gen, mid) == E.UNKNOWN_MEMBER_ID
+    with Client(broker.bootstrap) as c:
+        d = c.request(15, 5, {"groups": ["g-sto"], "include_authorized_operations": False})
+    assert d.groups[0].group_state == "Empty" and list(d.groups[0].members) == []
+
+
+def test_rebalance_timeout_enforced(broker: BrokerProcess, pool: cf.ThreadPoolExecutor) -> None:
+    g = "g-rto"
+    a, gen = stable_single(broker, g, rebalance=1000, session=6000)
+    t0 = time.monotonic()
+    rb_ = pool.submit(join_new, broker, g, rebalance=1000).result(10)
+    # a never rejoined: removed after its rebalance timeout, b leads alone
+    assert 0.5 < time.monotonic() - t0 < 5
+    assert rb_.error_code == 0 and rb_.leader == rb_.member_id and len(rb_.members) == 1
+    assert heartbeat(broker, g, gen, a) == E.UNKNOWN_MEMBER_ID
+
+
+def test_static_membership_fencing(broker: BrokerProcess) -> None:
+    g = "g-static"
+    r = join(broker, g, instance="i-1")
+    assert r.error_code == 0, "static members skip MEMBER_ID_REQUIRED"
+    s = sync(broker, g, r.generation_id, r.member_id, {r.member_id: b"S"}, instance="i-1")
+    assert s.error_code == 0
+    # the same instance restarts: new member id, same generation, its assignment back
+    r2 = join(broker, g, instance="i-1")
+    assert r2.error_code == 0 and r2.member_id != r.member_id
+    assert r2.generation_id == r.generation_id
+    assert r2.skip_assignment and [m.member_id for m in r2.members] == [r2.member_id]
+    s2 = sync(broker, g, r2.generation_id, r2.member_id, instance="i-1")
+    assert s2.error_code == 0 and s2.assignment == b"S"
+    # the old incarnation is fenced
+    assert heartbeat(broker, g, r.generation_id, r.member_id, "i-1") == E.FENCED_INSTANCE_ID
+    assert commit(broker, g, r.generation_id, r.member_id) in (
+        E.FENCED_INSTANCE_ID, E.UNKNOWN_MEMBER_ID)
+    with Client(broker.bootstrap) as c:
+        lv = c.request(13, 5, {"group_id": g, "members": [
+            {"member_id": r.member_id, "group_instance_id": "i-1", "reason": None},
+            {"member_id": "", "group_instance_id": "i-404", "reason": None},
+            {"member_id": r2.member_id, "group_instance_id": "i-1", "reason": "bye"}]})
+    assert lv.error_code == 0
+    assert [m.error_code for m in lv.members] == [
+        E.FENCED_INSTANCE_ID, E.UNKNOWN_MEMBER_ID, E.NONE]
+
+
+def test_leave_and_admin(broker: BrokerProcess) -> None:
+    g = "g-admin"
+    mid, gen = stable_single(broker, g)
+    assert commit(broker, g, gen, mid, offset=42) == E.NONE
+    with Client(broker.bootstrap) as c:
+        lg = c.request(16, 5, {"states_filter": ["stable"], "types_filter": []})
+        assert g in {x.group_id for x in lg.groups}
+        assert all(x.group_state == "Stable" for x in lg.groups)
+        d = c.request(15, 5, {"groups": [g, "g-none"], "include_authorized_operations": False})
+        dg = d.groups[0]
+        assert dg.group_state == "Stable" and dg.protocol_data == "range"
+        assert dg.members[0].member_id == mid and dg.members[0].member_assignment == b"A1"
+        assert d.groups[1].group_state == "Dead" and d.groups[1].error_code == 0
+        dl = c.request(42, 2, {"groups_names": [g, "g-none"]})
+        assert [x.error_code for x in dl.results] == [E.NON_EMPTY_GROUP, E.GROUP_ID_NOT_FOUND]
+        od = c.request(47, 0, {"group_id": g, "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0}]}]})
+        assert od.topics[0].partitions[0].error_code == E.NONE  # not subscribed: metadata b"meta"
+        assert commit(broker, g, gen, mid, offset=43) == E.NONE
+        # LeaveGroup v0: one member, top-level error
+        assert c.request(13, 0, {"group_id": g, "member_id": "ghost"}).error_code == \
+            E.UNKNOWN_MEMBER_ID
+        assert c.request(13, 0, {"group_id": g, "member_id": mid}).error_code == 0
+        assert heartbeat(broker, g, gen, mid) == E.UNKNOWN_MEMBER_ID
+        lg = c.request(16, 5, {"states_filter": ["Empty"], "types_filter": ["classic"]})
+        assert g in {x.group_id for x in lg.groups}
+        f = c.request(9, 8, {"groups": [
+            {"group_id": g, "topics": None},
+            {"group_id": "g-none", "topics": [{"name": "t", "partition_indexes": [0]}]}],
+            "require_stable": False})
+        p = f.groups[0].topics[0].partitions[0]
+        assert (p.committed_offset, p.committed_leader_epoch, p.metadata) == (43, 3, "md")
+        assert f.groups[1].topics[0].partitions[0].committed_offset == -1
+        assert c.request(42, 2, {"groups_names": [g]}).results[0].error_code == 0
+        f = c.request(9, 8, {"groups": [{"group_id": g, "topics": None}],
+                             "require_stable": False})
+        assert list(f.groups[0].topics) == []
+
+
+def test_simple_commits_and_unknown_topics(broker: BrokerProcess) -> None:
+    with Client(broker.bootstrap) as c:
+        r = c.request(8, 2, {"group_id": "g-simple", "generation_id_or_member_epoch": -1,
+                             "member_id": "", "retention_time_ms": -1, "topics": [
+                                 {"name": "t", "partitions": [
+                                     {"partition_index": 1, "committed_offset": 7,
+                                      "committed_metadata": None}]},
+                                 {"name": "missing", "partitions": [
+                                     {"partition_index": 0, "committed_offset": 1,
+                                      "committed_metadata": ""}]}]})
+        codes = {t.name: t.partitions[0].error_code for t in r.topics}
+        assert codes == {"t": 0, "missing": E.UNKNOWN_TOPIC_OR_PARTITION}
+        f = c.request(9, 1, {"group_id": "g-simple", "topics": [
+            {"name": "t", "partition_indexes": [0, 1]}]})
+        got = {p.partition_index: p.committed_offset for p in f.topics[0].partitions}
+        assert got == {0: -1, 1: 7}
+        big = "x" * 5000
+        r = c.request(8, 8, {"group_id": "g-simple", "generation_id_or_member_epoch": -1,
+                             "member_id": "", "topics": [{"name": "t", "partitions": [
+                                 {"partition_index": 0, "committed_offset": 1,
+                                  "committed_metadata": big}]}]})
+        assert r.topics[0].partitions[0].error_code == E.OFFSET_METADATA_TOO_LARGE
+
+
+def test_find_coordinator_and_internal_topic(broker: BrokerProcess) -> None:
+    with Client(broker.bootstrap) as c:
+        r0 = c.request(10, 0, {"key": "g"})
+        assert r0.error_code == 0 and r0.node_id == 0 and r0.port == broker.port
+        r4 = c.request(10, 6, {"key_type": 0, "coordinator_keys": ["a", "b"]})
+        assert [(x.key, x.error_code, x.port) for x in r4.coordinators] == [
+            ("a", 0, broker.port), ("b", 0, broker.port)]
+        bad = c.request(10, 4, {"key_type": 7, "coordinator_keys": ["a"]})
+        assert bad.coordinators[0].error_code == E.INVALID_REQUEST
+        md = c.metadata(["__consumer_offsets"])
+        t = md.topics[0]
+        assert t.is_internal and len(t.partitions) == 50
+    from jocko_py.client import KafkaError
+    from jocko_py.protocol import records as rb
+
+    with Client(broker.bootstrap) as c, pytest.raises(KafkaError):
+        c.produce("__consumer_offsets", 0, rb.build_batch([rb.NewRecord(b"k", b"v")]))
