@@ -86,7 +86,9 @@ class NodeProc:
                 return
             except OSError:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"node {self.node_id} exited: {self.log_path.read_text()}")
+                    raise RuntimeError(
+                        f"node {self.node_id} exited: {self.log_path.read_text()}"
+                    ) from None
                 time.sleep(0.05)
         raise RuntimeError(f"node {self.node_id} did not start")
 

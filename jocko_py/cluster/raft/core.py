@@ -211,6 +211,7 @@ class RaftCore:
         # (epoch, id) of a leader known to have resigned: others may still name it as
         # the leader of that epoch, but it must not be followed again.
         self._gone_leader: tuple[int, int] | None = None
+        self._timed_out: tuple[int, int, int] | None = None  # (epoch, leader, when)
 
     # ------------------------------------------------------------------ log helpers
 
@@ -309,20 +310,31 @@ class RaftCore:
             base = c.election_timeout_ms
         self._election_deadline = now + base + self._rng.randrange(c.election_timeout_ms)
 
-    def _transition_epoch(self, epoch: int, leader_id: int, now: int) -> None:
-        """Move to a larger epoch (or adopt a leader in the current one)."""
+    def _transition_epoch(self, epoch: int, leader_id: int, now: int, direct: bool = False) -> None:
+        """Move to a larger epoch (or adopt a leader in the current one). ``direct``:
+        the news comes from the leader itself, not from a third replica."""
         if epoch > self.epoch:
             self._persist_state(epoch, None)
             self._set_role(Role.UNATTACHED, -1, now)
         if (
-            leader_id >= 0
-            and leader_id != self.node_id
-            and epoch == self.epoch
-            and (epoch, leader_id) != self._gone_leader
+            leader_id < 0
+            or leader_id == self.node_id
+            or epoch != self.epoch
+            or (epoch, leader_id) == self._gone_leader
         ):
-            if self.role is not Role.FOLLOWER or self.leader_id != leader_id:
-                self._set_role(Role.FOLLOWER, leader_id, now)
-                self._last_leader_contact = now
+            return
+        if not direct and self._timed_out is not None:
+            # Hearsay about the leader we just gave up on (others have not noticed yet)
+            # must not pull us back and restart our timer: that stalls elections.
+            t_epoch, t_leader, t_when = self._timed_out
+            if (t_epoch, t_leader) == (epoch, leader_id) and (
+                now - t_when < self.config.fetch_timeout_ms
+            ):
+                return
+        if self.role is not Role.FOLLOWER or self.leader_id != leader_id:
+            self._set_role(Role.FOLLOWER, leader_id, now)
+        if direct:
+            self._last_leader_contact = now
 
     # ------------------------------------------------------------------ entry points
 
@@ -469,6 +481,8 @@ class RaftCore:
     # ------------------------------------------------------------------ elections
 
     def _on_election_timeout(self, now: int) -> None:
+        if self.role is Role.FOLLOWER:
+            self._timed_out = (self.epoch, self.leader_id, now)
         if not self.is_voter():
             # Observers never run; forget a silent leader and rediscover one.
             if self.role is Role.FOLLOWER:
@@ -633,7 +647,7 @@ class RaftCore:
             if m.leader_epoch == self.epoch and self.role is Role.LEADER:
                 log.error("[raft node=%d] two leaders in epoch %d", self.node_id, self.epoch)
                 return
-            self._transition_epoch(m.leader_epoch, m.leader_id, now)
+            self._transition_epoch(m.leader_epoch, m.leader_id, now, direct=True)
             if self.role is Role.FOLLOWER and self._fetch_corr is None:
                 self._send_fetch(self.leader_id, now)
         self._send(
@@ -931,7 +945,7 @@ class RaftCore:
         if m.leader_epoch > self.epoch or (
             m.leader_epoch == self.epoch and m.leader_id >= 0 and self.leader_id < 0
         ):
-            self._transition_epoch(m.leader_epoch, m.leader_id, now)
+            self._transition_epoch(m.leader_epoch, m.leader_id, now, direct=m.src == m.leader_id)
             if self.role is Role.FOLLOWER and self._fetch_corr is None:
                 self._send_fetch(self.leader_id, now)
             if m.correlation_id != self._fetch_corr:
