@@ -116,8 +116,9 @@ def _encode_batch(h: rb.RecordBatchHeader, kept: list[rb.Record], horizon: int |
     )
 
 
-def clean_log(lg: Log, now_ms: int | None = None, *, first_dirty: int = 0,
-              force: bool = False) -> CleanStats | None:
+def clean_log(
+    lg: Log, now_ms: int | None = None, *, first_dirty: int = 0, force: bool = False
+) -> CleanStats | None:
     """Compact ``lg`` once if it is due (or ``force``); None when nothing was done."""
     now = _now_ms() if now_ms is None else now_ms
     cfg = lg.config
@@ -130,9 +131,13 @@ def clean_log(lg: Log, now_ms: int | None = None, *, first_dirty: int = 0,
     due = force or (total > 0 and dirty / total >= cfg.min_cleanable_dirty_ratio and dirty > 0)
     if not due and dirty > 0 and cfg.max_compaction_lag_ms < 2**62:
         oldest_dirty = min(
-            (s.first_batch_timestamp for s in segs
-             if s.next_offset > first_dirty and s.first_batch_timestamp is not None),
-            default=None)
+            (
+                s.first_batch_timestamp
+                for s in segs
+                if s.next_offset > first_dirty and s.first_batch_timestamp is not None
+            ),
+            default=None,
+        )
         due = oldest_dirty is not None and now - oldest_dirty > cfg.max_compaction_lag_ms
     if not due:
         return None
@@ -204,8 +209,14 @@ def clean_log(lg: Log, now_ms: int | None = None, *, first_dirty: int = 0,
         stats.segments_rewritten += 1
     logger.info(
         "[log=%s] compacted up to offset %d: kept %d of %d records, %d segment(s) "
-        "rewritten, %d dropped", lg.name, end, stats.records_kept, stats.records_read,
-        stats.segments_rewritten, stats.segments_dropped)
+        "rewritten, %d dropped",
+        lg.name,
+        end,
+        stats.records_kept,
+        stats.records_read,
+        stats.segments_rewritten,
+        stats.segments_dropped,
+    )
     return stats
 
 

@@ -484,6 +484,10 @@ class Log:
             seg.delete()
         self.active_segment.truncate_to(offset)
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
+        if self._log_start_offset > self.log_end_offset:
+            # A batch straddling the log start was cut: keep start <= end.
+            self._log_start_offset = self.log_end_offset
+            self._write_log_start_offset()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start an empty log at ``offset``."""

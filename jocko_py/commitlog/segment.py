@@ -435,7 +435,7 @@ class LogSegment:
         found = self.find_position(offset)
         if found is None:
             return 0
-        pos, _ = found
+        pos, first_removed = found
         removed = self.size - pos
         try:
             os.ftruncate(self._fd, pos)
@@ -444,7 +444,8 @@ class LogSegment:
         self.size = pos
         self.dirty = True
         self.offset_index.truncate_to_position(pos)
-        self.time_index.truncate_to_offset(offset)
+        # Cut at the first removed batch, which may start below ``offset``.
+        self.time_index.truncate_to_offset(first_removed.base_offset)
         # Recompute what the tail scan would give for the shorter file.
         self.next_offset = self.base_offset
         self.max_timestamp = -1
