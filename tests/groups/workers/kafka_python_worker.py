@@ -21,9 +21,9 @@ def main() -> None:
     kw: dict[str, Any] = {}
     if args.assignor == "cooperative":
         from kafka.coordinator.assignors.cooperative_sticky import (
-            CooperativeStickyPartitionAssignor,
+            CooperativeStickyAssignor,
         )
-        kw["partition_assignment_strategy"] = [CooperativeStickyPartitionAssignor]
+        kw["partition_assignment_strategy"] = [CooperativeStickyAssignor]
     if args.instance_id:
         kw["group_instance_id"] = args.instance_id
     consumer = KafkaConsumer(
@@ -43,8 +43,14 @@ def main() -> None:
 
     consumer.subscribe([args.topic], listener=Listener())
     out.line("READY")
+    last: set[int] | None = None
     while not flag.stop:
         batch = consumer.poll(200)
+        # cooperative rebalances may shrink the assignment without an assigned callback
+        now = {tp.partition for tp in consumer.assignment()}
+        if last is not None and now != last:
+            out.assignment(now)
+        last = now
         n = 0
         for tp, recs in batch.items():
             for r in recs:

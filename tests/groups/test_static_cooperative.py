@@ -1,0 +1,115 @@
+"""Static membership and cooperative (incremental) rebalancing with real clients.
+
+Static: three members with `group.instance.id`; one is killed and restarted
+with the same instance id within its session timeout: it gets its partitions
+back and the other two see no rebalance.
+
+Cooperative-sticky: two members own the six partitions; a third joins; the
+first two never give up the partitions they keep (their assignment never goes
+empty or loses a kept partition), and all three end up with two partitions.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.groups.harness import (
+    SESSION_MS,
+    Producer,
+    Worker,
+    coverage_ok,
+    create_topic,
+    java_available,
+    processed,
+    wait_until,
+)
+from tests.support.broker import BrokerProcess
+
+JAVA = pytest.param("java", marks=pytest.mark.skipif(
+    not java_available(), reason="Java client not built (make -C tests/java jars)"))
+
+
+def _a_lines(w: Worker) -> list[set[int]]:
+    return [{int(p) for p in line[1:].strip().split(",") if p}
+            for line in w.lines() if line.startswith("A")]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["confluent", "kafka_python", JAVA])
+def test_static_member_restart_keeps_partitions(kind: str, gbroker: BrokerProcess,
+                                               tmp_path: Path) -> None:
+    topic, group = f"static-{kind}", f"gs-{kind}"
+    create_topic(gbroker.bootstrap, topic, 6)
+    prod = Producer(gbroker.bootstrap, topic, 6)
+    workers: list[Worker] = []
+    try:
+        prod.produce(60)
+        s1, s2, s3 = (Worker(kind, gbroker.bootstrap, topic, group, tmp_path,
+                             instance_id=f"inst-{i}", name=f"{kind}-s{i}").start()
+                      for i in (1, 2, 3))
+        workers += [s1, s2, s3]
+        wait_until(lambda: coverage_ok([s1, s2, s3], 6)
+                   and all(w.assignment() for w in (s1, s2, s3)), 60, "3 static members")
+        wait_until(lambda: set(processed(workers)) == set(prod.values), 30, "records")
+        time.sleep(1.0)
+        before = {w.name: len(_a_lines(w)) for w in (s1, s3)}
+        owned = s2.assignment()
+        t0 = time.monotonic()
+        s2.kill()
+        s2b = Worker(kind, gbroker.bootstrap, topic, group, tmp_path, instance_id="inst-2",
+                     name=f"{kind}-s2b").start()
+        workers.append(s2b)
+        wait_until(lambda: s2b.assignment() == owned, SESSION_MS / 1000,
+                   "the restarted static member to get its partitions back")
+        took = time.monotonic() - t0
+        prod.produce(60)
+        wait_until(lambda: set(processed(workers)) >= set(prod.values), 30, "new records")
+        time.sleep(1.0)
+        after = {w.name: len(_a_lines(w)) for w in (s1, s3)}
+        assert after == before, "the other static members were rebalanced"
+        assert s1.assignment() | s3.assignment() | owned == set(range(6))
+        print(f"[{kind}] static member back with its partitions in {took:.1f}s")
+    except AssertionError as ex:
+        diag = "\n".join(w.diag() for w in workers)
+        raise AssertionError(f"{ex}\n{diag}\n--- broker:\n{gbroker.log_tail(30)}") from None
+    finally:
+        for w in workers:
+            w.kill()
+        prod.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["confluent", "kafka_python", JAVA])
+def test_cooperative_sticky_rebalances_incrementally(kind: str, gbroker: BrokerProcess,
+                                                    tmp_path: Path) -> None:
+    topic, group = f"coop-{kind}", f"gc-{kind}"
+    create_topic(gbroker.bootstrap, topic, 6)
+    workers: list[Worker] = []
+    try:
+        a, b = (Worker(kind, gbroker.bootstrap, topic, group, tmp_path,
+                       assignor="cooperative").start() for _ in range(2))
+        workers += [a, b]
+        wait_until(lambda: coverage_ok([a, b], 6) and len(a.assignment() or ()) == 3,
+                   60, "2 cooperative members with 3 partitions each")
+        first = {w.name: len(_a_lines(w)) for w in (a, b)}
+        c = Worker(kind, gbroker.bootstrap, topic, group, tmp_path,
+                   assignor="cooperative").start()
+        workers.append(c)
+        wait_until(lambda: coverage_ok([a, b, c], 6)
+                   and all(len(w.assignment() or ()) == 2 for w in (a, b, c)),
+                   60, "3 cooperative members with 2 partitions each")
+        for w in (a, b):
+            history = _a_lines(w)[first[w.name] - 1:]
+            final = history[-1]
+            assert all(final <= h for h in history), \
+                f"{w.name} lost a partition it kept: {history}"
+            assert all(h for h in history), f"{w.name} was fully revoked: {history}"
+    except AssertionError as ex:
+        diag = "\n".join(w.diag() for w in workers)
+        raise AssertionError(f"{ex}\n{diag}\n--- broker:\n{gbroker.log_tail(30)}") from None
+    finally:
+        for w in workers:
+            w.kill()
