@@ -372,6 +372,7 @@ class MetadataImage:
         self.next_producer_id: int = 0
         self.features: dict[str, int] = {}
         self.records_applied: int = 0
+        self._fingerprint: str | None = None
 
     @classmethod
     def from_records(cls, records: Iterable[MetadataRecord]) -> MetadataImage:
@@ -404,6 +405,7 @@ class MetadataImage:
     def apply(self, record: MetadataRecord) -> None:
         """Apply one record. Deterministic; ignores (and logs) records that do not fit."""
         self.records_applied += 1
+        self._fingerprint = None
         handler = _APPLY.get(type(record))
         if handler is None:
             log.warning("[metadata] ignoring unsupported record %r", record)
@@ -593,11 +595,14 @@ class MetadataImage:
         self.__dict__.update(fresh.__dict__)
 
     def fingerprint(self) -> str:
+        if self._fingerprint is not None:
+            return self._fingerprint
         h = hashlib.sha256()
         for r in self.snapshot():
             h.update(encode_record(r))
             h.update(b"\n")
-        return h.hexdigest()
+        self._fingerprint = h.hexdigest()
+        return self._fingerprint
 
     def __repr__(self) -> str:
         return (

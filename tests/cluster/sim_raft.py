@@ -62,7 +62,7 @@ class SimParams:
     observers: int = 0
     chaos_ms: int = 3000
     heal_ms: int = 6000
-    tick_ms: int = 5
+    tick_ms: int = 10
     delay_ms: tuple[int, int] = (1, 15)
     drop: float = 0.05
     dup: float = 0.03

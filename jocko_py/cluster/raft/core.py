@@ -212,6 +212,7 @@ class RaftCore:
         # the leader of that epoch, but it must not be followed again.
         self._gone_leader: tuple[int, int] | None = None
         self._timed_out: tuple[int, int, int] | None = None  # (epoch, leader, when)
+        self._voters_cache: tuple[tuple[int, int, int], dict[int, str]] | None = None
 
     # ------------------------------------------------------------------ log helpers
 
@@ -246,6 +247,17 @@ class RaftCore:
         return 0, 0
 
     def voters_at(self, end_offset: int) -> dict[int, str]:
+        if end_offset == self.log_end:
+            # By log matching, (start, end, last epoch) identifies the log's contents.
+            key = (self.log_start, end_offset, self.last_epoch())
+            if self._voters_cache is not None and self._voters_cache[0] == key:
+                return self._voters_cache[1]
+            v = self._voters_scan(end_offset)
+            self._voters_cache = (key, v)
+            return v
+        return self._voters_scan(end_offset)
+
+    def _voters_scan(self, end_offset: int) -> dict[int, str]:
         for e in reversed(self.entries):
             if e.offset < end_offset and e.kind == VOTERS:
                 return decode_voters(e.data)

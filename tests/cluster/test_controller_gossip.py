@@ -1,0 +1,155 @@
+"""Controller decisions on hand-built images, and gossip core edge cases."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from jocko_py.cluster.controller import (
+    NONE,
+    STALE_BROKER_EPOCH,
+    TOPIC_ALREADY_EXISTS,
+    UNCLEAN_LEADER_ELECTION,
+    BrokerInfo,
+    Controller,
+    ControllerConfig,
+    check_leader_in_isr,
+)
+from jocko_py.cluster.gossip.core import GossipConfig, GossipCore, State
+from jocko_py.cluster.gossip.messages import (
+    GossipDecodeError,
+    MemberMeta,
+    Ping,
+    Send,
+    Sync,
+    Update,
+    decode_datagram,
+    encode_datagram,
+)
+from jocko_py.cluster.metadata import (
+    CONFIG_RESOURCE_TOPIC,
+    ConfigRecord,
+    MetadataImage,
+    PartitionChangeRecord,
+    PartitionRecord,
+)
+
+
+def _info(bid: int, rack: str) -> BrokerInfo:
+    return BrokerInfo(bid, "h", 9000 + bid, rack, uuid.UUID(int=bid))
+
+
+def _cluster(racks: dict[int, str]) -> tuple[Controller, MetadataImage, dict[int, BrokerInfo]]:
+    ctl = Controller(ControllerConfig(producer_id_block_size=100))
+    img = MetadataImage()
+    live = {b: _info(b, r) for b, r in racks.items()}
+    for r in ctl.reconcile(img, live):
+        img.apply(r)
+    return ctl, img, live
+
+
+def _apply_checked(img: MetadataImage, recs: list[object]) -> None:
+    for r in recs:
+        assert check_leader_in_isr(img, r) is None  # type: ignore[arg-type]
+        img.apply(r)  # type: ignore[arg-type]
+
+
+def test_registration_and_rack_aware_placement() -> None:
+    ctl, img, _ = _cluster({1: "a", 2: "a", 3: "b", 4: "b"})
+    assert sorted(img.brokers) == [1, 2, 3, 4]
+    assert not any(b.fenced for b in img.brokers.values())
+    err, recs = ctl.create_topic(img, "t", 8, 2)
+    assert err == NONE
+    _apply_checked(img, recs)
+    for p in img.topics["t"].partitions.values():
+        assert len(set(p.replicas)) == 2 and p.leader == p.replicas[0]
+        assert {img.brokers[r].rack for r in p.replicas} == {"a", "b"}
+    leaders = [p.leader for p in img.topics["t"].partitions.values()]
+    assert len(set(leaders)) == 4  # leadership spread over all brokers
+    assert ctl.create_topic(img, "t", 1, 1)[0] == TOPIC_ALREADY_EXISTS
+
+
+def test_failed_leader_is_replaced_from_isr_and_never_from_outside() -> None:
+    ctl, img, live = _cluster({1: "a", 2: "b", 3: "a"})
+    _apply_checked(img, ctl.create_topic(img, "t", 1, 3)[1])
+    tid = img.topics["t"].topic_id
+    # Shrink the ISR to {leader} first (follower fell behind).
+    p = img.topics["t"].partitions[0]
+    err, recs = ctl.alter_partition(
+        img, tid, 0, p.leader, p.leader_epoch, p.partition_epoch, [p.leader]
+    )
+    assert err == NONE
+    _apply_checked(img, recs)
+    old = img.topics["t"].partitions[0]
+    del live[old.leader]
+    _apply_checked(img, ctl.reconcile(img, live))
+    p = img.topics["t"].partitions[0]
+    # The only ISR member is gone: no clean candidate, so the partition is leaderless and
+    # keeps its last ISR member.
+    assert p.leader == -1 and p.isr == old.isr
+    assert img.brokers[old.leader].fenced
+    # Unclean election allowed: a live replica outside the ISR takes over.
+    _apply_checked(img, [ConfigRecord(CONFIG_RESOURCE_TOPIC, "t", UNCLEAN_LEADER_ELECTION, "true")])
+    _apply_checked(img, ctl.reconcile(img, live))
+    p2 = img.topics["t"].partitions[0]
+    assert p2.leader in live and p2.isr == (p2.leader,)
+    assert p2.leader_epoch > p.leader_epoch
+
+
+def test_leader_in_isr_predicate_catches_bad_records() -> None:
+    ctl, img, _ = _cluster({1: "a", 2: "b"})
+    _apply_checked(img, ctl.create_topic(img, "t", 1, 2)[1])
+    tid = img.topics["t"].topic_id
+    _apply_checked(img, [PartitionChangeRecord(0, tid, isr=(1,))])
+    assert check_leader_in_isr(img, PartitionChangeRecord(0, tid, leader=2)) is not None
+    assert check_leader_in_isr(img, PartitionChangeRecord(0, tid, leader=2, isr=(2,))) is not None
+    assert check_leader_in_isr(img, PartitionRecord(1, tid, (1, 2), (1,), leader=2)) is not None
+
+
+def test_producer_id_blocks_do_not_overlap() -> None:
+    ctl, img, _ = _cluster({1: "a"})
+    epoch = img.brokers[1].broker_epoch
+    blocks = []
+    for _ in range(3):
+        err, recs, block = ctl.allocate_producer_ids(img, 1, epoch)
+        assert err == NONE
+        _apply_checked(img, recs)
+        blocks.append(block)
+    assert blocks == [(0, 100), (100, 100), (200, 100)]
+    assert ctl.allocate_producer_ids(img, 1, epoch + 1)[0] == STALE_BROKER_EPOCH
+
+
+META = MemberMeta(1, "127.0.0.1:9092", "127.0.0.1:19092", "a")
+
+
+def test_member_refutes_suspicion_with_a_higher_incarnation() -> None:
+    g = GossipCore("a", "a:1", META, GossipConfig(), seed=1)
+    g.join([], 0)
+    g.receive(Ping("b", "b:1", 1, "a", (Update("suspect", "a", "a:1", 0, META),)), 10)
+    assert g.incarnation == 1 and g.members["a"].state is State.ALIVE
+    # A peer we think is dead talks to us: we tell it, so it can refute.
+    g.receive(Sync("c", "c:1", False, (Update("alive", "c", "c:1", 0, META),)), 20)
+    g.receive(Sync("d", "d:1", False, (Update("dead", "c", "c:1", 0, META),)), 30)
+    assert g.state_of("c") is State.DEAD
+    acts = g.receive(Ping("c", "c:1", 2, "a"), 40)
+    assert any(
+        isinstance(a, Send) and a.addr == "c:1" and isinstance(a.message, Sync) for a in acts
+    )
+    # Alive with a higher incarnation revives it.
+    g.receive(Sync("c", "c:1", False, (Update("alive", "c", "c:1", 1, META),)), 50)
+    assert g.state_of("c") is State.ALIVE
+
+
+def test_datagrams_round_trip_and_garbage_is_rejected() -> None:
+    m = Ping("a", "a:1", 7, "b", (Update("suspect", "b", "b:1", 3, META),))
+    assert decode_datagram(encode_datagram(m)) == m
+    for junk in [
+        b"",
+        b"\xff\x00",
+        b'{"t":"nope"}',
+        b'{"t":"ping","src":1}',
+        b'{"t":"sync","src":"a","src_addr":"a","reply":false,"updates":[["zombie"]]}',
+    ]:
+        with pytest.raises(GossipDecodeError):
+            decode_datagram(junk)

@@ -1,0 +1,191 @@
+"""Focused checks of the raft core, its messages and its file storage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jocko_py.cluster.raft.core import DurableState, NotLeaderError, RaftConfig, RaftCore, Role
+from jocko_py.cluster.raft.messages import (
+    DATA,
+    NONE,
+    VOTERS,
+    AppendLog,
+    Commit,
+    Entry,
+    FetchRequest,
+    FetchResponse,
+    PersistQuorumState,
+    PersistSnapshot,
+    Send,
+    Snapshot,
+    TruncateLog,
+    VoteRequest,
+    VoteResponse,
+    decode_message,
+    encode_message,
+)
+from jocko_py.cluster.raft.storage import FileStorage, MemoryStorage
+
+CFG = RaftConfig(election_timeout_ms=100, fetch_timeout_ms=200, fetch_max_wait_ms=50)
+
+
+def _single_leader(storage: MemoryStorage) -> RaftCore:
+    core = RaftCore(1, {1: "a"}, CFG, storage.load())
+    for a in core.start(0) + core.tick(1000):
+        if not isinstance(a, Send | Commit):
+            storage.execute(a)  # type: ignore[arg-type]
+    assert core.role is Role.LEADER
+    return core
+
+
+def test_single_voter_elects_itself_and_commits_after_persisting() -> None:
+    st = MemoryStorage()
+    core = _single_leader(st)
+    off, actions = core.propose([b"x"], 1001)
+    kinds = [type(a) for a in actions]
+    # The append is persisted before the commit is reported.
+    assert kinds.index(AppendLog) < kinds.index(Commit)
+    commit = next(a for a in actions if isinstance(a, Commit))
+    assert commit.entries[-1] == Entry(off, core.epoch, b"x", DATA)
+    with pytest.raises(NotLeaderError):
+        RaftCore(2, {1: "a", 2: "b"}, CFG).propose([b"y"], 0)
+
+
+def test_vote_is_persisted_before_the_response_and_granted_once_per_epoch() -> None:
+    core = RaftCore(2, {1: "a", 2: "b", 3: "c"}, CFG)
+    core.start(0)
+
+    def vote(cand: int, corr: int) -> list[object]:
+        return list(
+            core.receive(
+                VoteRequest(
+                    src=cand,
+                    dest=2,
+                    correlation_id=corr,
+                    cluster_id="jocko",
+                    voter_id=2,
+                    candidate_epoch=1,
+                    candidate_id=cand,
+                    last_offset_epoch=0,
+                    last_offset=0,
+                ),
+                10,
+            )
+        )
+
+    acts = vote(1, 1)
+    assert isinstance(acts[-1], Send) and isinstance(acts[-1].message, VoteResponse)
+    assert acts[-1].message.vote_granted
+    persist = [i for i, a in enumerate(acts) if isinstance(a, PersistQuorumState)]
+    assert persist and persist[-1] < len(acts) - 1
+    assert core.voted_for == 1
+    again = vote(3, 2)
+    resp = again[-1]
+    assert isinstance(resp, Send) and isinstance(resp.message, VoteResponse)
+    assert not resp.message.vote_granted
+
+
+def test_leader_reports_divergence_and_snapshot_to_fetchers() -> None:
+    st = MemoryStorage()
+    core = _single_leader(st)
+    core.propose([b"a", b"b"], 1001)
+    # A follower claiming an epoch the leader never had at offset 2 diverges.
+    acts = core.receive(
+        FetchRequest(
+            src=9,
+            dest=1,
+            correlation_id=5,
+            cluster_id="jocko",
+            replica_id=9,
+            max_wait_ms=0,
+            current_leader_epoch=core.epoch,
+            fetch_offset=3,
+            last_fetched_epoch=core.epoch + 5,
+            log_start_offset=0,
+        ),
+        1002,
+    )
+    resp = next(a.message for a in acts if isinstance(a, Send))
+    assert isinstance(resp, FetchResponse) and resp.diverging_epoch == (core.epoch, 3)
+    acts = core.take_snapshot(2, b"image", 1003)
+    assert isinstance(acts[0], PersistSnapshot) and core.log_start == 2
+    acts = core.receive(
+        FetchRequest(
+            src=9,
+            dest=1,
+            correlation_id=6,
+            cluster_id="jocko",
+            replica_id=9,
+            max_wait_ms=0,
+            current_leader_epoch=core.epoch,
+            fetch_offset=0,
+            last_fetched_epoch=0,
+            log_start_offset=0,
+        ),
+        1004,
+    )
+    resp = next(a.message for a in acts if isinstance(a, Send))
+    assert isinstance(resp, FetchResponse) and resp.snapshot_id == (2, core.epoch)
+    acts = core.receive(
+        FetchRequest(
+            src=9,
+            dest=1,
+            correlation_id=7,
+            cluster_id="jocko",
+            replica_id=9,
+            max_wait_ms=0,
+            current_leader_epoch=core.epoch,
+            fetch_offset=2,
+            last_fetched_epoch=core.epoch,
+            log_start_offset=2,
+        ),
+        1005,
+    )
+    resp = next(a.message for a in acts if isinstance(a, Send))
+    assert isinstance(resp, FetchResponse) and [e.offset for e in resp.records] == [2]
+    dq = core.describe_quorum(1005)
+    assert dq.error_code == NONE and dq.leader_id == 1
+    assert [o.replica_id for o in dq.observers] == [9]
+
+
+def test_messages_round_trip() -> None:
+    m = FetchResponse(
+        src=1,
+        dest=2,
+        correlation_id=3,
+        error_code=0,
+        high_watermark=4,
+        log_start_offset=0,
+        leader_id=1,
+        leader_epoch=2,
+        diverging_epoch=(1, 3),
+        records=(Entry(3, 2, b"\x00\xff", DATA), Entry(4, 2, b"{}", VOTERS)),
+    )
+    assert decode_message(encode_message(m)) == m
+    snap = Snapshot(10, 3, {1: "a:1", 2: "b:2"}, b"data")
+    assert Snapshot.from_bytes(snap.to_bytes()) == snap
+
+
+def test_file_storage_reloads_and_drops_a_torn_tail(tmp_path: Path) -> None:
+    fs = FileStorage(tmp_path)
+    fs.execute(PersistQuorumState(3, 2))
+    fs.execute(AppendLog(tuple(Entry(i, 1, b"e%d" % i) for i in range(5))))
+    fs.execute(TruncateLog(3))
+    fs.execute(AppendLog((Entry(3, 3, b"new"),)))
+    fs.close()
+    st = FileStorage(tmp_path).load()
+    assert (st.epoch, st.voted_for) == (3, 2)
+    assert [e.data for e in st.entries] == [b"e0", b"e1", b"e2", b"new"]
+    with open(tmp_path / "log", "ab") as f:
+        f.write(b"\x00\x00\x00\x30torn")
+    fs = FileStorage(tmp_path)
+    assert len(fs.load().entries) == 4
+    fs.execute(PersistSnapshot(Snapshot(2, 1, {1: "a"}, b"img")))
+    fs.close()
+    st = FileStorage(tmp_path).load()
+    assert st.snapshot == Snapshot(2, 1, {1: "a"}, b"img")
+    assert [e.offset for e in st.entries] == [2, 3]
+    core = RaftCore(1, {1: "a"}, CFG, DurableState(st.epoch, st.voted_for, st.snapshot, st.entries))
+    assert core.log_start == 2 and core.log_end == 4
