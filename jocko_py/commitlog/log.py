@@ -20,10 +20,10 @@ an interrupted roll or delete and are removed on open; ``*.deleted`` and
 segment's base offset and the checkpoint (DeleteRecords can move it inside a
 segment).
 
-Compaction (cleanup.policy=compact) is not implemented yet.  The format
-already allows it: readers and recovery accept gaps between batch offsets and
-batches whose record count is below their offset range, so a cleaner can later
-write compacted segments and swap them into ``Log.segments``.
+Compaction (cleanup.policy=compact) lives in ``cleaner.py``, which writes a
+``<base20>.log.cleaned`` copy and swaps it in with :meth:`Log.replace_segment`.
+Readers and recovery accept what compaction leaves behind: gaps between batch
+offsets and batches whose record count is below their offset range.
 """
 
 from __future__ import annotations
