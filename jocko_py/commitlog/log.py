@@ -392,7 +392,10 @@ class Log:
         return None
 
     def latest_timestamp_offset(self) -> tuple[int, int] | None:
-        """(max timestamp, offset of the first record carrying it) over the log."""
+        """(offset, timestamp) of the first record with the log's largest timestamp.
+
+        Same order as :meth:`offset_for_timestamp` (ListOffsets MAX_TIMESTAMP).
+        """
         best: LogSegment | None = None
         for seg in self.segments:
             if seg.next_offset <= self._log_start_offset or seg.offset_of_max_timestamp < 0:

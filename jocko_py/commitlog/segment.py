@@ -31,6 +31,7 @@ from jocko_py.protocol.records import (
     CURRENT_MAGIC,
     HEADER_SIZE,
     MIN_BATCH_LENGTH,
+    Record,
     RecordBatchHeader,
     RecordError,
     compute_crc,
@@ -373,23 +374,33 @@ class LogSegment:
         for p, h in self.iter_headers(found[0]):
             if h.max_timestamp < timestamp or h.last_offset < start_offset:
                 continue
-            for rec in decode_records(self.read_batch_at(p, h), h):
+            for rec in self._decode(p, h):
                 if rec.timestamp >= timestamp and rec.offset >= start_offset:
                     return rec.offset, rec.timestamp
         return None
 
     def offset_of_max_record(self) -> tuple[int, int] | None:
-        """(max timestamp, offset of the first record carrying it), or None if empty."""
+        """(offset, timestamp) of the first record carrying the max timestamp, or None."""
         if self.offset_of_max_timestamp < 0:
             return None
         found = self.find_position(self.offset_of_max_timestamp)
         if found is None:
             return None
         p, h = found
-        for rec in decode_records(self.read_batch_at(p, h), h):
+        for rec in self._decode(p, h):
             if rec.timestamp == h.max_timestamp:
-                return h.max_timestamp, rec.offset
-        return h.max_timestamp, h.last_offset
+                return rec.offset, h.max_timestamp
+        return h.last_offset, h.max_timestamp
+
+    def _decode(self, position: int, header: RecordBatchHeader) -> list[Record]:
+        # Stored batches were validated on the way in; failing to decode one now
+        # means the disk returned something else, which is a storage error.
+        try:
+            return decode_records(self.read_batch_at(position, header), header)
+        except RecordError as exc:
+            raise KafkaStorageError(
+                f"{self.log_path}: batch at position {position} does not decode: {exc}"
+            ) from exc
 
     # --- rolling / sizing -----------------------------------------------------
 

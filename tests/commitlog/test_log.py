@@ -197,7 +197,7 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
     assert lg.offset_for_timestamp(NOW + 13) == (6, NOW + 20)
     assert lg.offset_for_timestamp(NOW + 92) == (29, NOW + 92)
     assert lg.offset_for_timestamp(NOW + 93) is None
-    assert lg.latest_timestamp_offset() == (NOW + 92, 29)
+    assert lg.latest_timestamp_offset() == (29, NOW + 92)
     lg.delete_records_before(7)
     assert lg.offset_for_timestamp(NOW) == (7, NOW + 21)
     lg.close()
@@ -208,7 +208,7 @@ def test_latest_timestamp_offset_is_first_record_with_max(tmp_path: Path) -> Non
     assert lg.latest_timestamp_offset() is None
     lg.append(build_batch([NewRecord(None, b"x", (), t) for t in (5, 9, 9, 1)]), 0)
     lg.append(build_batch([NewRecord(None, b"x", (), 7)]), 0)
-    assert lg.latest_timestamp_offset() == (9, 1)
+    assert lg.latest_timestamp_offset() == (1, 9)
     lg.close()
 
 

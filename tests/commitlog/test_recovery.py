@@ -220,3 +220,23 @@ def test_batches_without_timestamps_reopen_cleanly(tmp_path: Path) -> None:
     assert lg.log_end_offset == 3
     assert all(s.time_index.entries == 0 for s in lg.segments)
     lg.close()
+
+
+def test_undecodable_stored_batch_is_a_storage_error(tmp_path: Path) -> None:
+    import pytest
+
+    from jocko_py.commitlog import KafkaStorageError
+
+    d = tmp_path / "t-0"
+    lg = Log.open(d, LogConfig())
+    lg.append(batch(2, ts=NOW), 0, now_ms=NOW)
+    lg.close()
+    with open(_seg_file(d, 0), "r+b") as f:
+        f.seek(61)  # first record's length varint: now claims more than the batch holds
+        f.write(b"\x7e")
+    lg = Log.open(d, LogConfig(), recovery_point=2)  # trusted: no CRC scan
+    with pytest.raises(KafkaStorageError):
+        lg.offset_for_timestamp(NOW)
+    with pytest.raises(KafkaStorageError):
+        lg.latest_timestamp_offset()
+    lg.close()
