@@ -234,7 +234,7 @@ def test_undecodable_stored_batch_is_a_storage_error(tmp_path: Path) -> None:
     with open(_seg_file(d, 0), "r+b") as f:
         f.seek(61)  # first record's length varint: now claims more than the batch holds
         f.write(b"\x7e")
-    lg = Log.open(d, LogConfig(), recovery_point=2)  # trusted: no CRC scan
+    lg = Log.open(d, LogConfig(), had_clean_shutdown=True)  # trusted: no CRC scan
     with pytest.raises(KafkaStorageError):
         lg.offset_for_timestamp(NOW)
     with pytest.raises(KafkaStorageError):
