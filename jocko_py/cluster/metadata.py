@@ -36,6 +36,9 @@ Encoding:
   versioned: a record with an unknown apiKey or a newer version than this code knows
   raises ``MetadataRecordError``; fields this code does not know are ignored, missing
   fields take the record's defaults.
+- ``encode_records(records) -> bytes`` / ``decode_records(data) -> list``: several records
+  as one blob (newline-separated ``encode_record`` outputs); the payload of a raft entry
+  and of an image snapshot.
 
 Image:
 

@@ -8,7 +8,7 @@ admin requests. The broker will embed ``ClusterNode``; until then it runs standa
 (``python -m jocko_py.cluster.node``) with a JSON-lines control port used by the
 loopback tests: each request line ``{"op": ...}`` gets one response line.
 
-Control ops: ``status``; ``create_topic`` (name, partitions, replication_factor,
+Control ops: ``status``; ``describe_quorum``; ``create_topic`` (name, partitions, replication_factor,
 configs); ``bench_commit`` (count: propose one record at a time and report each
 commit latency in ms).
 """
@@ -39,7 +39,7 @@ from jocko_py.cluster.metadata import (
     encode_records,
 )
 from jocko_py.cluster.raft.core import NotLeaderError, RaftConfig, RaftCore, Role
-from jocko_py.cluster.raft.messages import DATA, Entry, RoleChanged, Snapshot
+from jocko_py.cluster.raft.messages import DATA, Entry, ReplicaState, RoleChanged, Snapshot
 from jocko_py.cluster.raft.storage import FileStorage
 from jocko_py.cluster.raft.transport import RaftTransport
 
@@ -212,6 +212,16 @@ class ClusterNode:
                 req.get("configs"),
             )
             return {"error_code": err, "leader": self.core.leader_id}
+        if op == "describe_quorum":
+            dq = self.core.describe_quorum(self.raft.now())
+            return {
+                "error_code": dq.error_code,
+                "leader_id": dq.leader_id,
+                "leader_epoch": dq.leader_epoch,
+                "high_watermark": dq.high_watermark,
+                "current_voters": [vars_of(r) for r in dq.current_voters],
+                "observers": [vars_of(r) for r in dq.observers],
+            }
         if op == "bench_commit":
             if not self.is_active_controller():
                 return {"error_code": NOT_CONTROLLER, "leader": self.core.leader_id}
@@ -226,6 +236,15 @@ class ClusterNode:
                 lat.append((time.perf_counter() - t0) * 1000)
             return {"error_code": 0, "latencies_ms": lat}
         return {"error_code": 42, "message": f"unknown op {op!r}"}
+
+
+def vars_of(r: ReplicaState) -> dict[str, int]:
+    return {
+        "replica_id": r.replica_id,
+        "log_end_offset": r.log_end_offset,
+        "last_fetch_timestamp": r.last_fetch_timestamp,
+        "last_caught_up_timestamp": r.last_caught_up_timestamp,
+    }
 
 
 async def _control_server(node: ClusterNode, listen: str) -> asyncio.Server:

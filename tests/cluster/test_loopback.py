@@ -64,6 +64,9 @@ def test_raft_elects_commits_survives_leader_kill_and_reloads(cluster: LoopbackC
         },
     )
     before = cluster.wait_converged(timeout=15)
+    dq = node.request({"op": "describe_quorum"})
+    assert dq["error_code"] == 0 and dq["leader_id"] == leader
+    assert sorted(v["replica_id"] for v in dq["current_voters"]) == [1, 2, 3]
     committed_hw = before[leader]["high_watermark"]
     old_epoch = before[leader]["epoch"]
     assert {f"t{i}" for i in range(5)} <= set(before[leader]["topics"])

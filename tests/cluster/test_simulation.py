@@ -6,7 +6,7 @@ demands convergence; invariants are checked after every event (see ``sim_raft``,
 ``sim_gossip``, ``sim_cluster``). A failure names its seed; replay one with
 ``JOCKO_SIM_SEED=<seed> .venv/bin/pytest tests/cluster/test_simulation.py -k <kind>``.
 
-``JOCKO_SIM_SCHEDULES`` (default 2000) sets the raft schedule count; gossip runs a
+``JOCKO_SIM_SCHEDULES`` (default 1500) sets the raft schedule count; gossip runs a
 quarter and the full cluster a tenth of it. ``JOCKO_SIM_BASE_SEED`` shifts the seeds.
 """
 
@@ -21,7 +21,7 @@ from tests.cluster.sim_cluster import run_cluster_schedule
 from tests.cluster.sim_gossip import GossipViolation, run_gossip_schedule
 from tests.cluster.sim_raft import InvariantViolation, run_schedule
 
-N = int(os.environ.get("JOCKO_SIM_SCHEDULES", "2000"))
+N = int(os.environ.get("JOCKO_SIM_SCHEDULES", "1500"))
 BASE = int(os.environ.get("JOCKO_SIM_BASE_SEED", "0"))
 ONLY = os.environ.get("JOCKO_SIM_SEED")
 CHUNK = 250
