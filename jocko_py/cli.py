@@ -1,4 +1,4 @@
-"""Command line: `jocko-py broker|topic|produce|consume`."""
+"""Command line: `jocko-py broker|topic|produce|consume|groups`."""
 
 from __future__ import annotations
 
@@ -166,6 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--print-key", action="store_true")
     c.add_argument("--key-separator", default="\t")
     c.set_defaults(func=cmd_consume)
+
+    from jocko_py.cli_groups import add_parser as add_groups_parser
+
+    add_groups_parser(sub)
     return ap
 
 

@@ -57,6 +57,7 @@ def test_static_member_restart_keeps_partitions(kind: str, gbroker: BrokerProces
         time.sleep(1.0)
         before = {w.name: len(_a_lines(w)) for w in (s1, s3)}
         owned = s2.assignment()
+        assert owned
         t0 = time.monotonic()
         s2.kill()
         s2b = Worker(kind, gbroker.bootstrap, topic, group, tmp_path, instance_id="inst-2",
@@ -70,7 +71,7 @@ def test_static_member_restart_keeps_partitions(kind: str, gbroker: BrokerProces
         time.sleep(1.0)
         after = {w.name: len(_a_lines(w)) for w in (s1, s3)}
         assert after == before, "the other static members were rebalanced"
-        assert s1.assignment() | s3.assignment() | owned == set(range(6))
+        assert (s1.assignment() or set()) | (s3.assignment() or set()) | owned == set(range(6))
         print(f"[{kind}] static member back with its partitions in {took:.1f}s")
     except AssertionError as ex:
         diag = "\n".join(w.diag() for w in workers)

@@ -10,8 +10,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from common import Output, StopFlag, parse_args  # noqa: E402
 from kafka import KafkaConsumer  # noqa: E402
-from kafka.errors import CommitFailedError  # noqa: E402
 from kafka.consumer.subscription_state import ConsumerRebalanceListener  # noqa: E402
+from kafka.errors import CommitFailedError  # noqa: E402
 
 
 def main() -> None:

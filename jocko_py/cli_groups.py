@@ -1,0 +1,259 @@
+"""`jocko-py groups list|describe|delete|reset-offsets`: consumer group administration.
+
+Like Kafka's kafka-consumer-groups.sh: `describe` shows per partition the
+committed offset, the log end offset, the lag and the owning member;
+`reset-offsets` moves a group's committed offsets to the earliest or latest
+offset, to the first offset at or after a timestamp, or to an explicit offset
+(clamped to the log range). Resetting needs an inactive (Empty) group and only
+prints the plan unless `--execute` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+from datetime import datetime
+from typing import Any
+
+from jocko_py.client import Client, KafkaError
+from jocko_py.protocol.errors import ErrorCode
+
+
+def _check(code: int, what: str) -> None:
+    if code:
+        raise KafkaError(code, what)
+
+
+def parse_assignment(data: bytes) -> dict[str, list[int]]:
+    """Topic -> partitions of a ConsumerProtocolAssignment (empty if unparseable)."""
+    out: dict[str, list[int]] = {}
+    try:
+        pos = 2
+        (n,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        for _ in range(max(n, 0)):
+            (ln,) = struct.unpack_from(">h", data, pos)
+            pos += 2
+            topic = data[pos:pos + ln].decode()
+            pos += ln
+            (np_,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            parts = list(struct.unpack_from(f">{max(np_, 0)}i", data, pos))
+            pos += 4 * max(np_, 0)
+            out.setdefault(topic, []).extend(parts)
+    except (struct.error, UnicodeDecodeError):
+        return {}
+    return out
+
+
+class GroupAdmin:
+    def __init__(self, client: Client) -> None:
+        self.c = client
+
+    def find_coordinator(self, group: str) -> None:
+        r = self.c.request(10, 3, {"key": group, "key_type": 0})
+        _check(r.error_code, r.error_message or "FindCoordinator")
+
+    def list_groups(self, states: list[str] | None = None) -> list[Any]:
+        r = self.c.request(16, 4, {"states_filter": states or []})
+        _check(r.error_code, "ListGroups")
+        return sorted(r.groups, key=lambda g: g.group_id)
+
+    def describe(self, group: str) -> Any:
+        self.find_coordinator(group)
+        r = self.c.request(15, 5, {"groups": [group], "include_authorized_operations": False})
+        g = r.groups[0]
+        _check(g.error_code, f"DescribeGroups {group}")
+        return g
+
+    def committed(self, group: str) -> dict[tuple[str, int], int]:
+        self.find_coordinator(group)
+        r = self.c.request(9, 8, {"groups": [{"group_id": group, "topics": None}],
+                                  "require_stable": False})
+        g = r.groups[0]
+        _check(g.error_code, f"OffsetFetch {group}")
+        return {(t.name, p.partition_index): p.committed_offset
+                for t in g.topics for p in t.partitions if p.committed_offset >= 0}
+
+    def partitions(self, topic: str) -> list[int]:
+        md = self.c.metadata([topic])
+        t = md.topics[0]
+        _check(t.error_code, f"topic {topic}")
+        return sorted(p.partition_index for p in t.partitions)
+
+    def offset_for(self, topic: str, partition: int, timestamp: int) -> int:
+        return self.c.list_offset(topic, partition, timestamp)[0]
+
+    def delete(self, group: str) -> int:
+        self.find_coordinator(group)
+        r = self.c.request(42, 2, {"groups_names": [group]})
+        return int(r.results[0].error_code)
+
+    def commit(self, group: str, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        self.find_coordinator(group)
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (t, p), o in sorted(offsets.items()):
+            topics.setdefault(t, []).append(
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
+                 "committed_metadata": ""})
+        r = self.c.request(8, 9, {"group_id": group, "generation_id_or_member_epoch": -1,
+                                  "member_id": "", "group_instance_id": None,
+                                  "topics": [{"name": n, "partitions": ps}
+                                             for n, ps in topics.items()]})
+        return {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions}
+
+
+def _table(rows: list[list[str]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+def cmd_list(adm: GroupAdmin, args: argparse.Namespace) -> int:
+    groups = adm.list_groups(args.state)
+    if args.verbose:
+        _table([["GROUP", "STATE", "PROTOCOL-TYPE"]] +
+               [[g.group_id, g.group_state, g.protocol_type] for g in groups])
+    else:
+        for g in groups:
+            print(g.group_id)
+    return 0
+
+
+def cmd_describe(adm: GroupAdmin, args: argparse.Namespace) -> int:
+    for group in args.group:
+        g = adm.describe(group)
+        owners: dict[tuple[str, int], Any] = {}
+        for m in g.members:
+            for t, ps in parse_assignment(bytes(m.member_assignment)).items():
+                for p in ps:
+                    owners[(t, p)] = m
+        committed = adm.committed(group)
+        keys = sorted(set(committed) | set(owners))
+        print(f"Group {group}: state {g.group_state}, protocol {g.protocol_data or '-'}, "
+              f"{len(g.members)} member(s)")
+        rows = [["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                 "CONSUMER-ID", "HOST", "CLIENT-ID"]]
+        for t, p in keys:
+            leo = adm.offset_for(t, p, -1)
+            cur = committed.get((t, p))
+            m = owners.get((t, p))
+            rows.append([group, t, str(p), "-" if cur is None else str(cur), str(leo),
+                         "-" if cur is None else str(max(leo - cur, 0)),
+                         m.member_id if m else "-", m.client_host if m else "-",
+                         m.client_id if m else "-"])
+        _table(rows)
+        if len(args.group) > 1:
+            print()
+    return 0
+
+
+def cmd_delete(adm: GroupAdmin, args: argparse.Namespace) -> int:
+    rc = 0
+    for group in args.group:
+        code = adm.delete(group)
+        if code:
+            print(f"Group {group} not deleted: {ErrorCode(code).name}", file=sys.stderr)
+            rc = 1
+        else:
+            print(f"Deleted group {group}")
+    return rc
+
+
+def _targets(adm: GroupAdmin, args: argparse.Namespace,
+             committed: dict[tuple[str, int], int]) -> list[tuple[str, int]]:
+    if args.all_topics:
+        return sorted(committed)
+    out: list[tuple[str, int]] = []
+    for spec in args.topic or []:
+        name, _, parts = spec.partition(":")
+        ps = [int(x) for x in parts.split(",") if x] if parts else adm.partitions(name)
+        out += [(name, p) for p in ps]
+    return out
+
+
+def cmd_reset(adm: GroupAdmin, args: argparse.Namespace) -> int:
+    group = args.group
+    g = adm.describe(group)
+    if g.group_state not in ("Empty", "Dead"):
+        print(f"Error: assignments can only be reset if the group '{group}' is inactive, "
+              f"but the current state is {g.group_state}.", file=sys.stderr)
+        return 1
+    committed = adm.committed(group)
+    targets = _targets(adm, args, committed)
+    if not targets:
+        print("Error: give --topic TOPIC[:P,P] or --all-topics", file=sys.stderr)
+        return 2
+    plan: dict[tuple[str, int], int] = {}
+    for t, p in targets:
+        start = adm.offset_for(t, p, -2)
+        end = adm.offset_for(t, p, -1)
+        if args.to_earliest:
+            new = start
+        elif args.to_latest:
+            new = end
+        elif args.to_datetime is not None:
+            ts = int(datetime.fromisoformat(args.to_datetime).timestamp() * 1000)
+            found = adm.offset_for(t, p, ts)
+            new = end if found < 0 else found
+        else:
+            new = min(max(args.to_offset, start), end)
+        plan[(t, p)] = new
+    rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
+    rows += [[group, t, str(p), str(o)] for (t, p), o in sorted(plan.items())]
+    _table(rows)
+    if not args.execute:
+        print("(dry run: add --execute to commit these offsets)")
+        return 0
+    errors = {tp: e for tp, e in adm.commit(group, plan).items() if e}
+    for (t, p), e in sorted(errors.items()):
+        print(f"Error: {t}-{p}: {ErrorCode(e).name}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def cmd_groups(args: argparse.Namespace) -> int:
+    try:
+        with Client(args.bootstrap_server, client_id="jocko-py-groups") as c:
+            adm = GroupAdmin(c)
+            fn = {"list": cmd_list, "describe": cmd_describe, "delete": cmd_delete,
+                  "reset-offsets": cmd_reset}[args.action]
+            return fn(adm, args)
+    except KafkaError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+
+
+def add_parser(sub: Any) -> None:
+    g = sub.add_parser("groups", help="manage consumer groups")
+    gs = g.add_subparsers(dest="action", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--bootstrap-server", default="localhost:9092")
+        p.set_defaults(func=cmd_groups)
+
+    p = gs.add_parser("list", help="list groups")
+    p.add_argument("--state", action="append", default=None,
+                   help="only groups in this state (Empty, Stable, ...); repeatable")
+    p.add_argument("-v", "--verbose", action="store_true", help="show state and type")
+    common(p)
+    p = gs.add_parser("describe", help="offsets, log end offsets, lag and members")
+    p.add_argument("group", nargs="+")
+    common(p)
+    p = gs.add_parser("delete", help="delete inactive groups and their offsets")
+    p.add_argument("group", nargs="+")
+    common(p)
+    p = gs.add_parser("reset-offsets", help="move an inactive group's committed offsets")
+    p.add_argument("group")
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--topic", action="append", help="TOPIC or TOPIC:P,P (repeatable)")
+    scope.add_argument("--all-topics", action="store_true",
+                       help="every topic the group has offsets for")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-datetime", metavar="ISO-8601",
+                    help="first offset at or after this time, e.g. 2024-05-01T12:00:00+00:00")
+    to.add_argument("--to-offset", type=int)
+    p.add_argument("--execute", action="store_true", help="commit (default: dry run)")
+    common(p)
