@@ -21,6 +21,7 @@ from confluent_kafka import (
     TIMESTAMP_LOG_APPEND_TIME,
     Consumer,
     KafkaError,
+    KafkaException,
     Producer,
     TopicPartition,
 )
@@ -94,6 +95,27 @@ def produce(bootstrap: str, ds: Dataset, codec: str) -> None:
     assert delivered == len(ds.records)
 
 
+RETRIABLE = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._TRANSPORT,
+}
+
+
+def high_watermark(consumer: Consumer, tp: TopicPartition, deadline_s: float = 30) -> int:
+    """get_watermark_offsets does not retry; right after a restart a broker may still be
+    loading its partitions (Kafka answers NOT_LEADER_FOR_PARTITION for a moment)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(tp, timeout=10)[1])
+        except KafkaException as e:
+            if e.args[0].code() not in RETRIABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def consume(
     bootstrap: str, topic: str, partitions: int, deadline_s: float = 120
 ) -> dict[int, list[Rec]]:
@@ -109,10 +131,7 @@ def consume(
         )
     )
     try:
-        end = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-            for p in range(partitions)
-        }
+        end = {p: high_watermark(consumer, TopicPartition(topic, p)) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         out: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
         next_offset = {p: 0 for p in range(partitions)}

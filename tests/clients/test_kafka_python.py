@@ -163,6 +163,16 @@ def test_read_again_after_restart(target: TargetBroker, datasets: dict[str, Data
         assert_same_records(
             with_offsets(ds.by_partition()), got, f"kafka-python {codec} after restart"
         )
-    check_offsets_for_times(target.bootstrap, next(iter(datasets.values())))
+    ds = next(iter(datasets.values()))
+    check_offsets_for_times(target.bootstrap, ds)
+    # The log end offsets survived the restart: new records land right after the old ones.
+    producer = KafkaProducer(bootstrap_servers=target.bootstrap, client_id="jocko-e2e-kafka-python")
+    try:
+        sizes = {p: len(recs) for p, recs in ds.by_partition().items()}
+        for p, n in sizes.items():
+            md = producer.send(ds.topic, key=b"after-restart", value=b"x", partition=p).get(30)
+            assert md.offset == n, f"partition {p}: new record at offset {md.offset}, want {n}"
+    finally:
+        producer.close(timeout=10)
     missing = sorted(set(CODECS) - set(datasets))
     assert not missing, f"re-read the others, but these codecs had failed before: {missing}"

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tests.support.broker import REPO, BrokerProcess
+from tests.support.broker import REPO, BrokerProcess, free_port
 
 CODECS: tuple[str, ...] = ("none", "gzip", "snappy", "lz4", "zstd")
 RECORDS_PER_CODEC = 10_000
@@ -92,9 +92,14 @@ class TargetBroker:
 class KafkaRefProcess(BrokerProcess):
     """Apache Kafka 3.9 (KRaft, single node) run by tests/java/kafka-ref/run-kafka.sh."""
 
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__(data_dir)
+        # Its own free port: port + 1 is often an ephemeral port of some client by now.
+        self.controller_port = free_port()
+
     def command(self) -> list[str]:
         script = REPO / "tests" / "java" / "kafka-ref" / "run-kafka.sh"
-        return ["bash", str(script), str(self.port), str(self.data_dir)]
+        return ["bash", str(script), str(self.port), str(self.data_dir), str(self.controller_port)]
 
 
 def unique_suffix() -> str:

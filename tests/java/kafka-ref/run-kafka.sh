@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start a single-node Apache Kafka 3.9 (KRaft, combined broker+controller) in the
 # foreground, for validating the end-to-end tests against a reference broker:
-#   make -C tests/java kafka-ref && tests/java/kafka-ref/run-kafka.sh [PORT] [DATA_DIR]
+#   make -C tests/java kafka-ref && tests/java/kafka-ref/run-kafka.sh [PORT] [DATA_DIR] [CTRL_PORT]
 #   JOCKO_TEST_BOOTSTRAP=127.0.0.1:PORT .venv/bin/pytest tests/clients tests/badinput
 # Not used by CI.
 set -euo pipefail
@@ -9,6 +9,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
 port="${1:-19092}"
 data="${2:-$repo/.cache/kafka-ref/data-$port}"
+ctrl="${3:-$((port + 1))}"
 libs="$repo/.cache/kafka-ref/libs"
 [ -d "$libs" ] || { echo "no $libs: run make -C tests/java kafka-ref" >&2; exit 2; }
 mkdir -p "$data"
@@ -16,8 +17,8 @@ cfg="$data/server.properties"
 cat > "$cfg" <<CFG
 process.roles=broker,controller
 node.id=1
-controller.quorum.voters=1@127.0.0.1:$((port + 1))
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$((port + 1))
+controller.quorum.voters=1@127.0.0.1:$ctrl
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$ctrl
 advertised.listeners=PLAINTEXT://127.0.0.1:$port
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
