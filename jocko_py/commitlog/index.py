@@ -35,6 +35,7 @@ import struct
 import sys
 from array import array
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = ["IndexCorruptError", "OffsetIndex", "TimeIndex"]
 
@@ -57,7 +58,9 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // self.entry_size)
-        self._file = open(path, "ab")  # noqa: SIM115 - kept open for the segment's life
+        # Opened on first write and closed once a segment is rolled, so that
+        # inactive segments cost one file descriptor (their .log), not three.
+        self._file: BinaryIO | None = None
         self._dirty = False
 
     @property
@@ -72,8 +75,20 @@ class _IndexFile:
     def size_bytes(self) -> int:
         return self.entries * self.entry_size
 
+    def _handle(self) -> BinaryIO:
+        if self._file is None or self._file.closed:
+            self._file = open(self.path, "ab")  # noqa: SIM115 - closed by close()
+        return self._file
+
+    def create_file(self) -> None:
+        """Make sure the file exists (empty), so its absence always means damage."""
+        self.path.touch()
+
     def _read_existing(self) -> bytes:
-        data = self.path.read_bytes()
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return b""  # an empty segment whose index was never written
         if len(data) % self.entry_size:
             raise IndexCorruptError(
                 f"{self.path.name}: size {len(data)} is not a multiple of {self.entry_size}"
@@ -81,25 +96,31 @@ class _IndexFile:
         return data
 
     def _write_raw(self, raw: bytes) -> None:
-        self._file.write(raw)
+        self._handle().write(raw)
         self._dirty = True
 
     def _rewrite(self, raw: bytes) -> None:
-        self._file.flush()
-        os.ftruncate(self._file.fileno(), 0)
-        self._file.write(raw)
+        f = self._handle()
+        f.flush()
+        os.ftruncate(f.fileno(), 0)
+        f.write(raw)
         self._dirty = True
 
     def flush(self) -> None:
-        self._file.flush()
-        if self._dirty:
-            os.fsync(self._file.fileno())
-            self._dirty = False
+        """Write buffered entries and fsync them (no-op when nothing changed)."""
+        if not self._dirty:
+            return
+        f = self._handle()
+        f.flush()
+        os.fsync(f.fileno())
+        self._dirty = False
 
     def close(self) -> None:
-        if not self._file.closed:
+        """Release the file handle (buffered entries are written, not fsynced)."""
+        if self._file is not None and not self._file.closed:
             self._file.flush()
             self._file.close()
+        self._file = None
 
     def delete(self) -> None:
         self.close()

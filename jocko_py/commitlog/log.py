@@ -337,6 +337,8 @@ class Log:
         # writeback keeps short.
         active.time_index.maybe_append(active.max_timestamp, active.offset_of_max_timestamp)
         self.flush()
+        active.offset_index.close()
+        active.time_index.close()
         seg = LogSegment.create(self.dir, new_base, self.config)
         self._add_segment(seg)
         logger.info("[log=%s] rolled new segment at offset %d", self.name, new_base)

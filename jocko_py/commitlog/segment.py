@@ -96,6 +96,8 @@ class LogSegment:
             seg.time_index_path.unlink(missing_ok=True)
             seg.offset_index = OffsetIndex(seg.index_path, base_offset, config.segment_index_bytes)
             seg.time_index = TimeIndex(seg.time_index_path, base_offset, config.segment_index_bytes)
+            seg.offset_index.create_file()
+            seg.time_index.create_file()
         except OSError as exc:
             seg._close_quietly()
             for p in (seg.log_path, seg.index_path, seg.time_index_path):
@@ -196,6 +198,8 @@ class LogSegment:
         cfg = self.config
         self.offset_index = OffsetIndex(self.index_path, self.base_offset, cfg.segment_index_bytes)
         self.time_index = TimeIndex(self.time_index_path, self.base_offset, cfg.segment_index_bytes)
+        self.offset_index.create_file()
+        self.time_index.create_file()
         self.next_offset = self.base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1

@@ -383,3 +383,17 @@ def test_offset_gaps_read_the_next_batch(tmp_path: Path) -> None:
     lg = Log.open(tmp_path / "topic-0", LogConfig())  # full recovery accepts the gap
     assert lg.log_end_offset == 11
     lg.close()
+
+
+def test_inactive_segments_hold_one_file_descriptor(tmp_path: Path) -> None:
+    size = len(batch(1, ts=NOW))
+    lg = _open(tmp_path, segment_bytes=size)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(10):
+        lg.append(batch(1, ts=NOW), 0, now_ms=NOW)
+    # 9 more segments: one .log fd each, plus the active segment's two index files.
+    assert len(os.listdir("/proc/self/fd")) - before == 9 + 2
+    lg.close()
+    lg = Log.open(tmp_path / "topic-0", LogConfig(segment_bytes=size), had_clean_shutdown=True)
+    assert all(s.offset_index._file is None for s in lg.segments)
+    lg.close()
