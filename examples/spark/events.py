@@ -18,8 +18,8 @@ import json
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 from datetime import UTC, datetime
+from typing import Any
 
 USERS = ("ada", "bob", "cy", "dee", "eve")
 KINDS = ("view", "click", "purchase")
