@@ -59,7 +59,9 @@ def parse_range(spec: str | None, hi: int) -> set[int]:
     return {int(spec)}
 
 
-def default_value(field: dict[str, Any], nullable: bool) -> str:
+def default_value(
+    field: dict[str, Any], nullable: bool, common: dict[str, dict[str, Any]] | None = None
+) -> str:
     t = field["type"]
     d = field.get("default")
     if d is not None:
@@ -82,8 +84,16 @@ def default_value(field: dict[str, Any], nullable: bool) -> str:
         if t == "records" or d == "null":
             return "None"
         return "b''"
-    # struct
-    return "None" if nullable or d == "null" else "{}"
+    # struct: null if nullable, else every field of the struct at its default, as
+    # Kafka's `new Struct()` (a tagged struct equal to this is not written, and a
+    # struct absent from a version still has its fields)
+    if nullable or d == "null":
+        return "None"
+    fields = field.get("fields")
+    if fields is None:
+        fields = (common or {})[t]["fields"]
+    items = ", ".join(f"{snake(f['name'])!r}: {default_value(f, False, common)}" for f in fields)
+    return "{" + items + "}"
 
 
 class Gen:
@@ -129,7 +139,7 @@ class Gen:
             fname = snake(f["name"])
             present = v in parse_range(f.get("versions"), self.hi)
             nullable = v in parse_range(f.get("nullableVersions"), self.hi)
-            dflt = default_value(f, nullable)
+            dflt = default_value(f, nullable, self.common)
             tagged = present and flex and v in parse_range(f.get("taggedVersions"), self.hi)
             if not present:
                 parts.append(f"KField({fname!r}, None, {dflt})")

@@ -148,11 +148,12 @@ class KField:
 
 
 def _fresh(default: Any) -> Any:
-    # mutable defaults must not be shared between parsed messages
+    # mutable defaults must not be shared between parsed messages; a struct's
+    # default holds its fields' defaults (possibly nested structs)
     if isinstance(default, list):
         return list(default)
     if isinstance(default, dict):
-        return Container(default)
+        return Container({k: _fresh(v) for k, v in default.items()})
     return default
 
 
@@ -160,7 +161,8 @@ def _default_src(default: Any) -> str:
     if isinstance(default, list):
         return "[]"
     if isinstance(default, dict):
-        return "Container()"
+        items = ", ".join(f"{k!r}: {_default_src(v)}" for k, v in default.items())
+        return f"Container({{{items}}})"
     if default is wire.ZERO_UUID:
         return "ZERO_UUID"
     return repr(default)

@@ -142,8 +142,12 @@ def test_unknown_tag_injected_into_top_level_bytes_is_skipped() -> None:
     ("key", "version"),
     [pytest.param(k, v, id=f"{messages.api_name(k)}-v{v}") for k, v in SERVED],
 )
-@settings(max_examples=3, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=3,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_request_and_response_frames_round_trip_through_codec(
     key: int, version: int, data: Any
@@ -166,3 +170,46 @@ def test_request_and_response_frames_round_trip_through_codec(
     rframe = bytes(codec.encode_response(key, version, corr, resp_value))
     assert int.from_bytes(rframe[:4], "big", signed=True) == len(rframe) - 4
     assert codec.decode_response(key, version, rframe[4:]) == (corr, resp_value)
+
+
+def test_struct_fields_default_to_a_struct_of_field_defaults() -> None:
+    """Regression: an absent (tagged or out-of-version) struct parsed as an empty `{}`.
+
+    Kafka's default for a struct field is the struct with every field at its
+    default, so a follower reading `partition.diverging_epoch.epoch` of a Fetch
+    response without that tag must get -1, not an AttributeError.
+    """
+    resp = messages.response_schema(1, 12)
+    partition = {"partition_index": 0, "records": None}
+    value = {"responses": [{"topic": "t", "partitions": [partition]}]}
+    parsed = resp.parse_bytes(bytes(resp.build(value)))
+    p = parsed.responses[0].partitions[0]
+    assert (p.diverging_epoch.epoch, p.diverging_epoch.end_offset) == (-1, -1)
+    assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (-1, -1)
+    assert (p.snapshot_id.end_offset, p.snapshot_id.epoch) == (-1, -1)
+    # ReplicaState is only in Fetch v15+; at v12 it still reads as its defaults
+    req = messages.request_schema(1, 12)
+    assert req.parse_bytes(bytes(req.build({}))).replica_state.replica_id == -1
+
+
+def test_tagged_struct_equal_to_its_defaults_is_not_written() -> None:
+    resp = messages.response_schema(0, 10)
+
+    def encode(current_leader: dict[str, int] | None) -> bytes:
+        p: dict[str, Any] = {"index": 0}
+        if current_leader is not None:
+            p["current_leader"] = current_leader
+        return bytes(resp.build({"responses": [{"name": "t", "partition_responses": [p]}]}))
+
+    assert encode({"leader_id": -1, "leader_epoch": -1}) == encode(None)
+    assert len(encode({"leader_id": 1, "leader_epoch": -1})) > len(encode(None))
+
+
+def test_parsed_defaults_are_not_shared_between_messages() -> None:
+    resp = messages.response_schema(1, 12)
+    data = bytes(resp.build({"responses": [{"topic": "t", "partitions": [{}]}]}))
+    a = resp.parse_bytes(data)
+    b = resp.parse_bytes(data)
+    a.responses[0].partitions[0].current_leader.leader_id = 7
+    assert b.responses[0].partitions[0].current_leader.leader_id == -1
+    assert resp.struct._parse(Reader(data), None, "") == b

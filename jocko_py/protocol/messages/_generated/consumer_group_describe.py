@@ -46,14 +46,14 @@ def response_v0() -> KStruct:
         KField('topic_name', CompactString, ''),
         KField('partitions', KArray('carray', Int32), []),
     ], True)), []),
-    ], True), {}),
+    ], True), {'topic_partitions': []}),
         KField('target_assignment', KStruct('Assignment', [
         KField('topic_partitions', KArray('carray', KStruct('TopicPartitions', [
         KField('topic_id', Uuid, ZERO_UUID),
         KField('topic_name', CompactString, ''),
         KField('partitions', KArray('carray', Int32), []),
     ], True)), []),
-    ], True), {}),
+    ], True), {'topic_partitions': []}),
     ], True)), []),
         KField('authorized_operations', Int32, -2147483648),
     ], True)), []),

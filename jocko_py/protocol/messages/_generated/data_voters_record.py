@@ -22,7 +22,7 @@ def schema_v0() -> KStruct:
         KField('k_raft_version_feature', KStruct('KRaftVersionFeature', [
         KField('min_supported_version', Int16, 0),
         KField('max_supported_version', Int16, 0),
-    ], True), {}),
+    ], True), {'min_supported_version': 0, 'max_supported_version': 0}),
     ], True)), []),
     ], True)
 

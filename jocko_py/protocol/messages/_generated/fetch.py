@@ -13,7 +13,7 @@ def request_v0() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', None, 2147483647),
@@ -42,7 +42,7 @@ def request_v1() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', None, 2147483647),
@@ -71,7 +71,7 @@ def request_v2() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', None, 2147483647),
@@ -100,7 +100,7 @@ def request_v3() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -129,7 +129,7 @@ def request_v4() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -158,7 +158,7 @@ def request_v5() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -187,7 +187,7 @@ def request_v6() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -216,7 +216,7 @@ def request_v7() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -249,7 +249,7 @@ def request_v8() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -282,7 +282,7 @@ def request_v9() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -315,7 +315,7 @@ def request_v10() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -348,7 +348,7 @@ def request_v11() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -381,7 +381,7 @@ def request_v12() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', CompactNullableString, None, tag=0),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -414,7 +414,7 @@ def request_v13() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', CompactNullableString, None, tag=0),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -447,7 +447,7 @@ def request_v14() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', CompactNullableString, None, tag=0),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -483,7 +483,7 @@ def request_v15() -> KStruct:
         KField('replica_state', KStruct('ReplicaState', [
         KField('replica_id', Int32, -1),
         KField('replica_epoch', Int64, -1),
-    ], True), {}, tag=1),
+    ], True), {'replica_id': -1, 'replica_epoch': -1}, tag=1),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -519,7 +519,7 @@ def request_v16() -> KStruct:
         KField('replica_state', KStruct('ReplicaState', [
         KField('replica_id', Int32, -1),
         KField('replica_epoch', Int64, -1),
-    ], True), {}, tag=1),
+    ], True), {'replica_id': -1, 'replica_epoch': -1}, tag=1),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -555,7 +555,7 @@ def request_v17() -> KStruct:
         KField('replica_state', KStruct('ReplicaState', [
         KField('replica_id', Int32, -1),
         KField('replica_epoch', Int64, -1),
-    ], True), {}, tag=1),
+    ], True), {'replica_id': -1, 'replica_epoch': -1}, tag=1),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -602,9 +602,9 @@ def response_v0() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', None, -1),
         KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {}),
-        KField('current_leader', None, {}),
-        KField('snapshot_id', None, {}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
         KField('aborted_transactions', None, []),
         KField('preferred_read_replica', None, -1),
         KField('records', Records, None),
@@ -628,9 +628,9 @@ def response_v1() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', None, -1),
         KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {}),
-        KField('current_leader', None, {}),
-        KField('snapshot_id', None, {}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
         KField('aborted_transactions', None, []),
         KField('preferred_read_replica', None, -1),
         KField('records', Records, None),
@@ -654,9 +654,9 @@ def response_v2() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', None, -1),
         KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {}),
-        KField('current_leader', None, {}),
-        KField('snapshot_id', None, {}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
         KField('aborted_transactions', None, []),
         KField('preferred_read_replica', None, -1),
         KField('records', Records, None),
@@ -680,9 +680,9 @@ def response_v3() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', None, -1),
         KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {}),
-        KField('current_leader', None, {}),
-        KField('snapshot_id', None, {}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
         KField('aborted_transactions', None, []),
         KField('preferred_read_replica', None, -1),
         KField('records', Records, None),
@@ -706,9 +706,9 @@ def response_v4() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {}),
-        KField('current_leader', None, {}),
-        KField('snapshot_id', None, {}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -735,9 +735,9 @@ def response_v5() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {}),
-        KField('current_leader', None, {}),
-        KField('snapshot_id', None, {}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -764,9 +764,9 @@ def response_v6() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {}),
-        KField('current_leader', None, {}),
-        KField('snapshot_id', None, {}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -793,9 +793,9 @@ def response_v7() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {}),
-        KField('current_leader', None, {}),
-        KField('snapshot_id', None, {}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -822,9 +822,9 @@ def response_v8() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {}),
-        KField('current_leader', None, {}),
-        KField('snapshot_id', None, {}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -851,9 +851,9 @@ def response_v9() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {}),
-        KField('current_leader', None, {}),
-        KField('snapshot_id', None, {}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -880,9 +880,9 @@ def response_v10() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {}),
-        KField('current_leader', None, {}),
-        KField('snapshot_id', None, {}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -909,9 +909,9 @@ def response_v11() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {}),
-        KField('current_leader', None, {}),
-        KField('snapshot_id', None, {}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -941,15 +941,15 @@ def response_v12() -> KStruct:
         KField('diverging_epoch', KStruct('EpochEndOffset', [
         KField('epoch', Int32, -1),
         KField('end_offset', Int64, -1),
-    ], True), {}, tag=0),
+    ], True), {'epoch': -1, 'end_offset': -1}, tag=0),
         KField('current_leader', KStruct('LeaderIdAndEpoch', [
         KField('leader_id', Int32, -1),
         KField('leader_epoch', Int32, -1),
-    ], True), {}, tag=1),
+    ], True), {'leader_id': -1, 'leader_epoch': -1}, tag=1),
         KField('snapshot_id', KStruct('SnapshotId', [
         KField('end_offset', Int64, -1),
         KField('epoch', Int32, -1),
-    ], True), {}, tag=2),
+    ], True), {'end_offset': -1, 'epoch': -1}, tag=2),
         KField('aborted_transactions', KArray('cnarray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -979,15 +979,15 @@ def response_v13() -> KStruct:
         KField('diverging_epoch', KStruct('EpochEndOffset', [
         KField('epoch', Int32, -1),
         KField('end_offset', Int64, -1),
-    ], True), {}, tag=0),
+    ], True), {'epoch': -1, 'end_offset': -1}, tag=0),
         KField('current_leader', KStruct('LeaderIdAndEpoch', [
         KField('leader_id', Int32, -1),
         KField('leader_epoch', Int32, -1),
-    ], True), {}, tag=1),
+    ], True), {'leader_id': -1, 'leader_epoch': -1}, tag=1),
         KField('snapshot_id', KStruct('SnapshotId', [
         KField('end_offset', Int64, -1),
         KField('epoch', Int32, -1),
-    ], True), {}, tag=2),
+    ], True), {'end_offset': -1, 'epoch': -1}, tag=2),
         KField('aborted_transactions', KArray('cnarray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -1017,15 +1017,15 @@ def response_v14() -> KStruct:
         KField('diverging_epoch', KStruct('EpochEndOffset', [
         KField('epoch', Int32, -1),
         KField('end_offset', Int64, -1),
-    ], True), {}, tag=0),
+    ], True), {'epoch': -1, 'end_offset': -1}, tag=0),
         KField('current_leader', KStruct('LeaderIdAndEpoch', [
         KField('leader_id', Int32, -1),
         KField('leader_epoch', Int32, -1),
-    ], True), {}, tag=1),
+    ], True), {'leader_id': -1, 'leader_epoch': -1}, tag=1),
         KField('snapshot_id', KStruct('SnapshotId', [
         KField('end_offset', Int64, -1),
         KField('epoch', Int32, -1),
-    ], True), {}, tag=2),
+    ], True), {'end_offset': -1, 'epoch': -1}, tag=2),
         KField('aborted_transactions', KArray('cnarray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -1055,15 +1055,15 @@ def response_v15() -> KStruct:
         KField('diverging_epoch', KStruct('EpochEndOffset', [
         KField('epoch', Int32, -1),
         KField('end_offset', Int64, -1),
-    ], True), {}, tag=0),
+    ], True), {'epoch': -1, 'end_offset': -1}, tag=0),
         KField('current_leader', KStruct('LeaderIdAndEpoch', [
         KField('leader_id', Int32, -1),
         KField('leader_epoch', Int32, -1),
-    ], True), {}, tag=1),
+    ], True), {'leader_id': -1, 'leader_epoch': -1}, tag=1),
         KField('snapshot_id', KStruct('SnapshotId', [
         KField('end_offset', Int64, -1),
         KField('epoch', Int32, -1),
-    ], True), {}, tag=2),
+    ], True), {'end_offset': -1, 'epoch': -1}, tag=2),
         KField('aborted_transactions', KArray('cnarray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -1093,15 +1093,15 @@ def response_v16() -> KStruct:
         KField('diverging_epoch', KStruct('EpochEndOffset', [
         KField('epoch', Int32, -1),
         KField('end_offset', Int64, -1),
-    ], True), {}, tag=0),
+    ], True), {'epoch': -1, 'end_offset': -1}, tag=0),
         KField('current_leader', KStruct('LeaderIdAndEpoch', [
         KField('leader_id', Int32, -1),
         KField('leader_epoch', Int32, -1),
-    ], True), {}, tag=1),
+    ], True), {'leader_id': -1, 'leader_epoch': -1}, tag=1),
         KField('snapshot_id', KStruct('SnapshotId', [
         KField('end_offset', Int64, -1),
         KField('epoch', Int32, -1),
-    ], True), {}, tag=2),
+    ], True), {'end_offset': -1, 'epoch': -1}, tag=2),
         KField('aborted_transactions', KArray('cnarray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -1136,15 +1136,15 @@ def response_v17() -> KStruct:
         KField('diverging_epoch', KStruct('EpochEndOffset', [
         KField('epoch', Int32, -1),
         KField('end_offset', Int64, -1),
-    ], True), {}, tag=0),
+    ], True), {'epoch': -1, 'end_offset': -1}, tag=0),
         KField('current_leader', KStruct('LeaderIdAndEpoch', [
         KField('leader_id', Int32, -1),
         KField('leader_epoch', Int32, -1),
-    ], True), {}, tag=1),
+    ], True), {'leader_id': -1, 'leader_epoch': -1}, tag=1),
         KField('snapshot_id', KStruct('SnapshotId', [
         KField('end_offset', Int64, -1),
         KField('epoch', Int32, -1),
-    ], True), {}, tag=2),
+    ], True), {'end_offset': -1, 'epoch': -1}, tag=2),
         KField('aborted_transactions', KArray('cnarray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),

@@ -22,7 +22,7 @@ def request_v0() -> KStruct:
         KField('snapshot_id', KStruct('SnapshotId', [
         KField('end_offset', Int64, 0),
         KField('epoch', Int32, 0),
-    ], True), {}),
+    ], True), {'end_offset': 0, 'epoch': 0}),
         KField('position', Int64, 0),
         KField('replica_directory_id', None, ZERO_UUID),
     ], True)), []),
@@ -43,7 +43,7 @@ def request_v1() -> KStruct:
         KField('snapshot_id', KStruct('SnapshotId', [
         KField('end_offset', Int64, 0),
         KField('epoch', Int32, 0),
-    ], True), {}),
+    ], True), {'end_offset': 0, 'epoch': 0}),
         KField('position', Int64, 0),
         KField('replica_directory_id', Uuid, ZERO_UUID, tag=0),
     ], True)), []),
@@ -67,11 +67,11 @@ def response_v0() -> KStruct:
         KField('snapshot_id', KStruct('SnapshotId', [
         KField('end_offset', Int64, 0),
         KField('epoch', Int32, 0),
-    ], True), {}),
+    ], True), {'end_offset': 0, 'epoch': 0}),
         KField('current_leader', KStruct('LeaderIdAndEpoch', [
         KField('leader_id', Int32, 0),
         KField('leader_epoch', Int32, 0),
-    ], True), {}, tag=0),
+    ], True), {'leader_id': 0, 'leader_epoch': 0}, tag=0),
         KField('size', Int64, 0),
         KField('position', Int64, 0),
         KField('unaligned_records', CompactRecords, None),
@@ -93,11 +93,11 @@ def response_v1() -> KStruct:
         KField('snapshot_id', KStruct('SnapshotId', [
         KField('end_offset', Int64, 0),
         KField('epoch', Int32, 0),
-    ], True), {}),
+    ], True), {'end_offset': 0, 'epoch': 0}),
         KField('current_leader', KStruct('LeaderIdAndEpoch', [
         KField('leader_id', Int32, 0),
         KField('leader_epoch', Int32, 0),
-    ], True), {}, tag=0),
+    ], True), {'leader_id': 0, 'leader_epoch': 0}, tag=0),
         KField('size', Int64, 0),
         KField('position', Int64, 0),
         KField('unaligned_records', CompactRecords, None),

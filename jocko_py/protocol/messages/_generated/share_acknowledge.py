@@ -46,7 +46,7 @@ def response_v0() -> KStruct:
         KField('current_leader', KStruct('LeaderIdAndEpoch', [
         KField('leader_id', Int32, 0),
         KField('leader_epoch', Int32, 0),
-    ], True), {}),
+    ], True), {'leader_id': 0, 'leader_epoch': 0}),
     ], True)), []),
     ], True)), []),
         KField('node_endpoints', KArray('carray', KStruct('NodeEndpoint', [

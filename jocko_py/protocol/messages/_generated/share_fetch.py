@@ -56,7 +56,7 @@ def response_v0() -> KStruct:
         KField('current_leader', KStruct('LeaderIdAndEpoch', [
         KField('leader_id', Int32, 0),
         KField('leader_epoch', Int32, 0),
-    ], True), {}),
+    ], True), {'leader_id': 0, 'leader_epoch': 0}),
         KField('records', CompactRecords, None),
         KField('acquired_records', KArray('carray', KStruct('AcquiredRecords', [
         KField('first_offset', Int64, 0),

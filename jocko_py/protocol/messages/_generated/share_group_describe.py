@@ -44,7 +44,7 @@ def response_v0() -> KStruct:
         KField('topic_name', CompactString, ''),
         KField('partitions', KArray('carray', Int32), []),
     ], True)), []),
-    ], True), {}),
+    ], True), {'topic_partitions': []}),
     ], True)), []),
         KField('authorized_operations', Int32, -2147483648),
     ], True)), []),

@@ -23,7 +23,7 @@ def request_v0() -> KStruct:
         KField('k_raft_version_feature', KStruct('KRaftVersionFeature', [
         KField('min_supported_version', Int16, 0),
         KField('max_supported_version', Int16, 0),
-    ], True), {}),
+    ], True), {'min_supported_version': 0, 'max_supported_version': 0}),
     ], True)
 
 
@@ -40,7 +40,7 @@ def response_v0() -> KStruct:
         KField('leader_epoch', Int32, -1),
         KField('host', CompactString, ''),
         KField('port', Int32, 0),
-    ], True), {}, tag=0),
+    ], True), {'leader_id': -1, 'leader_epoch': -1, 'host': '', 'port': 0}, tag=0),
     ], True)
 
 
