@@ -159,5 +159,7 @@ def served() -> list[tuple[int, int]]:
     """Every (api key, version) the broker decodes, advertised-but-rejected ones included."""
     load_all()
     return [
-        (key, v) for key, (lo, hi) in sorted(api.served_versions().items()) for v in range(lo, hi + 1)
+        (key, v)
+        for key, (lo, hi) in sorted(api.served_versions().items())
+        for v in range(lo, hi + 1)
     ]
