@@ -253,8 +253,15 @@ class RaftSim:
     # ------------------------------------------------------------ schedule
 
     def propose(self, records: list[MetadataRecord]) -> bool:
-        n = self.live_leader()
-        if n is None or n.core is None:
+        # Any node that believes it leads may take the write, including a deposed leader
+        # cut off in a minority: its uncommitted tail must later be truncated, not kept.
+        leaders = [
+            x for x in self.nodes.values() if x.core is not None and x.core.role is Role.LEADER
+        ]
+        if not leaders:
+            return False
+        n = self.rng.choice(leaders)
+        if n.core is None:
             return False
         try:
             off, actions = n.core.propose([encode_records(records)], self.now)
@@ -386,7 +393,7 @@ def run_schedule(seed: int, params: SimParams | None = None) -> RaftSim:
             dup=rng.choice([0.0, 0.05]),
             delay_ms=rng.choice([(1, 5), (1, 30), (5, 80)]),
             crash_rate=rng.choice([0.0, 0.002, 0.01]),
-            partition_rate=rng.choice([0.0, 0.003, 0.01]),
+            partition_rate=rng.choice([0.0, 0.003, 0.01, 0.03]),
             snapshot_every=rng.choice([0, 8, 32]),
             reconfig_rate=rng.choice([0.0, 0.0, 0.01]),
         )

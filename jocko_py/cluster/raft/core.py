@@ -56,7 +56,11 @@ Terms are KRaft *epochs*; epochs start at 1, an empty log has last epoch 0.
    committed. Replicas outside the set are observers: they fetch, never vote or run.
 8. Discovery. A replica without a known leader sends Fetch to a random voter every
    ``request_timeout_ms``; non-leaders answer NOT_LEADER_OR_FOLLOWER with the leader
-   they know.
+   they know. Such hearsay never counts as contact with the leader, and hearsay naming
+   the leader this replica just timed out on is ignored for ``fetch_timeout_ms`` (else
+   replicas that have not noticed the loss yet keep pulling it back). A leader that
+   answers NOT_LEADER_OR_FOLLOWER (or sends EndQuorumEpoch) for its own epoch has
+   resigned and is never followed again in that epoch.
 """
 
 from __future__ import annotations
