@@ -521,8 +521,8 @@ class GroupCoordinator:
         g.remove(member_id)
         if g.state in (S.STABLE, S.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(g, f"removing member {member_id}: {reason}")
-        elif g.is_(S.PREPARING_REBALANCE):
-            self._try_complete_join(g)
+        # the rebalance may be complete at once (e.g. the last member left)
+        self._try_complete_join(g)
 
     # -- timers ------------------------------------------------------------------------
 
