@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from jocko_py.protocol import codec, messages
 from jocko_py.protocol.messages import Schema
+from jocko_py.protocol.messages._generated import DATA
 from jocko_py.protocol.wire import Reader
 from tests.protocol._codec_strategies import (
     has_unknown,
@@ -213,3 +214,28 @@ def test_parsed_defaults_are_not_shared_between_messages() -> None:
     a.responses[0].partitions[0].current_leader.leader_id = 7
     assert b.responses[0].partitions[0].current_leader.leader_id == -1
     assert resp.struct._parse(Reader(data), None, "") == b
+
+
+DATA_CASES = [
+    pytest.param(name, v, id=f"{name}-v{v}")
+    for name in sorted(DATA)
+    for v in range(messages.data_versions(name)[0], messages.data_versions(name)[1] + 1)
+]
+
+
+@pytest.mark.parametrize(("name", "version"), DATA_CASES)
+@settings(
+    max_examples=4,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_data_schema_round_trip(name: str, version: int, data: Any) -> None:
+    """Headers, consumer-protocol payloads, group/transaction and metadata-log records."""
+    s = messages.data_schema(name, version)
+    value = data.draw(values(s.struct), label="value")
+    encoded = bytes(s.build(value))
+    assert s.parse_bytes(encoded) == value
+    assert uncompiled_build(s, value) == encoded
+    assert bytes(s.build(uncompiled_parse(s, encoded))) == encoded

@@ -175,6 +175,23 @@ def test_request_header_v2_client_id_keeps_int16_length() -> None:
     assert frame[17] == 0  # then the header's (empty) tag section
 
 
+@pytest.mark.parametrize(
+    ("key", "version", "header_version"),
+    [(METADATA, 1, 1), (METADATA, 12, 2), (API_VERSIONS, 3, 2), (PRODUCE, 9, 2)],
+)
+def test_request_header_matches_kafkas_header_spec(
+    key: int, version: int, header_version: int
+) -> None:
+    """The spec's RequestHeader marks ClientId `flexibleVersions: none`; the codec agrees."""
+    frame = bytes(codec.encode_request(key, version, 77, "client-é", {}))
+    r = Reader(frame, 4)
+    head = messages.data_schema("RequestHeader", header_version).parse(r)
+    assert (head.request_api_key, head.request_api_version) == (key, version)
+    assert (head.correlation_id, head.client_id) == (77, "client-é")
+    messages.request_schema(key, version).parse(r)
+    assert r.pos == r.end
+
+
 @pytest.mark.parametrize("client_id", ["quirks-client", "x" * 200, "", None])
 def test_flexible_request_with_client_id_is_answered(
     client: RawClient, client_id: str | None
