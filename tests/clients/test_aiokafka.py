@@ -3,7 +3,7 @@
 Per codec: 10,000 records (keys, two headers, explicit CreateTime timestamps, ~100-byte
 values) produced with the client's defaults (acks=1, not idempotent) plus compression,
 read back byte for byte by assign() (group_id=None), offsets_for_times checked; then one
-broker restart and every codec's topic read again.
+broker crash-restart (SIGKILL) and every codec's topic read again.
 """
 
 from __future__ import annotations
@@ -166,15 +166,18 @@ def test_offsets_for_times(target: TargetBroker, datasets: dict[str, Dataset], c
     asyncio.run(asyncio.wait_for(_offsets_for_times(target.bootstrap, datasets[codec]), 120))
 
 
-def test_read_again_after_restart(target: TargetBroker, datasets: dict[str, Dataset]) -> None:
+def test_read_again_after_crash_restart(target: TargetBroker, datasets: dict[str, Dataset]) -> None:
+    """The broker is killed with SIGKILL (no clean shutdown, recovery runs on start)."""
     if not target.can_restart:
         pytest.skip("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
     if not datasets:
         pytest.skip("no codec's topic was produced earlier in this module")
-    target.restart()
+    target.restart(hard=True)
     for codec, ds in datasets.items():
         got = consume(target.bootstrap, ds.topic, ds.partitions)
-        assert_same_records(with_offsets(ds.by_partition()), got, f"aiokafka {codec} after restart")
+        assert_same_records(
+            with_offsets(ds.by_partition()), got, f"aiokafka {codec} after kill -9 restart"
+        )
     ds = next(iter(datasets.values()))
     asyncio.run(asyncio.wait_for(_offsets_for_times(target.bootstrap, ds), 120))
     missing = sorted(set(CODECS) - set(datasets))

@@ -9,6 +9,7 @@ restart and every codec's topic read again.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -73,19 +74,29 @@ def produce(bootstrap: str, ds: Dataset, codec: str) -> None:
 
 
 def consume(
-    bootstrap: str, topic: str, partitions: int, deadline_s: float = 120
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    deadline_s: float = 120,
+    start: dict[int, int] | None = None,
+    **config: Any,
 ) -> dict[int, list[Rec]]:
+    """Read every partition from the beginning (or from `start` offsets) to the end
+    offsets taken at the start."""
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         client_id="jocko-e2e-kafka-python",
+        **config,
     )
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
+        for p, off in (start or {}).items():
+            consumer.seek(TopicPartition(topic, p), off)
         end = consumer.end_offsets(tps)
         out: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + deadline_s
@@ -150,6 +161,43 @@ def test_offsets_for_times(target: TargetBroker, datasets: dict[str, Dataset], c
     if codec not in datasets:
         pytest.skip(f"test_produce_and_read_back[{codec}] did not produce the topic")
     check_offsets_for_times(target.bootstrap, datasets[codec])
+
+
+def test_fetch_limits_smaller_than_a_batch(
+    target: TargetBroker, datasets: dict[str, Dataset]
+) -> None:
+    """fetch_max_bytes / max_partition_fetch_bytes of 1 KiB, below one batch: the broker
+    still returns the first whole batch (KIP-74), so the consumer makes progress."""
+    for codec in ("none", "zstd"):
+        if codec not in datasets:
+            pytest.skip(f"test_produce_and_read_back[{codec}] did not produce the topic")
+        ds = datasets[codec]
+        got = consume(
+            target.bootstrap,
+            ds.topic,
+            ds.partitions,
+            fetch_max_bytes=1024,
+            max_partition_fetch_bytes=1024,
+        )
+        assert_same_records(with_offsets(ds.by_partition()), got, f"kafka-python {codec} 1 KiB")
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "zstd"])
+def test_seek_into_the_middle_of_a_batch(
+    target: TargetBroker, datasets: dict[str, Dataset], codec: str
+) -> None:
+    """Fetch from an offset inside a (compressed) batch: the broker may return the whole
+    batch, the client drops the records before the fetch offset; nothing is skipped."""
+    if codec not in datasets:
+        pytest.skip(f"test_produce_and_read_back[{codec}] did not produce the topic")
+    ds = datasets[codec]
+    start = {p: 1 + 997 * (p + 1) for p in range(ds.partitions)}
+    got = consume(target.bootstrap, ds.topic, ds.partitions, start=start)
+    expected = {p: recs[start[p] :] for p, recs in with_offsets(ds.by_partition()).items()}
+    for p, recs in got.items():
+        n = len(expected[p]) + start[p]
+        assert [r.offset for r in recs] == list(range(start[p], n)), f"partition {p} offsets"
+    assert_same_records(expected, got, f"kafka-python {codec} from {start}", check_offsets=False)
 
 
 def test_read_again_after_restart(target: TargetBroker, datasets: dict[str, Dataset]) -> None:

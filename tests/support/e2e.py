@@ -74,10 +74,14 @@ class TargetBroker:
         if self.proc is not None:
             self.proc.stop()
 
-    def restart(self) -> None:
-        """Graceful stop (SIGTERM) and start again on the same port and data dir."""
+    def restart(self, *, hard: bool = False) -> None:
+        """Stop and start again on the same port and data dir: gracefully (SIGTERM), or
+        with `hard` as a crash would (SIGKILL, no shutdown code runs)."""
         assert self.proc is not None, "cannot restart an external broker"
-        self.proc.stop()
+        if hard:
+            self.proc.kill()
+        else:
+            self.proc.stop()
         self.start()
 
     def alive(self) -> bool:
