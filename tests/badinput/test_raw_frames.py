@@ -399,3 +399,68 @@ def test_produce_invalid_topic_name(target: TargetBroker, name: str) -> None:
         assert err == w.INVALID_TOPIC_EXCEPTION
     finally:
         c.close()
+
+
+# --------------------------------------------------------------------------- framing that is fine
+
+
+def test_request_sent_one_byte_at_a_time(target: TargetBroker) -> None:
+    c = connect(target)
+    try:
+        cid = c.cid()
+        for b in w.api_versions_v0(cid):
+            c.send(bytes([b]))
+            time.sleep(0.002)
+        resp = c.recv_frame()
+        assert struct.unpack(">i", resp[:4])[0] == cid
+        assert w.parse_api_versions_v0(resp[4:]).error_code == 0
+    finally:
+        c.close()
+
+
+def test_pipelined_requests_are_answered_in_order(target: TargetBroker, good_topic: str) -> None:
+    """Many requests in one write, mixed APIs: one response each, in request order."""
+    c = connect(target)
+    try:
+        frames = []
+        cids = []
+        for i in range(30):
+            cid = c.cid()
+            cids.append(cid)
+            if i % 3 == 0:
+                frames.append(w.api_versions_v0(cid))
+            elif i % 3 == 1:
+                frames.append(w.metadata_v4(cid, [good_topic], False))
+            else:
+                frames.append(w.produce_v7(cid, good_topic, 0, good_batch(1)))
+        c.send(b"".join(frames))
+        got = [struct.unpack(">i", c.recv_frame()[:4])[0] for _ in cids]
+        assert got == cids
+    finally:
+        c.close()
+
+
+def test_acks0_produce_gets_no_response(target: TargetBroker, produce_topic: str) -> None:
+    c = connect(target)
+    try:
+        cid0 = c.cid()
+        c.send(w.produce_v7(cid0, produce_topic, 0, good_batch(1), acks=0))
+        cid1 = c.cid()
+        body = c.request(w.api_versions_v0(cid1), cid1)  # asserts the next answer is cid1
+        assert w.parse_api_versions_v0(body).error_code == 0
+    finally:
+        c.close()
+
+
+def test_acks0_produce_with_bad_crc_closes_connection(
+    target: TargetBroker, produce_topic: str
+) -> None:
+    """With acks=0 there is no response to carry the error, so Kafka closes the connection
+    (KafkaApis: "the client has no way to know about the error otherwise")."""
+    c = connect(target)
+    try:
+        bad = w.record_batch_v2([(b"k", b"v")], int(time.time() * 1000), bad_crc=True)
+        c.send(w.produce_v7(c.cid(), produce_topic, 0, bad, acks=0))
+        assert c.closed_by_peer(10), "acks=0 produce failed silently, connection kept open"
+    finally:
+        c.close()
