@@ -21,6 +21,7 @@ TIMINGS = {
     "request-timeout-ms": 150,
     "probe-interval-ms": 200,
     "suspicion-mult": 4,
+    "snapshot-every": 50,  # small, so snapshots, log truncation and FetchSnapshot run
 }
 
 

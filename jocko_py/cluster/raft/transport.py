@@ -185,14 +185,23 @@ class RaftTransport:
                 await asyncio.sleep(0.1)
                 continue
             reader_task = asyncio.create_task(self._read_frames(reader, writer))
+            get: asyncio.Future[bytes] | None = None
             try:
-                while not reader_task.done():
-                    data = await q.get()
-                    writer.write(data)
+                while True:
+                    get = asyncio.ensure_future(q.get())
+                    done, _ = await asyncio.wait(
+                        {get, reader_task}, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if get not in done:
+                        break  # the peer closed the connection: re-dial
+                    writer.write(get.result())
+                    get = None
                     await writer.drain()
             except (OSError, ConnectionError):
                 pass
             finally:
+                if get is not None:
+                    get.cancel()
                 reader_task.cancel()
                 writer.close()
                 with contextlib.suppress(Exception):
