@@ -8,7 +8,8 @@ Quirks kept here, each with a test:
   it knows the broker's versions.
 - An ApiVersions request of a version this broker does not serve is answered
   with a v0 body carrying UNSUPPORTED_VERSION and the supported ranges (the
-  caller builds that body; `decode_request` raises `UnsupportedRequest`).
+  caller builds that body; `decode_request` raises `UnsupportedRequest`), and
+  `decode_response` reads such a reply as v0 whichever version was asked for.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from jocko_py.protocol import messages
-from jocko_py.protocol.errors import ProtocolError, UnsupportedVersionError
+from jocko_py.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from jocko_py.protocol.wire import Reader, r_i16, r_i32, r_nstring, r_tagged, w_i32
 
 API_VERSIONS_KEY = 18
 _HEAD = struct.Struct(">hhi")
+_ERROR = struct.Struct(">h")
+_UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
 
 
 @dataclass(slots=True)
@@ -114,10 +117,17 @@ def encode_request(
 
 
 def decode_response(api_key: int, api_version: int, frame: bytes | memoryview) -> tuple[int, Any]:
-    """Decode a response frame (without size prefix): (correlation id, body)."""
+    """Decode a response frame (without size prefix): (correlation id, body).
+
+    An ApiVersions reply carrying UNSUPPORTED_VERSION is read as v0 whatever
+    version was asked for: that is how a broker answers a version it lacks.
+    """
     r = Reader(frame)
     correlation_id = r_i32(r)
-    if api_key != API_VERSIONS_KEY and messages.response_flexible(api_key, api_version):
+    if api_key == API_VERSIONS_KEY:
+        if r.end - r.pos >= 2 and _ERROR.unpack_from(r.buf, r.pos)[0] == _UNSUPPORTED_VERSION:
+            api_version = 0
+    elif messages.response_flexible(api_key, api_version):
         r_tagged(r, {}, {})
     body = messages.response_schema(api_key, api_version).parse(r)
     return correlation_id, body

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jocko_py.protocol import codec, messages
+from jocko_py.protocol.errors import ErrorCode
 from jocko_py.protocol.messages import Schema
 from jocko_py.protocol.messages._generated import DATA
 from jocko_py.protocol.wire import Reader
@@ -28,6 +29,7 @@ from tests.protocol._codec_strategies import (
 )
 
 SERVED = served()
+API_VERSIONS = 18
 CASES = [
     pytest.param(key, v, kind, id=f"{messages.api_name(key)}-v{v}-{kind}")
     for key, v in SERVED
@@ -168,6 +170,8 @@ def test_request_and_response_frames_round_trip_through_codec(
 
     resp = messages.response_schema(key, version)
     resp_value = data.draw(values(resp.struct), label="response")
+    if key == API_VERSIONS and resp_value["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
+        resp_value["error_code"] = 0  # that reply is read as v0 (tested in test_quirks)
     rframe = bytes(codec.encode_response(key, version, corr, resp_value))
     assert int.from_bytes(rframe[:4], "big", signed=True) == len(rframe) - 4
     assert codec.decode_response(key, version, rframe[4:]) == (corr, resp_value)

@@ -160,9 +160,26 @@ def test_unknown_api_versions_version_gets_v0_unsupported_version_reply(
     ranges = {k.api_key: (k.min_version, k.max_version) for k in v0.api_keys}
     assert ranges[API_VERSIONS] == (0, 4)
     assert ranges[PRODUCE][0] == 0
+    # and a client of our codec reads it as v0 whatever version it asked for
+    corr, body = codec.decode_response(API_VERSIONS, 4, reply)
+    assert (corr, body.error_code) == (43, ErrorCode.UNSUPPORTED_VERSION)
+    assert body.api_keys == v0.api_keys
     # the connection stays usable: the client retries with a version from the range
     corr, resp = client.request(API_VERSIONS, 3, 44, {})
     assert (corr, resp.error_code) == (44, ErrorCode.NONE)
+
+
+@pytest.mark.parametrize("asked", [0, 1, 2, 3, 4])
+def test_decode_response_reads_the_unsupported_version_reply_as_v0(asked: int) -> None:
+    body = {
+        "error_code": ErrorCode.UNSUPPORTED_VERSION,
+        "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}],
+    }
+    frame = bytes(codec.encode_response(API_VERSIONS, 0, 8, body))[4:]
+    corr, got = codec.decode_response(API_VERSIONS, asked, frame)
+    assert corr == 8
+    assert got.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert [(k.api_key, k.min_version, k.max_version) for k in got.api_keys] == [(18, 0, 2)]
 
 
 # -- request header v2 -------------------------------------------------------------
