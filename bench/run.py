@@ -48,9 +48,13 @@ JAVA = shutil.which("java") or "java"
 KAFKA_HEAP = ["-Xmx1G", "-Xms1G"]
 # What bin/kafka-run-class.sh uses for the broker (KAFKA_JVM_PERFORMANCE_OPTS).
 KAFKA_JVM = [
-    "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
-    "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-Djava.awt.headless=true",
 ]
 # What bin/kafka-producer-perf-test.sh and friends use for the tools.
 TOOL_HEAP = ["-Xmx512M"]
@@ -95,13 +99,22 @@ def _on_signal(signum: int, _frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def spawn(cmd: list[str], log: Path | None = None, stdin: bool = False,
-          pipe_out: bool = False, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def spawn(
+    cmd: list[str],
+    log: Path | None = None,
+    stdin: bool = False,
+    pipe_out: bool = False,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
     out: Any = subprocess.PIPE if pipe_out else (open(log, "ab") if log else subprocess.DEVNULL)
     proc = subprocess.Popen(
-        cmd, stdout=out, stderr=subprocess.STDOUT if (log or pipe_out) else subprocess.DEVNULL,
-        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, cwd=REPO,
-        start_new_session=True, env=env,
+        cmd,
+        stdout=out,
+        stderr=subprocess.STDOUT if (log or pipe_out) else subprocess.DEVNULL,
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        cwd=REPO,
+        start_new_session=True,
+        env=env,
     )
     if log and not pipe_out:
         out.close()
@@ -138,8 +151,15 @@ def run_tool(cmd: list[str], timeout: float, log: Path) -> tuple[int | None, str
 
 def java_tool(main: str, *args: str, heap: list[str] = TOOL_HEAP) -> list[str]:
     cp = f"{LIBS}/*:{CLASSES}"
-    return [JAVA, *heap, f"-Dlog4j.configuration=file:{WORK / 'log4j-tools.properties'}",
-            "-cp", cp, main, *args]
+    return [
+        JAVA,
+        *heap,
+        f"-Dlog4j.configuration=file:{WORK / 'log4j-tools.properties'}",
+        "-cp",
+        cp,
+        main,
+        *args,
+    ]
 
 
 def free_port() -> int:
@@ -177,6 +197,25 @@ def rss_kib(pid: int) -> int:
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1])
     return total
+
+
+def cpu_s(pid: int) -> float:
+    """User+system CPU seconds used so far by the process tree (live processes only)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for p in tree_pids(pid):
+        with contextlib.suppress(OSError, IndexError, ValueError), open(f"/proc/{p}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+def _cpu_figures(cpu: float, wall: float, mb: float) -> dict[str, float]:
+    return {
+        "broker_cpu_s": cpu,
+        "broker_cpu_util": cpu / wall if wall else 0.0,
+        "broker_cpu_ms_per_mb": 1000 * cpu / mb if mb else 0.0,
+    }
 
 
 class RssSampler:
@@ -250,6 +289,7 @@ class Broker:
 
 class KafkaBroker(Broker):
     name = "kafka"
+    _template: Path | None = None
 
     def prepare(self, case_dir: Path) -> None:
         super().prepare(case_dir)
@@ -273,31 +313,59 @@ class KafkaBroker(Broker):
             "log.segment.bytes": str(SEGMENT_BYTES),
             "auto.create.topics.enable": "true",
         }
-        (case_dir / "server.properties").write_text(
-            "".join(f"{k}={v}\n" for k, v in props.items()))
+        (case_dir / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (case_dir / "log4j.properties").write_text(
             "log4j.rootLogger=INFO, f\n"
             "log4j.appender.f=org.apache.log4j.FileAppender\n"
             f"log4j.appender.f.File={case_dir / 'server.log'}\n"
             "log4j.appender.f.layout=org.apache.log4j.PatternLayout\n"
             "log4j.appender.f.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
-            "log4j.logger.kafka.request.logger=WARN\n")
-        t0 = time.monotonic()
-        rc, out, _ = run_tool(
-            [JAVA, *TOOL_HEAP, "-cp", f"{LIBS}/*",
-             f"-Dlog4j.configuration=file:{WORK / 'log4j-tools.properties'}",
-             "kafka.tools.StorageTool", "format", "-t", CLUSTER_ID,
-             "-c", str(case_dir / "server.properties")],
-            timeout=120, log=case_dir / "tools.log")
-        if rc != 0:
-            raise RuntimeError(f"kafka storage format failed: {out[-2000:]}")
-        self.setup_s = time.monotonic() - t0
+            "log4j.logger.kafka.request.logger=WARN\n"
+        )
+        # `StorageTool format` writes only meta.properties and bootstrap.checkpoint (cluster id,
+        # node id, metadata version), nothing port-specific: format once per driver run and
+        # copy the result, which saves a JVM start per case.
+        if self._template is None:
+            t0 = time.monotonic()
+            rc, out, _ = run_tool(
+                [
+                    JAVA,
+                    *TOOL_HEAP,
+                    "-cp",
+                    f"{LIBS}/*",
+                    f"-Dlog4j.configuration=file:{WORK / 'log4j-tools.properties'}",
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    CLUSTER_ID,
+                    "-c",
+                    str(case_dir / "server.properties"),
+                ],
+                timeout=120,
+                log=case_dir / "tools.log",
+            )
+            if rc != 0:
+                raise RuntimeError(f"kafka storage format failed: {out[-2000:]}")
+            self.setup_s = time.monotonic() - t0
+            template = WORK / f"kafka-formatted.{self.label}"
+            shutil.rmtree(template, ignore_errors=True)
+            shutil.copytree(data, template)
+            self._template = template
+        else:
+            shutil.copytree(self._template, data)
 
     def command(self) -> list[str]:
-        return [JAVA, *KAFKA_HEAP, *KAFKA_JVM,
-                f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}",
-                "-Dkafka.logs.dir=" + str(self.dir),
-                "-cp", f"{LIBS}/*", "kafka.Kafka", str(self.dir / "server.properties")]
+        return [
+            JAVA,
+            *KAFKA_HEAP,
+            *KAFKA_JVM,
+            f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}",
+            "-Dkafka.logs.dir=" + str(self.dir),
+            "-cp",
+            f"{LIBS}/*",
+            "kafka.Kafka",
+            str(self.dir / "server.properties"),
+        ]
 
 
 class JockoBroker(Broker):
@@ -308,9 +376,18 @@ class JockoBroker(Broker):
         self.overrides = overrides
 
     def command(self) -> list[str]:
-        cmd = [str(REPO / ".venv" / "bin" / "python"), "-m", "jocko_py.cli", "broker",
-               "--broker-id", "0", "--broker-addr", self.bootstrap,
-               "--data-dir", str(self.dir / "data")]
+        cmd = [
+            str(REPO / ".venv" / "bin" / "python"),
+            "-m",
+            "jocko_py.cli",
+            "broker",
+            "--broker-id",
+            "0",
+            "--broker-addr",
+            self.bootstrap,
+            "--data-dir",
+            str(self.dir / "data"),
+        ]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         return cmd
@@ -342,32 +419,78 @@ class Scale:
     sizes: tuple[int, ...] = (100, 1024, 10240)
     partitions: tuple[int, ...] = (1, 10, 100, 1000)
     main: bool = True
+    sweep_reps: int = 0  # 0: same as reps
 
 
-FULL = Scale(reps=3, produce_s=20, sweep_s=10, e2e_s=20, e2e_rate=1000)
+FULL = Scale(sweep_reps=2, reps=3, produce_s=20, sweep_s=10, e2e_s=20, e2e_rate=1000)
 QUICK = Scale(reps=1, produce_s=6, sweep_s=4, e2e_s=8, e2e_rate=1000)
-SMOKE = Scale(reps=1, produce_s=2, sweep_s=2, e2e_s=4, e2e_rate=500,
-              sizes=(1024,), partitions=(1,), main=False)
+SMOKE = Scale(
+    reps=1,
+    produce_s=2,
+    sweep_s=2,
+    e2e_s=4,
+    e2e_rate=500,
+    sizes=(1024,),
+    partitions=(1,),
+    main=False,
+)
 
 
 def scenarios(scale: Scale) -> list[Scenario]:
     out: list[Scenario] = []
     combos = [("1", 1), ("1", 8), ("all", 1), ("all", 8)] if scale.main else [("1", 1)]
     for acks, parts in combos:
-        out.append(Scenario(f"produce-1KiB-acks{acks}-p{parts}", "produce", 1024, parts, acks,
-                            consume=True, seconds=scale.produce_s))
-    out.append(Scenario(f"e2e-1KiB-{scale.e2e_rate}rps", "e2e", 1024, 1, "1",
-                        seconds=scale.e2e_s, group="latency", rate=scale.e2e_rate))
+        out.append(
+            Scenario(
+                f"produce-1KiB-acks{acks}-p{parts}",
+                "produce",
+                1024,
+                parts,
+                acks,
+                consume=True,
+                seconds=scale.produce_s,
+            )
+        )
+    out.append(
+        Scenario(
+            f"e2e-1KiB-{scale.e2e_rate}rps",
+            "e2e",
+            1024,
+            1,
+            "1",
+            seconds=scale.e2e_s,
+            group="latency",
+            rate=scale.e2e_rate,
+        )
+    )
     for size in scale.sizes:
         if size == 1024:
             continue  # produce-1KiB-acks1-p1 is that point
-        out.append(Scenario(f"sweep-size-{size}B-p1", "produce", size, 1, "1",
-                            seconds=scale.sweep_s, group="size"))
+        out.append(
+            Scenario(
+                f"sweep-size-{size}B-p1",
+                "produce",
+                size,
+                1,
+                "1",
+                seconds=scale.sweep_s,
+                group="size",
+            )
+        )
     for parts in scale.partitions:
         if parts == 1:
             continue
-        out.append(Scenario(f"sweep-partitions-1KiB-p{parts}", "produce", 1024, parts, "1",
-                            seconds=scale.sweep_s, group="partitions"))
+        out.append(
+            Scenario(
+                f"sweep-partitions-1KiB-p{parts}",
+                "produce",
+                1024,
+                parts,
+                "1",
+                seconds=scale.sweep_s,
+                group="partitions",
+            )
+        )
     return out
 
 
@@ -375,18 +498,27 @@ def scenarios(scale: Scale) -> list[Scenario]:
 
 PP_FINAL = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
-    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th"
+)
 PP_WINDOW = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
-    r"([\d.]+) ms max latency\.$", re.M)
+    r"([\d.]+) ms max latency\.$",
+    re.M,
+)
 
 
 def parse_producer(out: str, timed_out: bool) -> dict[str, float]:
     m = PP_FINAL.search(out)
     if m and not timed_out:
-        return {"records": float(m[1]), "records_per_s": float(m[2]), "mb_per_s": float(m[3]),
-                "avg_latency_ms": float(m[4]), "max_latency_ms": float(m[5]),
-                "p50_latency_ms": float(m[6]), "p99_latency_ms": float(m[8])}
+        return {
+            "records": float(m[1]),
+            "records_per_s": float(m[2]),
+            "mb_per_s": float(m[3]),
+            "avg_latency_ms": float(m[4]),
+            "max_latency_ms": float(m[5]),
+            "p50_latency_ms": float(m[6]),
+            "p99_latency_ms": float(m[8]),
+        }
     # Killed at the time limit: the 5-s windows it printed still give a throughput.
     wins = PP_WINDOW.findall(out)
     if not wins:
@@ -394,8 +526,12 @@ def parse_producer(out: str, timed_out: bool) -> dict[str, float]:
     n = sum(float(w[0]) for w in wins)
     secs = sum(float(w[0]) / float(w[1]) for w in wins if float(w[1]) > 0)
     mb = sum(float(w[0]) / float(w[1]) * float(w[2]) for w in wins if float(w[1]) > 0)
-    return {"records": n, "records_per_s": n / secs if secs else 0.0,
-            "mb_per_s": mb / secs if secs else 0.0, "partial": 1.0}
+    return {
+        "records": n,
+        "records_per_s": n / secs if secs else 0.0,
+        "mb_per_s": mb / secs if secs else 0.0,
+        "partial": 1.0,
+    }
 
 
 def parse_consumer(out: str) -> dict[str, float]:
@@ -418,18 +554,27 @@ def parse_consumer(out: str) -> dict[str, float]:
     return {}
 
 
-E2E = re.compile(r"E2E sent=(\d+) received=(\d+) measured=(\d+) start_offset=\d+ "
-                 r"p50_ms=([\d.NaN]+) p99_ms=([\d.NaN]+) p999_ms=([\d.NaN]+) "
-                 r"max_ms=([\d.NaN]+) avg_ms=([\d.NaN]+)")
+E2E = re.compile(
+    r"E2E sent=(\d+) received=(\d+) measured=(\d+) start_offset=\d+ "
+    r"p50_ms=([\d.NaN]+) p99_ms=([\d.NaN]+) p999_ms=([\d.NaN]+) "
+    r"max_ms=([\d.NaN]+) avg_ms=([\d.NaN]+)"
+)
 
 
 def parse_e2e(out: str) -> dict[str, float]:
     m = E2E.search(out)
     if not m:
         return {}
-    return {"sent": float(m[1]), "received": float(m[2]), "measured": float(m[3]),
-            "p50_ms": float(m[4]), "p99_ms": float(m[5]), "p999_ms": float(m[6]),
-            "max_ms": float(m[7]), "avg_ms": float(m[8])}
+    return {
+        "sent": float(m[1]),
+        "received": float(m[2]),
+        "measured": float(m[3]),
+        "p50_ms": float(m[4]),
+        "p99_ms": float(m[5]),
+        "p999_ms": float(m[6]),
+        "max_ms": float(m[7]),
+        "avg_ms": float(m[8]),
+    }
 
 
 # --------------------------------------------------------------------------- one case
@@ -486,10 +631,24 @@ def loadavg() -> float:
 
 def create_topic(b: Broker, topic: str, parts: int, log: Path) -> float:
     t0 = time.monotonic()
-    rc, out, _ = run_tool(java_tool(
-        "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", b.bootstrap, "--create",
-        "--topic", topic, "--partitions", str(parts), "--replication-factor", "1",
-        "--config", f"segment.bytes={SEGMENT_BYTES}"), timeout=180, log=log)
+    rc, out, _ = run_tool(
+        java_tool(
+            "org.apache.kafka.tools.TopicCommand",
+            "--bootstrap-server",
+            b.bootstrap,
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            str(parts),
+            "--replication-factor",
+            "1",
+            "--config",
+            f"segment.bytes={SEGMENT_BYTES}",
+        ),
+        timeout=180,
+        log=log,
+    )
     if rc != 0:
         raise RuntimeError(f"TopicCommand --create {topic} failed rc={rc}: {out[-1500:]}")
     return time.monotonic() - t0
@@ -497,8 +656,13 @@ def create_topic(b: Broker, topic: str, parts: int, log: Path) -> float:
 
 def wait_first_produce(b: Broker, log: Path, timeout_s: float = START_TIMEOUT_S) -> float:
     """Spawn the broker and return ms from spawn to the first acknowledged produce."""
-    probe = spawn(java_tool("BenchTool", "first-produce", b.bootstrap, "bench-probe",
-                            str(int(timeout_s * 1000))), stdin=True, pipe_out=True)
+    probe = spawn(
+        java_tool(
+            "BenchTool", "first-produce", b.bootstrap, "bench-probe", str(int(timeout_s * 1000))
+        ),
+        stdin=True,
+        pipe_out=True,
+    )
     try:
         assert probe.stdout is not None and probe.stdin is not None
         ready = _readline(probe, 60.0)
@@ -542,8 +706,15 @@ def run_case(b: Broker, sc: Scenario, rep: int, book: RateBook, keep: bool) -> C
     case_dir = WORK / f"{sc.key}.{b.label}.{rep}"
     shutil.rmtree(case_dir, ignore_errors=True)
     case_dir.mkdir(parents=True)
-    res = CaseResult(sc.key, b.name, b.label, rep, ok=False, loadavg_1m=loadavg(),
-                     workdir=str(case_dir.relative_to(REPO)))
+    res = CaseResult(
+        sc.key,
+        b.name,
+        b.label,
+        rep,
+        ok=False,
+        loadavg_1m=loadavg(),
+        workdir=str(case_dir.relative_to(REPO)),
+    )
     tlog = case_dir / "tools.log"
     try:
         b.prepare(case_dir)
@@ -561,9 +732,21 @@ def run_case(b: Broker, sc: Scenario, rep: int, book: RateBook, keep: bool) -> C
             if sc.kind == "produce":
                 _produce_and_consume(b, sc, topic, book, res, tlog)
             else:
-                rc, out, _ = run_tool(java_tool(
-                    "BenchTool", "e2e", b.bootstrap, topic, str(sc.rate), str(int(sc.seconds)),
-                    str(sc.size), sc.acks, "2"), timeout=sc.seconds + 120, log=tlog)
+                rc, out, _ = run_tool(
+                    java_tool(
+                        "BenchTool",
+                        "e2e",
+                        b.bootstrap,
+                        topic,
+                        str(sc.rate),
+                        str(int(sc.seconds)),
+                        str(sc.size),
+                        sc.acks,
+                        "2",
+                    ),
+                    timeout=sc.seconds + 120,
+                    log=tlog,
+                )
                 res.e2e = parse_e2e(out)
                 if rc != 0 or not res.e2e:
                     raise RuntimeError(f"e2e tool failed rc={rc}: {out[-1500:]}")
@@ -583,30 +766,65 @@ def run_case(b: Broker, sc: Scenario, rep: int, book: RateBook, keep: bool) -> C
     return res
 
 
-def _produce_and_consume(b: Broker, sc: Scenario, topic: str, book: RateBook,
-                         res: CaseResult, tlog: Path) -> None:
+def _produce_and_consume(
+    b: Broker, sc: Scenario, topic: str, book: RateBook, res: CaseResult, tlog: Path
+) -> None:
     n = book.count(b.label, b.name, sc)
     limit = max(3 * sc.seconds, 30.0)
-    rc, out, secs = run_tool(java_tool(
-        "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(n),
-        "--record-size", str(sc.size), "--throughput", "-1", "--producer-props",
-        f"bootstrap.servers={b.bootstrap}", f"acks={sc.acks}"), timeout=limit + 60, log=tlog)
+    assert b.proc is not None
+    pid = b.proc.pid
+    c0 = cpu_s(pid)
+    rc, out, secs = run_tool(
+        java_tool(
+            "org.apache.kafka.tools.ProducerPerformance",
+            "--topic",
+            topic,
+            "--num-records",
+            str(n),
+            "--record-size",
+            str(sc.size),
+            "--throughput",
+            "-1",
+            "--producer-props",
+            f"bootstrap.servers={b.bootstrap}",
+            f"acks={sc.acks}",
+        ),
+        timeout=limit + 60,
+        log=tlog,
+    )
     res.produce = parse_producer(out, timed_out=rc is None)
     res.produce["wall_s"] = secs
+    mb = res.produce.get("records", 0.0) * sc.size / 1048576
+    res.produce.update(_cpu_figures(cpu_s(pid) - c0, secs, mb))
     if not res.produce.get("records_per_s"):
         raise RuntimeError(f"ProducerPerformance failed rc={rc}: {out[-1500:]}")
     if rc not in (0, None):
         raise RuntimeError(f"ProducerPerformance rc={rc}: {out[-1500:]}")
     book.learn(b.label, sc, res.produce)
     if sc.consume and rc == 0:
-        rc, out, secs = run_tool(java_tool(
-            "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", b.bootstrap,
-            "--topic", topic, "--messages", str(n), "--timeout", "30000",
-            "--group", f"bench-{time.time_ns()}"), timeout=limit * 3 + 60, log=tlog)
+        c0 = cpu_s(pid)
+        rc, out, secs = run_tool(
+            java_tool(
+                "org.apache.kafka.tools.ConsumerPerformance",
+                "--bootstrap-server",
+                b.bootstrap,
+                "--topic",
+                topic,
+                "--messages",
+                str(n),
+                "--timeout",
+                "30000",
+                "--group",
+                f"bench-{time.time_ns()}",
+            ),
+            timeout=limit * 3 + 60,
+            log=tlog,
+        )
         res.consume = parse_consumer(out)
         if rc != 0 or not res.consume:
             raise RuntimeError(f"ConsumerPerformance failed rc={rc}: {out[-1500:]}")
         res.consume["wall_s"] = secs
+        res.consume.update(_cpu_figures(cpu_s(pid) - c0, secs, res.consume["mb"]))
         if res.consume["records"] < n:
             raise RuntimeError(f"ConsumerPerformance read {res.consume['records']} of {n}")
 
@@ -628,15 +846,23 @@ def hardware() -> dict[str, str]:
     jv = subprocess.run([JAVA, "-version"], capture_output=True, text=True, timeout=30)
     java = (jv.stderr.splitlines() or ["?"])[0]
     kafka = next((p.name for p in LIBS.glob("kafka_2.13-*.jar")), "?")
-    return {"cpu": cpu, "cores": str(os.cpu_count()), "ram": mem,
-            "kernel": platform.release(), "java": java, "python": platform.python_version(),
-            "kafka": kafka.removesuffix(".jar"),
-            "kafka_jvm": " ".join(KAFKA_HEAP + KAFKA_JVM[1:3])}
+    return {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "ram": mem,
+        "kernel": platform.release(),
+        "java": java,
+        "python": platform.python_version(),
+        "kafka": kafka.removesuffix(".jar"),
+        "kafka_jvm": " ".join(KAFKA_HEAP + KAFKA_JVM[1:3]),
+    }
 
 
 def hw_line(h: dict[str, str]) -> str:
-    return (f"{h['cpu']}, {h['cores']} cores, {h['ram']} RAM, Linux {h['kernel']}, {h['java']}, "
-            f"Python {h['python']}, {h['kafka']} (broker {h['kafka_jvm']})")
+    return (
+        f"{h['cpu']}, {h['cores']} cores, {h['ram']} RAM, Linux {h['kernel']}, {h['java']}, "
+        f"Python {h['python']}, {h['kafka']} (broker {h['kafka_jvm']})"
+    )
 
 
 @dataclass
@@ -654,6 +880,7 @@ def _g(part: str, key: str) -> Callable[[CaseResult], float | None]:
     def get(r: CaseResult) -> float | None:
         v = getattr(r, part).get(key)
         return float(v) if v is not None else None
+
     return get
 
 
@@ -661,36 +888,136 @@ def figures(scs: list[Scenario]) -> list[Figure]:
     figs: list[Figure] = []
     for sc in scs:
         if sc.group == "main":
-            tgt = ">= 0.5" if sc.partitions == 1 or True else ""
-            figs.append(Figure(f"{sc.key}.produce_mb_s", f"produce {sc.key[8:]}", "MB/s", True,
-                               _g("produce", "mb_per_s"), (sc.key,), tgt))
+            figs.append(
+                Figure(
+                    f"{sc.key}.produce_mb_s",
+                    f"produce {sc.key[8:]}",
+                    "MB/s",
+                    True,
+                    _g("produce", "mb_per_s"),
+                    (sc.key,),
+                    ">= 0.5",
+                )
+            )
     for sc in scs:
         if sc.group == "main" and sc.consume:
-            figs.append(Figure(f"{sc.key}.consume_mb_s", f"consume {sc.key[8:]} (fetch)", "MB/s",
-                               True, _g("consume", "fetch_mb_per_s"), (sc.key,), ">= 0.5"))
+            figs.append(
+                Figure(
+                    f"{sc.key}.consume_mb_s",
+                    f"consume {sc.key[8:]} (fetch)",
+                    "MB/s",
+                    True,
+                    _g("consume", "fetch_mb_per_s"),
+                    (sc.key,),
+                    ">= 0.5",
+                )
+            )
+    for sc in scs:
+        if sc.group == "main":
+            figs.append(
+                Figure(
+                    f"{sc.key}.produce_cpu",
+                    f"broker CPU per MB produced {sc.key[8:]}",
+                    "ms/MB",
+                    False,
+                    _g("produce", "broker_cpu_ms_per_mb"),
+                    (sc.key,),
+                )
+            )
+    for sc in scs:
+        if sc.group == "main" and sc.consume:
+            figs.append(
+                Figure(
+                    f"{sc.key}.consume_cpu",
+                    f"broker CPU per MB consumed {sc.key[8:]}",
+                    "ms/MB",
+                    False,
+                    _g("consume", "broker_cpu_ms_per_mb"),
+                    (sc.key,),
+                )
+            )
     for sc in scs:
         if sc.group == "latency":
             for k, t in (("p50_ms", ""), ("p99_ms", "<= 2"), ("p999_ms", "")):
-                figs.append(Figure(f"{sc.key}.{k}", f"e2e latency {k[:-3]} ({sc.rate}/s, 1 KiB)",
-                                   "ms", False, _g("e2e", k), (sc.key,), t))
+                figs.append(
+                    Figure(
+                        f"{sc.key}.{k}",
+                        f"e2e latency {k[:-3]} ({sc.rate}/s, 1 KiB)",
+                        "ms",
+                        False,
+                        _g("e2e", k),
+                        (sc.key,),
+                        t,
+                    )
+                )
     for sc in scs:
         if sc.group in ("size", "partitions"):
-            figs.append(Figure(f"{sc.key}.produce_mb_s", f"produce {sc.key[6:]}", "MB/s", True,
-                               _g("produce", "mb_per_s"), (sc.key,)))
+            figs.append(
+                Figure(
+                    f"{sc.key}.produce_mb_s",
+                    f"produce {sc.key[6:]}",
+                    "MB/s",
+                    True,
+                    _g("produce", "mb_per_s"),
+                    (sc.key,),
+                )
+            )
+    for sc in scs:
+        if sc.group == "partitions" and sc.partitions >= 100:
+            figs.append(
+                Figure(
+                    f"{sc.key}.topic_create_s",
+                    f"create a {sc.partitions}-partition topic (TopicCommand)",
+                    "s",
+                    False,
+                    lambda r: r.topic_create_s,
+                    (sc.key,),
+                )
+            )
     main_keys = tuple(sc.key for sc in scs if sc.group == "main")
-    figs.append(Figure("rss_load_peak_mb", "broker RSS peak under produce+consume load", "MB",
-                       False, _g("rss_load", "peak_mb"), main_keys, "<= 0.3"))
-    figs.append(Figure("rss_load_median_mb", "broker RSS median under load", "MB",
-                       False, _g("rss_load", "median_mb"), main_keys))
-    figs.append(Figure("rss_idle_mb", "broker RSS idle after start", "MB", False,
-                       _g("rss_idle", "median_mb")))
-    figs.append(Figure("startup_ms", "process start -> first acked produce", "ms", False,
-                       lambda r: r.startup_ms, (), "< 1"))
+    figs.append(
+        Figure(
+            "rss_load_peak_mb",
+            "broker RSS peak under produce+consume load",
+            "MB",
+            False,
+            _g("rss_load", "peak_mb"),
+            main_keys,
+            "<= 0.3",
+        )
+    )
+    figs.append(
+        Figure(
+            "rss_load_median_mb",
+            "broker RSS median under load",
+            "MB",
+            False,
+            _g("rss_load", "median_mb"),
+            main_keys,
+        )
+    )
+    figs.append(
+        Figure(
+            "rss_idle_mb", "broker RSS idle after start", "MB", False, _g("rss_idle", "median_mb")
+        )
+    )
+    figs.append(
+        Figure(
+            "startup_ms",
+            "process start -> first acked produce",
+            "ms",
+            False,
+            lambda r: r.startup_ms,
+            (),
+            "< 1",
+        )
+    )
     return figs
 
 
-def summarize(results: list[CaseResult], scs: list[Scenario], base: str, cont: str
-              ) -> list[dict[str, Any]]:
+def summarize(
+    results: list[CaseResult], scs: list[Scenario], base: str, cont: str
+) -> list[dict[str, Any]]:
     rows = []
     for f in figures(scs):
         vals: dict[str, list[float]] = {base: [], cont: []}
@@ -705,11 +1032,24 @@ def summarize(results: list[CaseResult], scs: list[Scenario], base: str, cont: s
         met = None
         if ratio is not None and f.target:
             op, num = f.target.split()
-            met = {">=": ratio >= float(num), "<=": ratio <= float(num),
-                   "<": ratio < float(num)}[op]
-        rows.append({"key": f.key, "title": f.title, "unit": f.unit, "base": b, "contender": c,
-                     "ratio": ratio, "n_base": len(vals[base]), "n_contender": len(vals[cont]),
-                     "target": f.target, "met": met, "higher_better": f.higher_better})
+            met = {">=": ratio >= float(num), "<=": ratio <= float(num), "<": ratio < float(num)}[
+                op
+            ]
+        rows.append(
+            {
+                "key": f.key,
+                "title": f.title,
+                "unit": f.unit,
+                "base": b,
+                "contender": c,
+                "ratio": ratio,
+                "n_base": len(vals[base]),
+                "n_contender": len(vals[cont]),
+                "target": f.target,
+                "met": met,
+                "higher_better": f.higher_better,
+            }
+        )
     return rows
 
 
@@ -721,23 +1061,42 @@ def _fmt(v: float | None, unit: str = "") -> str:
     return f"{v:,.1f}" if v < 1000 else f"{v:,.0f}"
 
 
-def write_results(results: list[CaseResult], scs: list[Scenario], scale: Scale, base: str,
-                  cont: str, hw: dict[str, str], started: dt.datetime, mode: str,
-                  out_stem: Path) -> list[dict[str, Any]]:
+def write_results(
+    results: list[CaseResult],
+    scs: list[Scenario],
+    scale: Scale,
+    base: str,
+    cont: str,
+    hw: dict[str, str],
+    started: dt.datetime,
+    mode: str,
+    out_stem: Path,
+) -> list[dict[str, Any]]:
     rows = summarize(results, scs, base, cont)
     loads = [r.loadavg_1m for r in results]
     doc = {
         "started_utc": started.isoformat(timespec="seconds"),
         "finished_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "mode": mode, "base": base, "contender": cont, "hardware": hw,
-        "hardware_line": hw_line(hw), "scale": asdict(scale),
-        "loadavg_1m_before_runs": {"min": min(loads, default=0), "median":
-                                   statistics.median(loads) if loads else 0,
-                                   "max": max(loads, default=0)},
-        "settings": {"log.segment.bytes": SEGMENT_BYTES, "kafka_heap": KAFKA_HEAP,
-                     "kafka_jvm": KAFKA_JVM, "tool_heap": TOOL_HEAP,
-                     "flush": "defaults on both (no fsync per message)"},
-        "figures": rows, "scenarios": [asdict(s) for s in scs],
+        "mode": mode,
+        "base": base,
+        "contender": cont,
+        "hardware": hw,
+        "hardware_line": hw_line(hw),
+        "scale": asdict(scale),
+        "loadavg_1m_before_runs": {
+            "min": min(loads, default=0),
+            "median": statistics.median(loads) if loads else 0,
+            "max": max(loads, default=0),
+        },
+        "settings": {
+            "log.segment.bytes": SEGMENT_BYTES,
+            "kafka_heap": KAFKA_HEAP,
+            "kafka_jvm": KAFKA_JVM,
+            "tool_heap": TOOL_HEAP,
+            "flush": "defaults on both (no fsync per message)",
+        },
+        "figures": rows,
+        "scenarios": [asdict(s) for s in scs],
         "runs": [asdict(r) for r in results],
     }
     out_stem.parent.mkdir(parents=True, exist_ok=True)
@@ -749,14 +1108,18 @@ def write_results(results: list[CaseResult], scs: list[Scenario], scale: Scale, 
 
 
 def table_md(rows: list[dict[str, Any]], base: str, cont: str) -> str:
-    lines = [f"| figure | unit | {base} | {cont} | {cont} / {base} | target | met |",
-             "|---|---|---:|---:|---:|---|---|"]
+    lines = [
+        f"| figure | unit | {base} | {cont} | {cont} / {base} | target | met |",
+        "|---|---|---:|---:|---:|---|---|",
+    ]
     for r in rows:
         ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}"
         met = {True: "yes", False: "**no**", None: ""}[r["met"]]
         n = f" (n={r['n_base']}/{r['n_contender']})"
-        lines.append(f"| {r['title']}{n} | {r['unit']} | {_fmt(r['base'], r['unit'])} | "
-                     f"{_fmt(r['contender'], r['unit'])} | {ratio} | {r['target']} | {met} |")
+        lines.append(
+            f"| {r['title']}{n} | {r['unit']} | {_fmt(r['base'], r['unit'])} | "
+            f"{_fmt(r['contender'], r['unit'])} | {ratio} | {r['target']} | {met} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -770,13 +1133,17 @@ def render_md(doc: dict[str, Any], rows: list[dict[str, Any]], stem: Path) -> st
         f"Hardware: {doc['hardware_line']}\n",
         f"1-min loadavg before each run: min {la['min']:.2f}, median {la['median']:.2f}, "
         f"max {la['max']:.2f} (the machine is shared; high values mean noisy numbers).\n",
-        f"Medians of {sc['reps']} alternating run(s) per broker; every run is a fresh broker "
+        f"Medians of {sc['reps']} alternating run(s) per broker "
+        f"({sc['sweep_reps'] or sc['reps']} for the sweeps); every run is a fresh broker "
         f"process and data dir. Produce runs target {sc['produce_s']} s (main) / "
         f"{sc['sweep_s']} s (sweeps); e2e latency is open-loop at a fixed rate for "
         f"{sc['e2e_s']} s (first 2 s discarded).\n",
         table_md(rows, base, cont),
-        "Ratios are contender / base: for throughput higher is better, for latency, memory and "
-        "start-up time lower is better.\n",
+        "Ratios are contender / base: for throughput higher is better, for latency, memory, "
+        "CPU and start-up time lower is better. *Broker CPU per MB* is the broker process "
+        "tree's user+system CPU time (from /proc) during the tool run divided by the MB moved: "
+        "it measures the broker's own cost even when the shared machine, not the broker, limits "
+        "throughput (the JSON has `broker_cpu_util`, CPU seconds per wall second, per run).\n",
         f"Chart of the sweeps: `{stem.with_suffix('.png').name}`. Raw runs: "
         f"`{stem.with_suffix('.json').name}`.\n",
         "## Settings\n",
@@ -794,33 +1161,44 @@ def render_md(doc: dict[str, Any], rows: list[dict[str, Any]], stem: Path) -> st
     if failed:
         out.append("## Failed runs\n")
         for r in failed:
-            out.append(f"- {r['scenario']} / {r['label']} run {r['rep']}: "
-                       f"{r['error'].splitlines()[0][:300]}")
+            out.append(
+                f"- {r['scenario']} / {r['label']} run {r['rep']}: "
+                f"{r['error'].splitlines()[0][:300]}"
+            )
         out.append("")
     return "\n".join(out)
 
 
-def chart(results: list[CaseResult], scs: list[Scenario], base: str, cont: str,
-          path: Path) -> None:
+def chart(results: list[CaseResult], scs: list[Scenario], base: str, cont: str, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     def med(label: str, key: str) -> float | None:
-        xs = [r.produce.get("mb_per_s", 0.0) for r in results
-              if r.ok and r.label == label and r.scenario == key]
+        xs = [
+            r.produce.get("mb_per_s", 0.0)
+            for r in results
+            if r.ok and r.label == label and r.scenario == key
+        ]
         return statistics.median(xs) if xs else None
 
-    main_p1 = next((s for s in scs if s.group == "main" and s.acks == "1"
-                    and s.partitions == 1), None)
-    size_pts = sorted([(s.size, s.key) for s in scs if s.group == "size"]
-                      + ([(1024, main_p1.key)] if main_p1 else []))
-    part_pts = sorted([(s.partitions, s.key) for s in scs if s.group == "partitions"]
-                      + ([(1, main_p1.key)] if main_p1 else []))
+    main_p1 = next(
+        (s for s in scs if s.group == "main" and s.acks == "1" and s.partitions == 1), None
+    )
+    size_pts = sorted(
+        [(s.size, s.key) for s in scs if s.group == "size"]
+        + ([(1024, main_p1.key)] if main_p1 else [])
+    )
+    part_pts = sorted(
+        [(s.partitions, s.key) for s in scs if s.group == "partitions"]
+        + ([(1, main_p1.key)] if main_p1 else [])
+    )
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, pts, xlabel in ((axes[0], size_pts, "record size (bytes), 1 partition"),
-                            (axes[1], part_pts, "partitions, 1 KiB records")):
+    for ax, pts, xlabel in (
+        (axes[0], size_pts, "record size (bytes), 1 partition"),
+        (axes[1], part_pts, "partitions, 1 KiB records"),
+    ):
         for label, style in ((base, "o-"), (cont, "s-")):
             xs = [x for x, k in pts if med(label, k) is not None]
             ys = [med(label, k) for x, k in pts if med(label, k) is not None]
@@ -845,14 +1223,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--smoke", action="store_true", help="tiny run that checks the harness")
     p.add_argument("--quick", action="store_true", help="same as BENCH_QUICK=1")
-    p.add_argument("--contender", choices=["jocko", "kafka"], default="jocko",
-                   help="what runs against Kafka (kafka: a second Kafka, proves the harness)")
+    p.add_argument(
+        "--contender",
+        choices=["jocko", "kafka"],
+        default="jocko",
+        help="what runs against Kafka (kafka: a second Kafka, proves the harness)",
+    )
     p.add_argument("--reps", type=int, help="repetitions per scenario and broker")
     p.add_argument("--only", default="", help="comma-separated substrings of scenario keys")
     p.add_argument("--out", default="", help="result file stem (default bench/results/<date>)")
     p.add_argument("--keep", action="store_true", help="keep broker data dirs of good runs")
-    p.add_argument("--jocko-override", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra --override for the jocko-py broker")
+    p.add_argument(
+        "--jocko-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra --override for the jocko-py broker",
+    )
     return p.parse_args(argv)
 
 
@@ -873,7 +1260,7 @@ def main(argv: list[str] | None = None) -> int:
     quick = args.quick or os.environ.get("BENCH_QUICK", "") not in ("", "0")
     scale, mode = (SMOKE, "smoke") if args.smoke else (QUICK, "quick") if quick else (FULL, "full")
     if args.reps:
-        scale.reps = args.reps
+        scale.reps = scale.sweep_reps = args.reps
     if not (LIBS / ".fetched").exists() or not (CLASSES / "BenchTool.class").exists():
         print("run `make -C bench fetch` first", file=sys.stderr)
         return 2
@@ -882,7 +1269,8 @@ def main(argv: list[str] | None = None) -> int:
         "log4j.rootLogger=WARN, e\nlog4j.appender.e=org.apache.log4j.ConsoleAppender\n"
         "log4j.appender.e.Target=System.err\n"
         "log4j.appender.e.layout=org.apache.log4j.PatternLayout\n"
-        "log4j.appender.e.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
+        "log4j.appender.e.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+    )
     scs = scenarios(scale)
     if args.only:
         subs = args.only.split(",")
@@ -891,7 +1279,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.contender == "kafka":
         cont_b: Broker = KafkaBroker("kafka-b")
     else:
-        ov = {"log.segment.bytes": str(SEGMENT_BYTES)}
+        ov = {"log.segment.bytes": str(SEGMENT_BYTES), "group.initial.rebalance.delay.ms": "0"}
         for kv in args.jocko_override:
             k, _, v = kv.partition("=")
             ov[k] = v
@@ -902,25 +1290,31 @@ def main(argv: list[str] | None = None) -> int:
         stem = REPO / stem
     hw = hardware()
     progress(f"hardware: {hw_line(hw)}")
-    progress(f"mode={mode} reps={scale.reps} scenarios={len(scs)} "
-             f"({', '.join(s.key for s in scs)})")
+    progress(
+        f"mode={mode} reps={scale.reps} scenarios={len(scs)} ({', '.join(s.key for s in scs)})"
+    )
     book = RateBook()
     results: list[CaseResult] = []
-    total = len(scs) * scale.reps * 2
+
+    def reps_of(sc: Scenario) -> int:
+        sweep = sc.group in ("size", "partitions") and scale.sweep_reps
+        return scale.sweep_reps if sweep else scale.reps
+
+    total = sum(reps_of(sc) for sc in scs) * 2
     with cleanup_guard():
         for i, sc in enumerate(scs):
-            for rep in range(scale.reps):
+            for rep in range(reps_of(sc)):
                 order = [base_b, cont_b] if (i + rep) % 2 == 0 else [cont_b, base_b]
                 for b in order:
-                    progress(f"[{len(results) + 1}/{total}] {sc.key} | {b.label} | "
-                             f"run {rep + 1}/{scale.reps} | loadavg {loadavg():.2f}")
+                    progress(
+                        f"[{len(results) + 1}/{total}] {sc.key} | {b.label} | "
+                        f"run {rep + 1}/{reps_of(sc)} | loadavg {loadavg():.2f}"
+                    )
                     r = run_case(b, sc, rep, book, args.keep)
                     results.append(r)
                     progress("  " + _brief(r))
-            write_results(results, scs, scale, base_b.label, cont_b.label, hw, started, mode,
-                          stem)
-    rows = write_results(results, scs, scale, base_b.label, cont_b.label, hw, started, mode,
-                         stem)
+            write_results(results, scs, scale, base_b.label, cont_b.label, hw, started, mode, stem)
+    rows = write_results(results, scs, scale, base_b.label, cont_b.label, hw, started, mode, stem)
     print(table_md(rows, base_b.label, cont_b.label))
     progress(f"wrote {stem.with_suffix('.md')} (.json, .png)")
     return 0 if all(r.ok for r in results) else 1
@@ -929,14 +1323,23 @@ def main(argv: list[str] | None = None) -> int:
 def _brief(r: CaseResult) -> str:
     parts = [f"start {r.startup_ms:.0f} ms" if r.startup_ms else "start —"]
     if r.produce:
-        parts.append(f"produce {r.produce.get('mb_per_s', 0):.1f} MB/s "
-                     f"({r.produce.get('records_per_s', 0):,.0f} rec/s, "
-                     f"{r.produce.get('wall_s', 0):.0f} s)")
+        parts.append(
+            f"produce {r.produce.get('mb_per_s', 0):.1f} MB/s "
+            f"({r.produce.get('records_per_s', 0):,.0f} rec/s, "
+            f"{r.produce.get('wall_s', 0):.0f} s)"
+        )
+    if r.produce.get("broker_cpu_s") is not None:
+        parts.append(
+            f"broker CPU {100 * r.produce['broker_cpu_util']:.0f}% "
+            f"({r.produce['broker_cpu_ms_per_mb']:.1f} ms/MB)"
+        )
     if r.consume:
         parts.append(f"consume {r.consume.get('fetch_mb_per_s', 0):.1f} MB/s")
     if r.e2e:
-        parts.append(f"e2e p50 {r.e2e['p50_ms']:.2f} p99 {r.e2e['p99_ms']:.2f} "
-                     f"p99.9 {r.e2e['p999_ms']:.2f} ms")
+        parts.append(
+            f"e2e p50 {r.e2e['p50_ms']:.2f} p99 {r.e2e['p99_ms']:.2f} "
+            f"p99.9 {r.e2e['p999_ms']:.2f} ms"
+        )
     if r.rss_load:
         parts.append(f"RSS peak {r.rss_load['peak_mb']:.0f} MB")
     if not r.ok:
