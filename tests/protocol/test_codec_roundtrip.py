@@ -243,3 +243,20 @@ def test_data_schema_round_trip(name: str, version: int, data: Any) -> None:
     assert s.parse_bytes(encoded) == value
     assert uncompiled_build(s, value) == encoded
     assert bytes(s.build(uncompiled_parse(s, encoded))) == encoded
+
+
+def test_unknown_tags_in_request_header_v2_and_response_header_v1_are_skipped() -> None:
+    body = {"topics": [{"topic_id": None, "name": "t"}]}
+    plain = bytes(codec.encode_request(3, 12, 5, "cid", body))[4:]
+    # request header v2 = key, version, correlation id, int16 client id, then tags
+    head_end = 8 + 2 + len("cid")
+    assert plain[head_end] == 0
+    tagged = plain[:head_end] + b"\x02" + b"\x00\x01z" + b"\x09\x02zz" + plain[head_end + 1 :]
+    a = codec.decode_request(plain, {3: (12, 12)})
+    b = codec.decode_request(tagged, {3: (12, 12)})
+    assert (a.header, a.body) == (b.header, b.body)
+
+    resp = bytes(codec.encode_response(3, 12, 6, {"brokers": [], "topics": []}))[4:]
+    assert resp[4] == 0  # response header v1: correlation id, then tags
+    tagged_resp = resp[:4] + b"\x01" + b"\x03\x01q" + resp[5:]
+    assert codec.decode_response(3, 12, tagged_resp) == codec.decode_response(3, 12, resp)
