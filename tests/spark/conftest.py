@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.broker import BrokerProcess
 from tests.support.e2e import TargetBroker, create_topics, unique_suffix
 
 _SKIP_REASON: str | None = None
@@ -47,6 +48,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TargetBroker]:
     """The broker under test, shared by every Spark test."""
     t = TargetBroker(tmp_path_factory.mktemp("spark-broker"))
+    if type(t.proc) is BrokerProcess:
+        # Time retention is checked every second (the failOnDataLoss test relies on it).
+        t.proc.overrides["log.retention.check.interval.ms"] = "1000"
     t.start()
     try:
         yield t
@@ -67,11 +71,12 @@ def _broker_still_running(target: TargetBroker) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory, target: TargetBroker) -> Iterator[Any]:
     """One local SparkSession for the whole run, with the connector jars.
 
     `JOCKO_SPARK_KAFKA_DEBUG=1` logs the Kafka clients at DEBUG (to stderr) to see
-    every request the connector sends."""
+    every request the connector sends. Depends on `target` so that the session stops
+    (and its cached Kafka producers close) before the broker does."""
     from jocko_py.spark_session import builder, kafka_debug_log4j2
 
     work = tmp_path_factory.mktemp("spark")

@@ -30,11 +30,16 @@ class Record:
 
 
 def produce(
-    bootstrap: str, topic: str, records: Sequence[Record], timeout: float = 30.0
+    bootstrap: str,
+    topic: str,
+    records: Sequence[Record],
+    timeout: float = 30.0,
+    batch_per_record: bool = False,
 ) -> list[Record]:
     """Produce `records` in order (acks=all, idempotent, one in flight per partition
     so that the per-partition order is the given order) and return them with the
-    offsets the broker assigned."""
+    offsets the broker assigned. `batch_per_record` waits for each record's
+    acknowledgement before sending the next, so each is a batch of its own."""
     from confluent_kafka import KafkaException, Producer
 
     producer = Producer(
@@ -67,6 +72,8 @@ def produce(
             on_delivery=lambda err, msg, i=i: on_delivery(err, msg, i),
         )
         producer.poll(0)
+        if batch_per_record:
+            producer.flush(timeout)
     remaining = producer.flush(timeout)
     if remaining or errors or len(acked) != len(records):
         raise KafkaException(

@@ -10,6 +10,7 @@ or are polled with a deadline and then stopped.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import pytest
 
 from tests.spark.kafka_io import Record, consume_all, delete_records, now_ms, produce
 from tests.spark.records import diff, rows_to_records, sample_records
+from tests.support.e2e import unique_suffix
 
 QUERY_TIMEOUT = 120.0
 
@@ -160,22 +162,101 @@ def test_batch_fail_on_data_loss_after_delete_records(
     assert "data" in str(err.value).lower() or "offset" in str(err.value).lower(), str(err.value)
 
 
-def test_streaming_fail_on_data_loss_after_delete_records(
-    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+def _create_topic_with_configs(bootstrap: str, name: str, configs: dict[str, str]) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+    try:
+        admin.create_topics(
+            [NewTopic(name, num_partitions=1, replication_factor=1, topic_configs=configs)],
+            timeout_ms=30_000,
+        )
+    finally:
+        admin.close()
+
+
+def _alter_topic_configs(bootstrap: str, name: str, configs: dict[str, str]) -> None:
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs=configs)])
+    finally:
+        admin.close()
+
+
+def _wait_log_start(bootstrap: str, topic: str, at_least: int, timeout: float = 30.0) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    tp = TopicPartition(topic, 0)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            start = consumer.beginning_offsets([tp])[tp]
+            if start >= at_least:
+                return int(start)
+            assert time.monotonic() < deadline, f"log start offset still {start} after {timeout}s"
+            time.sleep(0.5)
+    finally:
+        consumer.close()
+
+
+DAY_MS = 86_400_000
+
+
+@pytest.mark.parametrize("removed_by", ["delete_records", "retention"])
+def test_streaming_fail_on_data_loss(
+    spark: Any,
+    bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+    target: Any,
+    removed_by: str,
 ) -> None:
-    """A query has read offsets 0-9; 10-19 are produced, then DeleteRecords moves the
-    log start to 15 before the query runs again. failOnDataLoss=false: it goes on
-    from 15. failOnDataLoss=true (the default): the query fails, saying data was lost."""
-    topic = new_topic(partitions=1)
-    base = now_ms() - 60_000
-    first = produce(bootstrap, topic, sample_records(base, partitions=1, count=10))
+    """A query has read offsets 0-9; 10-24 are produced, then records the query has
+    not read are removed before it runs again: DeleteRecords up to 20, or time
+    retention, which removes the segments holding only records two days old (10-19
+    are, 20-24 are new; segments are small, so the new log start offset L is in
+    (10, 20]). failOnDataLoss=false: the query goes on from the new log start
+    offset. failOnDataLoss=true (the default): it fails, saying data was lost."""
+    old = now_ms() - 2 * DAY_MS
+    if removed_by == "delete_records":
+        topic = new_topic(partitions=1)
+    else:
+        if target.kind == "external" and not os.environ.get("JOCKO_TEST_FAST_RETENTION"):
+            pytest.skip("set JOCKO_TEST_FAST_RETENTION=1 if the broker checks retention often")
+        topic = f"spark-retention-{unique_suffix()}"
+        # Segments of a few records each, and nothing old enough to go yet.
+        segment = {"segment.bytes": "1024", "retention.ms": str(7 * DAY_MS)}
+        _create_topic_with_configs(bootstrap, topic, segment)
+    first = produce(bootstrap, topic, sample_records(old, partitions=1, count=10))
     out, ckpt = tmp_path / "out", tmp_path / "checkpoint"
     source = dict(subscribe=topic, startingOffsets="earliest", includeHeaders="true")
     run_available_now(to_file_sink(kafka_stream(spark, bootstrap, **source), out, ckpt))
     assert [r.offset for r in file_sink_records(spark, out)] == list(range(10))
 
-    second = produce(bootstrap, topic, sample_records(base, partitions=1, count=10, start=10))
-    delete_records(bootstrap, topic, {0: 15})
+    one_each = removed_by == "retention"
+    second = produce(
+        bootstrap,
+        topic,
+        sample_records(old, partitions=1, count=10, start=10),
+        batch_per_record=one_each,
+    )
+    third = produce(
+        bootstrap,
+        topic,
+        sample_records(now_ms(), partitions=1, count=5, start=20),
+        batch_per_record=one_each,
+    )
+    if removed_by == "delete_records":
+        delete_records(bootstrap, topic, {0: 20})
+        log_start = _wait_log_start(bootstrap, topic, 20)
+        assert log_start == 20
+    else:
+        _alter_topic_configs(bootstrap, topic, dict(segment, **{"retention.ms": str(DAY_MS)}))
+        log_start = _wait_log_start(bootstrap, topic, 11)
+        assert log_start <= 20, f"retention removed a segment with new records ({log_start})"
 
     strict_out, strict_ckpt = tmp_path / "strict-out", tmp_path / "strict-checkpoint"
     shutil.copytree(out, strict_out)
@@ -184,7 +265,7 @@ def test_streaming_fail_on_data_loss_after_delete_records(
     lenient = dict(source, failOnDataLoss="false")
     run_available_now(to_file_sink(kafka_stream(spark, bootstrap, **lenient), out, ckpt))
     actual = file_sink_records(spark, out)
-    expected = first + [r for r in second if r.offset >= 15]
+    expected = first + [r for r in second + third if r.offset >= log_start]
     assert actual == expected, diff(expected, actual)
 
     strict = dict(source, failOnDataLoss="true")
