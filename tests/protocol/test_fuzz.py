@@ -112,6 +112,25 @@ def test_decode_request_raises_only_protocol_error(payload: bytes) -> None:
     decode_or_protocol_error(payload)
 
 
+@st.composite
+def mutated_response(draw: st.DrawFn) -> tuple[int, int, bytes]:
+    key, version = draw(st.sampled_from(SERVED_VERSIONS))
+    body = draw(values(messages.response_schema(key, version).struct))
+    frame = bytes(codec.encode_response(key, version, 1, body))[4:]
+    return key, version, _mutations(draw, frame)
+
+
+@FUZZ
+@given(case=mutated_response())
+def test_decode_response_raises_only_protocol_error(case: tuple[int, int, bytes]) -> None:
+    """The project's own client (and broker-to-broker calls) read peers' responses too."""
+    key, version, frame = case
+    try:
+        codec.decode_response(key, version, frame)
+    except ProtocolError:
+        pass
+
+
 def feed_all(chunks: list[bytes], max_frame: int = MAX_FRAME) -> list[bytes] | ProtocolError:
     d = FrameDecoder(max_frame)
     out: list[bytes] = []
