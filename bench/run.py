@@ -603,7 +603,7 @@ class CaseResult:
 class RateBook:
     """Remembers each broker's produce rate so the next run's record count fills `seconds`."""
 
-    GUESS_MB_S = {"kafka": 60.0, "jocko-py": 8.0}
+    GUESS_MB_S = {"kafka": 15.0, "jocko-py": 15.0}
 
     def __init__(self) -> None:
         self.rates: dict[tuple[str, int, str, int], float] = {}

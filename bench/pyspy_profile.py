@@ -8,7 +8,7 @@ ConsumerPerformance reads the data back (fetch path). Writes, per phase, into be
   <phase>.txt        top functions by self time and by inclusive time
 and prints the text summaries. Run from the repo root after `make -C bench fetch`:
 
-  .venv/bin/python bench/profile.py [--records 300000] [--size 1024] [--acks 1] [--partitions 1]
+  .venv/bin/python bench/pyspy_profile.py [--records 300000] [--size 1024] [--acks 1] [--partitions 1]
 """
 
 from __future__ import annotations
