@@ -386,7 +386,9 @@ def test_metadata_invalid_names(target: TargetBroker, auto_create: bool) -> None
         c.close()
 
 
-@pytest.mark.parametrize("name", ["bad/name", "..", "x" * 250])
+@pytest.mark.parametrize(
+    "name", ["bad/name", "..", "x" * 250], ids=["slash", "dotdot", "250-chars"]
+)
 def test_produce_invalid_topic_name(target: TargetBroker, name: str) -> None:
     if target.kind != "jocko-py":
         pytest.xfail(
@@ -464,3 +466,27 @@ def test_acks0_produce_with_bad_crc_closes_connection(
         assert c.closed_by_peer(10), "acks=0 produce failed silently, connection kept open"
     finally:
         c.close()
+
+
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+@pytest.mark.parametrize("codec", list(CODEC_IDS))
+def test_produce_garbage_records_with_a_valid_crc_is_rejected(
+    target: TargetBroker, produce_topic: str, codec: str
+) -> None:
+    """The CRC is right but the records (or the compressed stream) are garbage. Kafka
+    decodes the records of every produced batch (LogValidator) and refuses it; storing it
+    would hand every consumer of the partition a batch it cannot read. Kafka 3.9 answers
+    CORRUPT_MESSAGE/INVALID_RECORD for plain records and UNKNOWN_SERVER_ERROR (-1) for a
+    compressed stream its decompressor fails on; any of the three is accepted, what
+    matters is that nothing is appended."""
+    garbage = bytes((i * 73 + 41) % 256 for i in range(200))
+    bad = w.record_batch_v2(
+        [(b"k", b"v"), (b"k2", b"v2")],
+        int(time.time() * 1000),
+        codec=CODEC_IDS[codec],
+        records_blob=garbage,
+    )
+    allowed = {w.CORRUPT_MESSAGE, w.INVALID_RECORD, w.UNKNOWN_SERVER_ERROR}
+    check_rejected_batch(target, produce_topic, bad, allowed)

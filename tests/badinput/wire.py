@@ -22,6 +22,7 @@ API_METADATA = 3
 API_API_VERSIONS = 18
 API_CREATE_TOPICS = 19
 
+UNKNOWN_SERVER_ERROR = -1
 NONE = 0
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -166,13 +167,23 @@ def record_v2(offset_delta: int, ts_delta: int, key: bytes, value: bytes) -> byt
 
 
 def record_batch_v2(
-    records: list[tuple[bytes, bytes]], base_ts: int, *, magic: int = 2, bad_crc: bool = False
+    records: list[tuple[bytes, bytes]],
+    base_ts: int,
+    *,
+    magic: int = 2,
+    bad_crc: bool = False,
+    codec: int = 0,
+    records_blob: bytes | None = None,
 ) -> bytes:
-    """An uncompressed record batch (magic 2 layout) with a correct CRC-32C unless
-    `bad_crc`. `magic` only changes the magic byte (the CRC still covers the rest)."""
+    """A record batch (magic 2 layout) with a correct CRC-32C unless `bad_crc`. `magic`
+    only changes the magic byte (the CRC still covers the rest). `codec` sets the
+    compression bits of the attributes; `records_blob` replaces the encoded records
+    (e.g. with garbage, which the CRC then covers)."""
     recs = b"".join(record_v2(i, i, k, v) for i, (k, v) in enumerate(records))
+    if records_blob is not None:
+        recs = records_blob
     after_crc = (
-        i16(0)  # attributes: no compression, CreateTime, not transactional
+        i16(codec)  # attributes: compression codec, CreateTime, not transactional
         + i32(len(records) - 1)  # lastOffsetDelta
         + i64(base_ts)
         + i64(base_ts + len(records) - 1)
