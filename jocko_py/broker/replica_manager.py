@@ -141,6 +141,8 @@ class Partition:
         except KafkaStorageError as e:
             log.error("[partition=%s] append failed: %s", self.name, e)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(e))
+        except rb.RecordError as e:  # e.g. a batch larger than segment.bytes
+            return AppendResult(ErrorCode(e.error_code), message=str(e))
         self.producers.observe(h, info.first_offset)
         self.maybe_advance_high_watermark()
         return AppendResult(

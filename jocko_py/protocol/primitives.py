@@ -9,7 +9,7 @@ compiled schema and an uncompiled one decode and encode identically.
 fields absent from that version (parsed as their default, ignored when
 building), and for flexible versions the tagged-field section (known tags are
 parsed into named fields, unknown tags skipped). Parsing yields a
-`construct.Container`; building accepts any mapping and takes a field's default
+`wire.Msg` (a dict with attribute access); building accepts any mapping and takes a field's default
 when the key is missing.
 
 Compiled code reads from a `wire.Reader` and writes to a `bytearray`.
@@ -20,11 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from construct import Construct, Container
+from construct import Construct
 
 from jocko_py.protocol import wire
 
-_IMPORT = "from jocko_py.protocol.wire import *\nfrom construct import Container\n"
+_IMPORT = "from jocko_py.protocol.wire import *\n"
 
 
 def _ensure_import(code: Any) -> None:
@@ -153,7 +153,7 @@ def _fresh(default: Any) -> Any:
     if isinstance(default, list):
         return list(default)
     if isinstance(default, dict):
-        return Container({k: _fresh(v) for k, v in default.items()})
+        return wire.Msg({k: _fresh(v) for k, v in default.items()})
     return default
 
 
@@ -162,7 +162,7 @@ def _default_src(default: Any) -> str:
         return "[]"
     if isinstance(default, dict):
         items = ", ".join(f"{k!r}: {_default_src(v)}" for k, v in default.items())
-        return f"Container({{{items}}})"
+        return f"Msg({{{items}}})"
     if default is wire.ZERO_UUID:
         return "ZERO_UUID"
     return repr(default)
@@ -189,7 +189,7 @@ class KStruct(Construct):  # type: ignore[misc]
 
     # uncompiled paths (used by tests to cross-check the compiled code)
     def _parse(self, stream: Any, context: Any, path: Any) -> Any:
-        result = Container()
+        result = wire.Msg()
         for f in self.wired:
             assert f.subcon is not None
             result[f.name] = f.subcon._parse(stream, context, path)
@@ -227,7 +227,7 @@ class KStruct(Construct):  # type: ignore[misc]
     def _emitparse(self, code: Any) -> str:
         _ensure_import(code)
         n = code.allocateId()
-        lines = [f"def parse_ks_{n}(io, this):", "    result = Container()"]
+        lines = [f"def parse_ks_{n}(io, this):", "    result = Msg()"]
         for f in self.wired:
             assert f.subcon is not None
             lines.append(f"    result[{f.name!r}] = {f.subcon._compileparse(code)}")

@@ -32,6 +32,25 @@ _F64 = struct.Struct(">d")
 ZERO_UUID = uuid.UUID(int=0)
 
 
+class Msg(dict):  # type: ignore[type-arg]
+    """A parsed struct: a plain dict with attribute access to its fields.
+
+    Cheaper than `construct.Container` (creation and item assignment stay in C),
+    which matters on the produce and fetch paths.
+    """
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+
 class Reader:
     """A read cursor over a bytes-like buffer, bounded by `end`."""
 

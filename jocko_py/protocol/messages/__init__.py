@@ -3,7 +3,7 @@
 `request_schema(api_key, version)` / `response_schema(...)` return a compiled
 construct for that version; `data_schema(name, version)` covers headers and the
 record layouts of `__consumer_offsets` and the metadata log. Parsed messages are
-`construct.Container`s (attribute and item access, snake_case names); every
+`wire.Msg` dicts (attribute and item access, snake_case names); every
 field of every version is present, absent ones holding their default.
 """
 
