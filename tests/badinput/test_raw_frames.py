@@ -490,3 +490,48 @@ def test_produce_garbage_records_with_a_valid_crc_is_rejected(
     )
     allowed = {w.CORRUPT_MESSAGE, w.INVALID_RECORD, w.UNKNOWN_SERVER_ERROR}
     check_rejected_batch(target, produce_topic, bad, allowed)
+
+
+def test_produce_two_batches_in_one_partition_is_invalid_record(
+    target: TargetBroker, produce_topic: str
+) -> None:
+    """Produce v3+ carries exactly one batch per partition (Kafka: INVALID_RECORD)."""
+    check_rejected_batch(target, produce_topic, good_batch(1) + good_batch(1), {w.INVALID_RECORD})
+
+
+def test_produce_empty_records_is_invalid_record(target: TargetBroker, produce_topic: str) -> None:
+    check_rejected_batch(target, produce_topic, b"", {w.INVALID_RECORD})
+
+
+@pytest.mark.parametrize("count", [1, 3], ids=["fewer", "more"])
+def test_produce_records_count_disagrees_with_the_records(
+    target: TargetBroker, produce_topic: str, count: int
+) -> None:
+    """recordsCount says 1 or 3, the batch holds 2 well-formed records, CRC valid.
+    Kafka 3.9: INVALID_RECORD."""
+    recs = b"".join(w.record_v2(i, i, b"k", b"v") for i in range(2))
+    bad = w.record_batch_v2([(b"k", b"v")] * count, int(time.time() * 1000), records_blob=recs)
+    check_rejected_batch(target, produce_topic, bad, {w.INVALID_RECORD, w.CORRUPT_MESSAGE})
+
+
+def test_produce_unknown_partition(target: TargetBroker, produce_topic: str) -> None:
+    c = connect(target)
+    try:
+        cid = c.cid()
+        resp = w.parse_produce_v7(c.request(w.produce_v7(cid, produce_topic, 7, good_batch()), cid))
+        assert resp[(produce_topic, 7)][0] == w.UNKNOWN_TOPIC_OR_PARTITION
+    finally:
+        c.close()
+
+
+def test_produce_invalid_acks(target: TargetBroker, produce_topic: str) -> None:
+    c = connect(target)
+    try:
+        cid = c.cid()
+        req = w.produce_v7(cid, produce_topic, 0, good_batch(), acks=2)
+        assert (
+            w.parse_produce_v7(c.request(req, cid))[(produce_topic, 0)][0]
+            == w.INVALID_REQUIRED_ACKS
+        )
+    finally:
+        c.close()

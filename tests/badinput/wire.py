@@ -30,6 +30,7 @@ INVALID_TOPIC_EXCEPTION = 17
 UNSUPPORTED_VERSION = 35
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 INVALID_RECORD = 87
+INVALID_REQUIRED_ACKS = 21
 
 
 # --------------------------------------------------------------------------- primitives
