@@ -38,7 +38,7 @@ def _a_lines(w: Worker) -> list[set[int]]:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("kind", ["confluent", "kafka_python", JAVA])
+@pytest.mark.parametrize("kind", ["confluent", "kafka_python", "aiokafka", JAVA])
 def test_static_member_restart_keeps_partitions(kind: str, gbroker: BrokerProcess,
                                                tmp_path: Path) -> None:
     topic, group = f"static-{kind}", f"gs-{kind}"

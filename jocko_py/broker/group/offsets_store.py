@@ -176,6 +176,7 @@ class OffsetsStore:
         self.broker = broker
         self.num_partitions = max(1, broker.config.int("offsets.topic.num.partitions"))
         self.replication_factor = max(1, broker.config.int("offsets.topic.replication.factor"))
+        self.segment_bytes = broker.config.get("offsets.topic.segment.bytes") or "104857600"
 
     def topic_exists(self) -> bool:
         t = self.broker.topics.image.topics.get(OFFSETS_TOPIC)
@@ -191,7 +192,7 @@ class OffsetsStore:
         try:
             self.broker.topics.create_topic(
                 OFFSETS_TOPIC, self.num_partitions, self.replication_factor,
-                {"cleanup.policy": "compact", "segment.bytes": "104857600",
+                {"cleanup.policy": "compact", "segment.bytes": self.segment_bytes,
                  "compression.type": "producer"})
         except TopicError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
