@@ -200,6 +200,41 @@ def test_seek_into_the_middle_of_a_batch(
     assert_same_records(expected, got, f"kafka-python {codec} from {start}", check_offsets=False)
 
 
+@pytest.mark.parametrize("reset", ["earliest", "latest"])
+def test_fetch_out_of_range_offset_resets(
+    target: TargetBroker, datasets: dict[str, Dataset], reset: str
+) -> None:
+    """A fetch beyond the log end gets OFFSET_OUT_OF_RANGE; the client then resets by its
+    auto_offset_reset through ListOffsets (earliest: offset 0, latest: the end)."""
+    if "none" not in datasets:
+        pytest.skip("test_produce_and_read_back[none] did not produce the topic")
+    ds = datasets["none"]
+    tp = TopicPartition(ds.topic, 0)
+    n = len(ds.by_partition()[0])
+    consumer = KafkaConsumer(
+        bootstrap_servers=target.bootstrap, group_id=None, auto_offset_reset=reset
+    )
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, 10**9)
+        deadline = time.monotonic() + 30
+        first = None
+        while first is None and time.monotonic() < deadline:
+            msgs = consumer.poll(timeout_ms=500).get(tp, [])
+            if msgs:
+                first = msgs[0]
+            elif reset == "latest" and consumer.position(tp) == n:
+                break
+        if reset == "earliest":
+            assert first is not None, "no record after the reset to earliest"
+            assert (first.offset, first.key) == (0, ds.by_partition()[0][0].key)
+        else:
+            assert first is None, f"read {first} after resetting to latest"
+            assert consumer.position(tp) == n
+    finally:
+        consumer.close()
+
+
 def test_read_again_after_restart(target: TargetBroker, datasets: dict[str, Dataset]) -> None:
     if not target.can_restart:
         pytest.skip("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
