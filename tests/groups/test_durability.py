@@ -183,3 +183,38 @@ def test_stable_group_and_retention_survive_restart(broker: BrokerProcess) -> No
     broker.kill()
     broker.start()
     assert fetch(broker, "g-dur") == 12
+
+
+@pytest.mark.timeout(60)
+def test_consumer_offsets_is_compacted(tmp_path: Any) -> None:
+    b = BrokerProcess(tmp_path / "data", overrides={
+        **GROUP_OVERRIDES, "offsets.topic.segment.bytes": "4096", "log.cleaner.backoff.ms": "200"})
+    b.start()
+    try:
+        with Client(b.bootstrap) as c:
+            c.request(10, 3, {"key": "g-compact", "key_type": 0})
+            c.create_topic("t", 2)
+            for i in range(400):
+                r = c.request(8, 9, {"group_id": "g-compact", "generation_id_or_member_epoch": -1,
+                                     "member_id": "", "group_instance_id": None, "topics": [
+                                         {"name": "t", "partitions": [
+                                             {"partition_index": p, "committed_offset": i + p,
+                                              "committed_leader_epoch": -1,
+                                              "committed_metadata": "x" * 20} for p in (0, 1)]}]})
+                assert all(p.error_code == 0 for p in r.topics[0].partitions)
+        part = partition_for("g-compact", 50)
+        pdir = tmp_path / "data" / f"__consumer_offsets-{part}"
+
+        def size() -> int:
+            return sum(f.stat().st_size for f in pdir.glob("*.log"))
+
+        written = 400 * 150  # lower bound of what the commits wrote
+        deadline = time.monotonic() + 20
+        while size() > written / 4:
+            assert time.monotonic() < deadline, f"not compacted: {size()} bytes"
+            time.sleep(0.2)
+        b.stop()
+        b.start()
+        assert fetch(b, "g-compact") == 399
+    finally:
+        b.stop()
