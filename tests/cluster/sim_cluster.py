@@ -65,7 +65,7 @@ class ClusterSim(RaftSim):
         g = GossipCore(f"n{i}", f"n{i}", meta, SIM_GOSSIP_CONFIG, seed=self.rng.randrange(2**32))
         self.gossip[i] = g
         seeds = [f"n{j}" for j in self.nodes if j != i]
-        self._run_gossip(i, g.join(seeds[:2], self.now))
+        self._run_gossip(i, g.join(seeds, self.now))
 
     def crash(self, n: SimNode, down_ms: int) -> None:
         super().crash(n, down_ms)

@@ -78,8 +78,9 @@ class GossipSim:
         i = int(name[1:])
         core = GossipCore(name, name, meta_for(i), self.cfg, seed=self.rng.randrange(2**32))
         self.cores[name] = core
+        # Like a broker's configuration: every other member's address is a seed.
         seeds = [s for s in self.names if s != name]
-        self._run(name, core.join(self.rng.sample(seeds, min(2, len(seeds))), self.now))
+        self._run(name, core.join(seeds, self.now))
 
     def _run(self, src: str, actions: list[object]) -> None:
         for a in actions:

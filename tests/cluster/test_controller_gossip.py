@@ -153,3 +153,18 @@ def test_datagrams_round_trip_and_garbage_is_rejected() -> None:
     ]:
         with pytest.raises(GossipDecodeError):
             decode_datagram(junk)
+
+
+def test_member_reaches_out_to_seeds_it_does_not_see_alive() -> None:
+    """Two members that restarted while cut off form an island; reconnecting to the
+    seeds they do not see alive merges it back."""
+    cfg = GossipConfig(reconnect_interval_ms=100)
+    g = GossipCore("a", "a:1", META, cfg, seed=3)
+    g.join(["b:1", "c:1"], 0)
+    g.receive(Sync("b", "b:1", False, (Update("alive", "b", "b:1", 0, META),)), 1)
+    targets = set()
+    for t in range(100, 2000, 100):
+        for a in g.tick(t):
+            if isinstance(a, Send) and isinstance(a.message, Sync):
+                targets.add(a.addr)
+    assert targets == {"c:1"}

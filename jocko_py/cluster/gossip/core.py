@@ -23,8 +23,9 @@ Rules
    least-sent first) and are retransmitted ``retransmit_mult * ceil(log10(n + 1))`` times.
 5. Anti-entropy. Joining pushes and pulls the full state with a seed (Sync). Every
    ``sync_interval_ms`` a member syncs with a random alive member, and every
-   ``reconnect_interval_ms`` with a random dead one, so views reconverge after a
-   partition heals and a member wrongly declared dead learns it and refutes.
+   ``reconnect_interval_ms`` with a random dead member or seed it does not see alive,
+   so views reconverge after a partition heals, islands of members that restarted
+   while cut off merge, and a member wrongly declared dead learns it and refutes.
    A message from a member we think dead is answered with its dead state for the same
    reason.
 6. Leave. A leaving member broadcasts ``left`` with a raised incarnation; others do not
@@ -245,11 +246,13 @@ class GossipCore:
                 self._send_sync(self._rng.choice(self._seeds), reply=True)
         if now >= self._next_reconnect:
             self._next_reconnect = now + c.reconnect_interval_ms
-            dead = [m for m in self.members.values() if m.state is State.DEAD]
-            if dead:
-                self._send_sync(self._rng.choice(dead).addr, reply=True)
-            elif len(self.members) == 1 and self._seeds:
-                self._send_sync(self._rng.choice(self._seeds), reply=True)
+            # Reconnect to a dead member, or to a seed we do not see alive: this also
+            # merges islands formed by members that restarted while cut off.
+            known = {m.addr for m in self.members.values() if m.state <= State.SUSPECT}
+            targets = [m.addr for m in self.members.values() if m.state is State.DEAD]
+            targets += [a for a in self._seeds if a not in known]
+            if targets:
+                self._send_sync(self._rng.choice(sorted(set(targets))), reply=True)
         # Stale indirect forwards, reaping.
         for s, (_r, _q, t) in list(self._forward.items()):
             if now - t > c.probe_interval_ms * 2:
