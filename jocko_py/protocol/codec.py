@@ -20,7 +20,7 @@ from typing import Any
 
 from jocko_py.protocol import messages
 from jocko_py.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
-from jocko_py.protocol.wire import Reader, r_i16, r_i32, r_nstring, r_tagged, w_i32
+from jocko_py.protocol.wire import Chunked, Reader, r_i16, r_i32, r_nstring, r_tagged, w_i32
 
 API_VERSIONS_KEY = 18
 _HEAD = struct.Struct(">hhi")
@@ -88,14 +88,31 @@ def decode_request(
 def encode_response(
     api_key: int, api_version: int, correlation_id: int, body: Any
 ) -> bytearray:
-    """Size-prefixed response frame."""
-    out = bytearray(b"\0\0\0\0")
+    """Size-prefixed response frame in one buffer."""
+    parts = encode_response_parts(api_key, api_version, correlation_id, body)
+    if len(parts) == 1:
+        return parts[0]  # type: ignore[return-value]
+    return bytearray(b"".join(parts))
+
+
+def encode_response_parts(
+    api_key: int, api_version: int, correlation_id: int, body: Any
+) -> list[bytes | bytearray | memoryview]:
+    """Size-prefixed response frame as chunks to write in order.
+
+    Record blobs of 16 KiB or more are not copied: they are chunks of their own
+    (see `wire.Chunked`). The first chunk is always a bytearray holding the size.
+    """
+    out = Chunked(b"\0\0\0\0")
     w_i32(correlation_id, out)
     if api_key != API_VERSIONS_KEY and messages.response_flexible(api_key, api_version):
         out.append(0)  # empty tagged fields of response header v1
     messages.response_schema(api_key, api_version).build(body, out)
-    struct.pack_into(">i", out, 0, len(out) - 4)
-    return out
+    parts = out.finish()
+    first = parts[0]
+    assert isinstance(first, bytearray)
+    struct.pack_into(">i", first, 0, sum(len(p) for p in parts) - 4)
+    return parts
 
 
 def encode_request(
@@ -141,6 +158,7 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "encode_response_parts",
     "peek_header",
     "r_i16",
 ]

@@ -480,6 +480,50 @@ def w_tagged(
         out += body
 
 
-# record blobs are written like nullable bytes
-w_records = w_nbytes
-w_crecords = w_cnbytes
+# -- record blobs: written like nullable bytes, but big ones stay out of line ---------
+
+OUT_OF_LINE_BYTES = 16 * 1024
+
+
+class Chunked(bytearray):
+    """An output buffer that keeps large record blobs out of line.
+
+    A fetch response is mostly record data read from the log; copying it into
+    the response buffer is wasted work. `detach` closes the current chunk and
+    records the blob itself as the next one; the caller writes all chunks with
+    one `writelines`.
+    """
+
+    def __init__(self, initial: bytes = b"") -> None:
+        super().__init__(initial)
+        self.parts: list[bytes | bytearray | memoryview] = []
+
+    def detach(self, blob: bytes | bytearray | memoryview) -> None:
+        self.parts.append(bytearray(self))
+        self.parts.append(blob)
+        del self[:]
+
+    def finish(self) -> list[bytes | bytearray | memoryview]:
+        return [*self.parts, bytearray(self)] if self.parts else [self]
+
+
+def w_records(v: Any, out: bytearray) -> None:
+    if v is None:
+        out += b"\xff\xff\xff\xff"
+        return
+    out += _I32.pack(len(v))
+    if len(v) >= OUT_OF_LINE_BYTES and type(out) is Chunked:
+        out.detach(v)
+    else:
+        out += v
+
+
+def w_crecords(v: Any, out: bytearray) -> None:
+    if v is None:
+        out.append(0)
+        return
+    w_uvarint(len(v) + 1, out)
+    if len(v) >= OUT_OF_LINE_BYTES and type(out) is Chunked:
+        out.detach(v)
+    else:
+        out += v

@@ -87,14 +87,15 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
 
 def _append(ctx: RequestContext, topic: str, index: int, data: Any, acks: int) -> AppendResult:
     broker = ctx.broker
-    try:
-        validate_topic_name(topic)
-    except TopicError as e:
-        return AppendResult(e.code, message=e.message)
+    p = broker.replicas.get(topic, index)
+    if p is None:
+        try:
+            validate_topic_name(topic)
+        except TopicError as e:
+            return AppendResult(e.code, message=e.message)
     if topic in INTERNAL_TOPICS:
         return AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                             message=f"Cannot append to internal topic {topic}")
-    p = broker.replicas.get(topic, index)
     if p is None:
         return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                             message="This server does not host this topic-partition.")
