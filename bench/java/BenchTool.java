@@ -7,6 +7,11 @@
 //       prints "ACKED <ms since GO>". The topic is auto-created by the Metadata request, as a
 //       default Kafka producer would do it.
 //
+//   ready <bootstrap> <topic> <partitions> <timeout-ms>
+//       Sends one small record to every partition of a just-created topic and waits until all
+//       are acknowledged (the client retries NOT_LEADER / UNKNOWN_TOPIC while the broker is
+//       still creating the partitions' logs). Prints "TOPIC_READY <ms>".
+//
 //   e2e <bootstrap> <topic> <rate/s> <seconds> <record-size> <acks> <warmup-s>
 //       Open-loop end-to-end latency at a fixed rate: one thread produces a record every
 //       1/rate s carrying System.nanoTime() in its first 8 bytes; a consumer (assign, from the
@@ -38,6 +43,9 @@ public final class BenchTool {
         switch (args[0]) {
             case "first-produce":
                 firstProduce(args[1], args[2], Long.parseLong(args[3]));
+                break;
+            case "ready":
+                ready(args[1], args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]));
                 break;
             case "e2e":
                 e2e(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
@@ -104,6 +112,28 @@ public final class BenchTool {
         }
         System.out.println("FAILED " + last);
         System.exit(1);
+    }
+
+    private static void ready(String bootstrap, String topic, int partitions, long timeoutMs)
+            throws Exception {
+        Properties p = producerProps(bootstrap, "1");
+        p.put("retry.backoff.ms", "20");
+        p.put("delivery.timeout.ms", String.valueOf(timeoutMs));
+        p.put("request.timeout.ms", String.valueOf(Math.min(timeoutMs, 30000)));
+        p.put("max.block.ms", String.valueOf(timeoutMs));
+        long t0 = System.nanoTime();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            java.util.List<java.util.concurrent.Future<?>> acks = new java.util.ArrayList<>();
+            for (int i = 0; i < partitions; i++) {
+                acks.add(producer.send(new ProducerRecord<>(topic, i, null, "ready".getBytes())));
+            }
+            for (java.util.concurrent.Future<?> f : acks) {
+                long left = timeoutMs - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+                f.get(Math.max(1, left), TimeUnit.MILLISECONDS);
+            }
+        }
+        System.out.println("TOPIC_READY " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0));
+        System.out.flush();
     }
 
     private static void e2e(String bootstrap, String topic, int rate, int seconds, int size,
