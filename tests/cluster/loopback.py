@@ -135,12 +135,13 @@ class NodeProc:
 
 
 class LoopbackCluster:
-    def __init__(self, root: Path, n: int) -> None:
-        ids = list(range(1, n + 1))
+    def __init__(self, root: Path, n: int, observers: int = 0) -> None:
+        ids = list(range(1, n + observers + 1))
         raft = {i: free_port() for i in ids}
         gossip = {i: free_port(socket.SOCK_DGRAM) for i in ids}
         control = {i: free_port() for i in ids}
-        voters = ",".join(f"{i}=127.0.0.1:{raft[i]}" for i in ids)
+        # Nodes after the first n are observers: they are not in the voter set.
+        voters = ",".join(f"{i}=127.0.0.1:{raft[i]}" for i in ids[:n])
         self.nodes = {
             i: NodeProc(
                 i,

@@ -161,3 +161,22 @@ def test_gossip_converges_and_detects_killed_member(cluster: LoopbackCluster) ->
         assert [m for m, v in s["members"].items() if v == "alive"] and all(
             v == "alive" for m, v in s["members"].items() if m != name
         )
+
+
+@pytest.mark.timeout(60)
+def test_observer_follows_the_quorum_over_tcp(tmp_path: Path) -> None:
+    c = LoopbackCluster(tmp_path, 3, observers=1)
+    try:
+        c.start()
+        leader, _ = c.wait_leader(timeout=15)
+        r = c.nodes[leader].request({"op": "create_topic", "name": "seen-by-observer"})
+        assert r["error_code"] == 0, r
+        sts = c.wait_converged(timeout=15)
+        assert sts[4]["role"] == "follower" and "seen-by-observer" in sts[4]["topics"]
+        dq = c.nodes[leader].request({"op": "describe_quorum"})
+        assert [o["replica_id"] for o in dq["observers"]] == [4]
+        assert sorted(v["replica_id"] for v in dq["current_voters"]) == [1, 2, 3]
+        # The observer's broker registers through gossip like any other.
+        assert sorted(sts[leader]["brokers"]) == ["1", "2", "3", "4"]
+    finally:
+        c.stop()
