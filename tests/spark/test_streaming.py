@@ -129,6 +129,10 @@ def test_stream_written_to_topic_is_read_in_partition_order(
         df.writeStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", dst)
+        # The kafka-clients defaults, spelled out: the sink's producer is idempotent
+        # (InitProducerId, then sequence numbers in every batch) and waits for acks=all.
+        .option("kafka.enable.idempotence", "true")
+        .option("kafka.acks", "all")
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
     )
     run_available_now(writer)
