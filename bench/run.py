@@ -1097,12 +1097,13 @@ def write_results(
     started: dt.datetime,
     mode: str,
     out_stem: Path,
+    finished: str | None = None,
 ) -> list[dict[str, Any]]:
     rows = summarize(results, scs, base, cont)
     loads = [r.loadavg_1m for r in results]
     doc = {
         "started_utc": started.isoformat(timespec="seconds"),
-        "finished_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "finished_utc": finished or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "mode": mode,
         "base": base,
         "contender": cont,
@@ -1200,6 +1201,7 @@ def chart(results: list[CaseResult], scs: list[Scenario], base: str, cont: str, 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     def med(label: str, key: str) -> float | None:
         xs = [
@@ -1232,11 +1234,19 @@ def chart(results: list[CaseResult], scs: list[Scenario], base: str, cont: str, 
                 ax.plot(xs, ys, style, label=label)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(ScalarFormatter())
+            axis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(xlabel)
         ax.set_ylabel("produce MB/s (acks=1, median)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
-    fig.suptitle("ProducerPerformance throughput sweeps")
+    loads = [r.loadavg_1m for r in results]
+    la = statistics.median(loads) if loads else 0.0
+    fig.suptitle(
+        f"ProducerPerformance throughput sweeps ({base} vs {cont}; "
+        f"{os.cpu_count()} cores, median 1-min loadavg {la:.1f})"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -1266,7 +1276,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="extra --override for the jocko-py broker",
     )
+    p.add_argument(
+        "--render",
+        metavar="JSON",
+        help="only rewrite the .md and .png next to an existing results .json",
+    )
     return p.parse_args(argv)
+
+
+def render_only(path: Path) -> int:
+    doc = json.loads(path.read_text())
+    results = []
+    for r in doc["runs"]:
+        r.setdefault("topic_ready_s", None)
+        results.append(CaseResult(**r))
+    scs = [Scenario(**s) for s in doc["scenarios"]]
+    scale = Scale(**{k: tuple(v) if isinstance(v, list) else v for k, v in doc["scale"].items()})
+    started = dt.datetime.fromisoformat(doc["started_utc"])
+    stem = path.with_suffix("")
+    rows = write_results(
+        results,
+        scs,
+        scale,
+        doc["base"],
+        doc["contender"],
+        doc["hardware"],
+        started,
+        doc["mode"],
+        stem,
+        finished=doc.get("finished_utc"),
+    )
+    print(table_md(rows, doc["base"], doc["contender"]))
+    return 0
 
 
 @contextlib.contextmanager
@@ -1283,6 +1324,8 @@ def cleanup_guard() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render:
+        return render_only(Path(args.render))
     quick = args.quick or os.environ.get("BENCH_QUICK", "") not in ("", "0")
     scale, mode = (SMOKE, "smoke") if args.smoke else (QUICK, "quick") if quick else (FULL, "full")
     if args.reps:
