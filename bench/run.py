@@ -1284,6 +1284,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+README_MARK = "<!-- latest-results: written by bench/run.py, do not edit by hand -->"
+
+
+def update_readme(json_path: Path) -> None:
+    """Replace bench/README.md's "Latest results" section with the table of `json_path`."""
+    doc = json.loads(json_path.read_text())
+    readme = BENCH / "README.md"
+    text = readme.read_text()
+    head = text.split("## Latest results", 1)[0]
+    la = doc["loadavg_1m_before_runs"]
+    rel = json_path.relative_to(REPO) if json_path.is_relative_to(REPO) else json_path
+    section = (
+        f"## Latest results\n\n{README_MARK}\n\n"
+        f"From `{rel.with_suffix('.md')}` ({doc['mode']} run, {doc['started_utc']}; chart "
+        f"`{rel.with_suffix('.png')}`). Hardware: {doc['hardware_line']}. 1-min loadavg "
+        f"before the runs: median {la['median']:.1f} (min {la['min']:.1f}, max {la['max']:.1f}) "
+        "- the machine was shared with other jobs, so absolute numbers are low and noisy.\n\n"
+        + table_md(doc["figures"], doc["base"], doc["contender"])
+        + "\nReproduce: `make bench` (or `make -C bench all`; `make -C bench quick` for a short "
+        "run). Ratios are jocko-py / Kafka: higher is better for throughput, lower for latency, "
+        "memory, CPU per MB and start-up time.\n"
+    )
+    readme.write_text(head + section)
+
+
 def render_only(path: Path) -> int:
     doc = json.loads(path.read_text())
     results = []
@@ -1307,6 +1332,8 @@ def render_only(path: Path) -> int:
         finished=doc.get("finished_utc"),
     )
     print(table_md(rows, doc["base"], doc["contender"]))
+    if doc["mode"] == "full" and doc["contender"] == "jocko-py":
+        update_readme(stem.with_suffix(".json"))
     return 0
 
 
@@ -1385,6 +1412,8 @@ def main(argv: list[str] | None = None) -> int:
             write_results(results, scs, scale, base_b.label, cont_b.label, hw, started, mode, stem)
     rows = write_results(results, scs, scale, base_b.label, cont_b.label, hw, started, mode, stem)
     print(table_md(rows, base_b.label, cont_b.label))
+    if mode == "full" and cont_b.name == "jocko-py" and not args.only:
+        update_readme(stem.with_suffix(".json"))
     progress(f"wrote {stem.with_suffix('.md')} (.json, .png)")
     return 0 if all(r.ok for r in results) else 1
 
