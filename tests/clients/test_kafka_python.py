@@ -235,6 +235,49 @@ def test_fetch_out_of_range_offset_resets(
         consumer.close()
 
 
+def test_produce_to_a_new_topic_auto_creates_it(target: TargetBroker) -> None:
+    """auto.create.topics.enable (default true): the producer's Metadata request creates
+    the topic, the records land and read back."""
+    topic = f"e2e-kafkapy-autocreate-{SUFFIX}"
+    producer = KafkaProducer(bootstrap_servers=target.bootstrap, client_id="jocko-e2e-kafka-python")
+    try:
+        mds = [producer.send(topic, key=b"k%d" % i, value=b"v%d" % i) for i in range(10)]
+        offsets = sorted((md.get(timeout=60).partition, md.get().offset) for md in mds)
+    finally:
+        producer.close(timeout=10)
+    parts = {p for p, _ in offsets}
+    got = consume(target.bootstrap, topic, max(parts) + 1)
+    assert sorted(r.value for recs in got.values() for r in recs) == sorted(
+        b"v%d" % i for i in range(10)
+    )
+
+
+def test_large_record_round_trip_and_over_the_limit_rejected(target: TargetBroker) -> None:
+    """A 900 KB value fits message.max.bytes (1048588 by default) and reads back; a 2 MB
+    batch does not: MESSAGE_TOO_LARGE (10) from the broker (the client's own size check
+    is raised out of the way with max_request_size)."""
+    from kafka.errors import MessageSizeTooLargeError
+
+    topic = f"e2e-kafkapy-large-{SUFFIX}"
+    create_topics(target.bootstrap, [topic], partitions=1)
+    big = bytes(range(256)) * (900 * 1024 // 256)
+    producer = KafkaProducer(
+        bootstrap_servers=target.bootstrap,
+        max_request_size=8 * 1024 * 1024,
+        retries=0,
+        client_id="jocko-e2e-kafka-python",
+    )
+    try:
+        md = producer.send(topic, key=b"big", value=big, partition=0).get(timeout=60)
+        assert md.offset == 0
+        with pytest.raises(MessageSizeTooLargeError):
+            producer.send(topic, key=b"huge", value=big * 2 + b"x", partition=0).get(timeout=60)
+    finally:
+        producer.close(timeout=10)
+    got = consume(target.bootstrap, topic, 1)
+    assert [(r.offset, r.key, r.value) for r in got[0]] == [(0, b"big", big)]
+
+
 def test_read_again_after_restart(target: TargetBroker, datasets: dict[str, Dataset]) -> None:
     if not target.can_restart:
         pytest.skip("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
