@@ -8,7 +8,8 @@ admin requests. The broker will embed ``ClusterNode``; until then it runs standa
 (``python -m jocko_py.cluster.node``) with a JSON-lines control port used by the
 loopback tests: each request line ``{"op": ...}`` gets one response line.
 
-Control ops: ``status``; ``describe_quorum``; ``create_topic`` (name, partitions, replication_factor,
+Control ops: ``status``; ``describe_quorum``; ``add_voter`` (voter_id, address) and
+``remove_voter`` (voter_id); ``create_topic`` (name, partitions, replication_factor,
 configs); ``bench_commit`` (count: propose one record at a time and report each
 commit latency in ms).
 """
@@ -222,6 +223,15 @@ class ClusterNode:
                 "current_voters": [vars_of(r) for r in dq.current_voters],
                 "observers": [vars_of(r) for r in dq.observers],
             }
+        if op in ("add_voter", "remove_voter"):
+            # AddRaftVoter / RemoveRaftVoter: one change at a time, leader only.
+            now = self.raft.now()
+            if op == "add_voter":
+                err, acts = self.core.add_voter(int(req["voter_id"]), str(req["address"]), now)
+            else:
+                err, acts = self.core.remove_voter(int(req["voter_id"]), now)
+            self.raft.execute(acts)
+            return {"error_code": err, "leader": self.core.leader_id}
         if op == "bench_commit":
             if not self.is_active_controller():
                 return {"error_code": NOT_CONTROLLER, "leader": self.core.leader_id}

@@ -177,6 +177,39 @@ def test_observer_follows_the_quorum_over_tcp(tmp_path: Path) -> None:
         assert [o["replica_id"] for o in dq["observers"]] == [4]
         assert sorted(v["replica_id"] for v in dq["current_voters"]) == [1, 2, 3]
         # The observer's broker registers through gossip like any other.
-        assert sorted(sts[leader]["brokers"]) == ["1", "2", "3", "4"]
+        deadline = time.monotonic() + 15
+        while sorted((c.nodes[leader].status() or {}).get("brokers", {})) != ["1", "2", "3", "4"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # AddRaftVoter promotes it (retrying while it is judged not caught up yet), then
+        # RemoveRaftVoter takes one of the original voters out.
+        n4 = c.nodes[4]
+        deadline = time.monotonic() + 15
+        while True:
+            r = c.nodes[leader].request(
+                {"op": "add_voter", "voter_id": 4, "address": f"127.0.0.1:{n4.raft_port}"}
+            )
+            if r["error_code"] == 0:
+                break
+            assert time.monotonic() < deadline, r
+            time.sleep(0.1)
+        other = next(i for i in (1, 2, 3) if i != leader)
+        deadline = time.monotonic() + 15
+        while True:
+            r = c.nodes[leader].request({"op": "remove_voter", "voter_id": other})
+            if r["error_code"] == 0:
+                break
+            assert time.monotonic() < deadline, r
+            time.sleep(0.1)
+        deadline = time.monotonic() + 15
+        while True:
+            dq = c.nodes[leader].request({"op": "describe_quorum"})
+            voters = sorted(v["replica_id"] for v in dq["current_voters"])
+            if voters == sorted({1, 2, 3, 4} - {other}) and dq["high_watermark"] > 0:
+                break
+            assert time.monotonic() < deadline, dq
+            time.sleep(0.1)
+        r = c.nodes[leader].request({"op": "create_topic", "name": "after-reconfig"})
+        assert r["error_code"] == 0, r
     finally:
         c.stop()
