@@ -194,7 +194,7 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
 
 
 def run_group_scenario(kind: str, broker: BrokerProcess, workdir: Path) -> None:
-    """The end-to-end group behaviour every client must show (see tests/groups/README)."""
+    """The end-to-end group behaviour every client must show (see test_group_clients.py)."""
     topic, group, parts = f"orders-{kind}", f"g-{kind}", 6
     workdir.mkdir(parents=True, exist_ok=True)
     create_topic(broker.bootstrap, topic, parts)

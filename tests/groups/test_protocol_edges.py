@@ -325,3 +325,14 @@ def test_find_coordinator_and_internal_topic(broker: BrokerProcess) -> None:
 
     with Client(broker.bootstrap) as c, pytest.raises(KafkaError):
         c.produce("__consumer_offsets", 0, rb.build_batch([rb.NewRecord(b"k", b"v")]))
+
+
+def test_member_that_never_syncs_is_removed(broker: BrokerProcess) -> None:
+    g = "g-nosync"
+    r = join_new(broker, g, rebalance=1000, session=6000)
+    assert r.error_code == 0
+    # it heartbeats but never sends SyncGroup: gone after the rebalance timeout
+    deadline = time.monotonic() + 10
+    while heartbeat(broker, g, r.generation_id, r.member_id) != E.UNKNOWN_MEMBER_ID:
+        assert time.monotonic() < deadline, "a member that never synced was kept"
+        time.sleep(0.2)

@@ -346,6 +346,8 @@ class GroupCoordinator:
         else:
             g.join_deadline = mono + g.rebalance_timeout_ms() / 1000
             g.initial_delay_limit = None
+        g.pending_sync.clear()
+        g.sync_deadline = None
         g.transition_to(S.PREPARING_REBALANCE, now_ms())
         log.info("[group=%s] preparing to rebalance (generation %d): %s", g.group_id,
                  g.generation_id, reason)
@@ -384,6 +386,8 @@ class GroupCoordinator:
         log.info("[group=%s] generation %d formed with %d member(s), protocol %s, leader %s",
                  g.group_id, g.generation_id, len(g.members), g.protocol_name, g.leader_id)
         mono = time.monotonic()
+        g.pending_sync = set(g.members)
+        g.sync_deadline = mono + g.rebalance_timeout_ms() / 1000
         for m in g.members.values():
             m.complete_join(JoinResult(
                 E.NONE, member_id=m.member_id, generation_id=g.generation_id,
@@ -424,6 +428,7 @@ class GroupCoordinator:
         if g.is_(S.PREPARING_REBALANCE):
             return SyncResult(E.REBALANCE_IN_PROGRESS)
         m.last_heartbeat = time.monotonic()
+        g.pending_sync.discard(member_id)
         if g.is_(S.STABLE):
             return SyncResult(E.NONE, m.assignment, g.protocol_type, g.protocol_name)
         # CompletingRebalance: wait for the leader's assignment
@@ -552,6 +557,14 @@ class GroupCoordinator:
                 log.info("[group=%s] member %s (instance %s) failed: no heartbeat for %d ms",
                          g.group_id, m.member_id, m.group_instance_id, m.session_timeout_ms)
                 self._remove_member_and_update(g, m.member_id, "session timeout")
+        if g.pending_sync and g.sync_deadline is not None and mono >= g.sync_deadline \
+                and g.state in (S.COMPLETING_REBALANCE, S.STABLE):
+            late = sorted(g.pending_sync)
+            g.pending_sync.clear()
+            for mid in late:
+                log.info("[group=%s] removing member %s: no SyncGroup within the rebalance "
+                         "timeout", g.group_id, mid)
+                self._remove_member_and_update(g, mid, "pending sync timeout")
         if g.is_(S.PREPARING_REBALANCE) and g.join_deadline is not None \
                 and mono >= g.join_deadline:
             if g.initial_delay_limit is not None and g.new_member_added \

@@ -166,6 +166,9 @@ class Group:
         # rebalance bookkeeping (monotonic seconds)
         self.join_deadline: float | None = None
         self.initial_delay_limit: float | None = None
+        # members of the new generation that have not sent SyncGroup yet, and until when
+        # they may (the rebalance timeout): Kafka's pending-sync check
+        self.pending_sync: set[str] = set()
         self.sync_deadline: float | None = None
 
     # -- state ---------------------------------------------------------------------
@@ -210,6 +213,7 @@ class Group:
             del self.static_members[m.group_instance_id]
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
+        self.pending_sync.discard(member_id)
         return m
 
     def static_member_id(self, instance_id: str | None) -> str | None:
@@ -224,6 +228,9 @@ class Group:
         m.complete_sync(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         m.member_id = new_id
         self.members[new_id] = m
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
         if self.leader_id == old_id:
             self.leader_id = new_id
         self.static_members[instance_id] = new_id
