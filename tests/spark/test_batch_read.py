@@ -171,3 +171,29 @@ def test_min_partitions_splits_offset_ranges(
     actual = rows_to_records(df)
     expected = sorted(produced, key=lambda r: (r.partition, r.offset))
     assert actual == expected, diff(expected, actual)
+
+
+def test_consumer_based_offset_fetching(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """`spark.sql.streaming.kafka.useDeprecatedOffsetFetching=true`: the driver finds
+    offsets with a KafkaConsumer that subscribes (so joins a consumer group) instead of
+    the Admin client. Still supported by Spark, and some deployments set it."""
+    topic = new_topic(partitions=2)
+    produced = produce(bootstrap, topic, sample_records(now_ms() - 60_000, partitions=2, count=16))
+    key = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
+    spark.conf.set(key, "true")
+    try:
+        df = kafka_read(spark, bootstrap, subscribe=topic, includeHeaders="true")
+        actual = rows_to_records(df)
+        later = kafka_read(
+            spark, bootstrap, subscribe=topic, startingOffsets=json.dumps({topic: {"0": 3, "1": 5}})
+        )
+        later_positions = sorted((r["partition"], r["offset"]) for r in later.collect())
+    finally:
+        spark.conf.unset(key)
+    expected = sorted(produced, key=lambda r: (r.partition, r.offset))
+    assert actual == expected, diff(expected, actual)
+    assert later_positions == sorted(
+        (r.partition, r.offset) for r in produced if r.offset >= (3, 5)[r.partition]
+    )
