@@ -369,9 +369,11 @@ class RaftSim:
                 # One more client write must commit everywhere too.
                 if not self.propose(self._random_record()):
                     continue
-                self.step_until(self.now + 300, chaos=False, propose=False)
-                if self.converged():
-                    return
+                until = min(deadline, self.now + 3000)
+                while self.now < until:
+                    self.step_until(self.now + 50, chaos=False, propose=False)
+                    if self.converged():
+                        return
         states = {
             i: (n.core.role.value, n.core.epoch, n.core.leader_id, n.applied, n.core.log_end)
             if n.core

@@ -200,8 +200,12 @@ class RaftCore:
         self._inflight: dict[int, tuple[int, int, int]] = {}  # corr -> (dest, offset, epoch)
         self._fetch_sent_ms = 0
         self._fetch_dest = -1
+        # A snapshot being fetched survives role flaps: (end offset, epoch) names its
+        # contents, so any leader holding the same snapshot can complete the transfer.
         self._snap_fetch: tuple[int, int] | None = None
         self._snap_buf = bytearray()
+        self._snap_inflight: dict[int, tuple[int, tuple[int, int], int]] = {}
+        self._fetch_backoff = 0  # consecutive fetch timeouts; doubles the resend timeout
         # election state
         self._vote_corr = -1
         self._votes: set[int] = set()
@@ -304,7 +308,6 @@ class RaftCore:
             self._progress.clear()
         self.role, self.leader_id = role, leader_id
         self._fetch_corr = None
-        self._snap_fetch = None
         self._inflight.clear()
         if role is not Role.LEADER:
             self._reset_election_timer(now, follower=role is Role.FOLLOWER)
@@ -368,10 +371,13 @@ class RaftCore:
             if now >= self._election_deadline:
                 self._on_election_timeout(now)
             if self.role is Role.FOLLOWER:
-                if (
-                    self._fetch_corr is None
-                    or now - self._fetch_sent_ms >= c.fetch_max_wait_ms + 2 * c.request_timeout_ms
-                ):
+                timeout = (c.fetch_max_wait_ms + 2 * c.request_timeout_ms) << self._fetch_backoff
+                if self._fetch_corr is None:
+                    self._send_fetch(self.leader_id, now)
+                elif now - self._fetch_sent_ms >= timeout:
+                    # Slow network: wait longer before re-asking, so that answers can
+                    # arrive before they are superseded.
+                    self._fetch_backoff = min(self._fetch_backoff + 1, 3)
                     self._send_fetch(self.leader_id, now)
             elif self.role is Role.UNATTACHED or self.role is Role.PROSPECTIVE:
                 if self._fetch_corr is None or now - self._fetch_sent_ms >= c.request_timeout_ms:
@@ -923,8 +929,11 @@ class RaftCore:
         self._fetch_corr = self._next_corr()
         self._fetch_sent_ms = now
         self._fetch_dest = dest
-        if self._snap_fetch is not None:
+        if self._snap_fetch is not None and self.role is Role.FOLLOWER and dest == self.leader_id:
             end, epoch = self._snap_fetch
+            self._snap_inflight[self._fetch_corr] = (dest, self._snap_fetch, len(self._snap_buf))
+            if len(self._snap_inflight) > 8:
+                del self._snap_inflight[min(self._snap_inflight)]
             self._send(
                 FetchSnapshotRequest(
                     src=self.node_id,
@@ -989,6 +998,7 @@ class RaftCore:
             self._fetch_corr = -1  # retry after the request timeout, not at once
             return
         self._fetch_corr = None
+        self._fetch_backoff = 0
         self._last_leader_contact = now
         self._reset_election_timer(now, follower=True)
         if m.diverging_epoch is not None:
@@ -1002,8 +1012,9 @@ class RaftCore:
             self._send_fetch(self.leader_id, now)
             return
         if m.snapshot_id is not None:
-            self._snap_fetch = m.snapshot_id
-            self._snap_buf = bytearray()
+            if self._snap_fetch != m.snapshot_id:
+                self._snap_fetch = m.snapshot_id
+                self._snap_buf = bytearray()
             self._send_fetch(self.leader_id, now)
             return
         if m.records:
@@ -1036,11 +1047,16 @@ class RaftCore:
         if m.leader_epoch > self.epoch:
             self._transition_epoch(m.leader_epoch, m.leader_id, now)
         if m.correlation_id != self._fetch_corr:
-            return
+            # A late answer is still good if it continues the transfer where it stands.
+            req = self._snap_inflight.get(m.correlation_id)
+            if self._snap_fetch is None or req != (m.src, self._snap_fetch, len(self._snap_buf)):
+                return
+        self._snap_inflight.pop(m.correlation_id, None)
         if self.role is not Role.FOLLOWER or m.src != self.leader_id:
             self._fetch_corr = -1
             return
         self._fetch_corr = None
+        self._fetch_backoff = 0
         if m.error_code != NONE or self._snap_fetch != m.snapshot_id:
             self._snap_fetch = None
             self._snap_buf = bytearray()
