@@ -5,7 +5,8 @@ the `GroupCoordinator`, replays `__consumer_offsets` into it, puts it in
 `broker.services["groups"]` and adds its background work to
 `broker.services["background"]`: the 100 ms group timer (session and rebalance
 timeouts), offset expiry every `offsets.retention.check.interval.ms`, and the
-log cleaner (compaction) every `log.cleaner.backoff.ms`.
+log cleaner (compaction) every `log.cleaner.backoff.ms` unless
+`log.cleaner.enable=false`.
 """
 
 from __future__ import annotations
@@ -65,5 +66,7 @@ def install(broker: Broker) -> GroupCoordinator:
 
     bg: list[Callable[[], Coroutine[Any, Any, None]]] = broker.services.setdefault(
         "background", [])
-    bg += [group_timer, offset_expiry, log_cleaner]
+    bg += [group_timer, offset_expiry]
+    if broker.config.get("log.cleaner.enable").lower() != "false":
+        bg.append(log_cleaner)
     return gc
