@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from tests.spark.kafka_io import Record, now_ms, produce
 from tests.spark.records import diff, rows_to_records, sample_records
 
@@ -108,6 +110,21 @@ def test_offset_ranges_by_timestamp(
     df = kafka_read(spark, bootstrap, subscribe=topic, startingTimestamp=str(t))
     got = {(r.partition, r.offset) for r in rows_to_records(df, with_headers=False)}
     assert got == {(r.partition, r.offset) for r in produced if r.timestamp_ms >= t}
+
+    # A starting timestamp after every record matches no offset (ListOffsets answers
+    # offset -1): an error by default, the latest offset with the "latest" strategy.
+    after_all = str(base + 10_000_000)
+    df = kafka_read(
+        spark,
+        bootstrap,
+        subscribe=topic,
+        startingTimestamp=after_all,
+        startingOffsetsByTimestampStrategy="latest",
+    )
+    assert df.count() == 0
+    with pytest.raises(Exception) as err:
+        kafka_read(spark, bootstrap, subscribe=topic, startingTimestamp=after_all).count()
+    assert "timestamp" in str(err.value).lower(), str(err.value)[:2000]
 
 
 def test_read_committed_sees_every_non_transactional_record(
