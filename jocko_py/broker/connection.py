@@ -78,7 +78,7 @@ class Connection:
         finally:
             self.writer.close()
 
-    async def handle(self, frame: bytes) -> list[bytes | bytearray | memoryview] | None:
+    async def handle(self, frame: bytes | bytearray) -> list[bytes | bytearray | memoryview] | None:
         try:
             request = codec.decode_request(frame, self.served)
         except codec.UnsupportedRequest as e:

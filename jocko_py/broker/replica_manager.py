@@ -96,15 +96,16 @@ class Partition:
         try:
             batches = rb.split_batches(data, validate_crc=True)
             if not batches:
-                return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="empty record set")
+                return AppendResult(ErrorCode.INVALID_RECORD, message="empty record set")
             if len(batches) != 1:
                 return AppendResult(
                     ErrorCode.INVALID_RECORD,
                     message="Produce requests v3+ must contain exactly one record batch "
                     "per partition",
                 )
-            for h, _ in batches:
+            for h, view in batches:
                 rb.check_produce_batch(h)
+                rb.validate_record_structure(view, h)
         except rb.UnsupportedMagicError as e:
             # Kafka: legacy magic 0/1 is an invalid record for v3+ produce; any
             # other magic means the bytes are not a record batch at all

@@ -260,10 +260,14 @@ class Log:
         """Append validated batches; returns the offsets they got.
 
         As leader (``assign_offsets``) base offsets and the partition leader
-        epoch are patched in place in a copy of ``records``.  As follower the
+        epoch are patched in place (in ``records`` itself when it is a writable
+        view, else in a copy).  As follower the
         batches keep their offsets, which must start at or after the log end.
         """
-        buf = bytearray(records)
+        # a writable view (a slice of the request frame) is patched in place; anything
+        # else is copied once so the caller's buffer is never changed behind its back
+        buf = records if isinstance(records, memoryview) and not records.readonly \
+            else bytearray(records)
         headers: list[tuple[int, RecordBatchHeader]] = list(iter_batches(buf, validate_crc=False))
         if not headers:
             raise CorruptRecordError("append needs at least one record batch")

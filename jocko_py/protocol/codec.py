@@ -51,7 +51,7 @@ class UnsupportedRequest(UnsupportedVersionError):
         self.header = header
 
 
-def peek_header(frame: bytes | memoryview) -> RequestHeader:
+def peek_header(frame: bytes | bytearray | memoryview) -> RequestHeader:
     if len(frame) < 8:
         raise ProtocolError(f"request of {len(frame)} bytes is shorter than a header")
     api_key, api_version, correlation_id = _HEAD.unpack_from(frame, 0)
@@ -59,14 +59,15 @@ def peek_header(frame: bytes | memoryview) -> RequestHeader:
 
 
 def decode_request(
-    frame: bytes | memoryview, served: dict[int, tuple[int, int]]
+    frame: bytes | bytearray | memoryview, served: dict[int, tuple[int, int]]
 ) -> Request:
     """Decode one request frame (without its size prefix).
 
     `served` maps api key -> (min, max) version this broker implements.
     """
     header = peek_header(frame)
-    r = Reader(frame, 8)
+    # a view, so record blobs are slices of the frame rather than copies
+    r = Reader(memoryview(frame), 8)
     header.client_id = r_nstring(r)
     rng = served.get(header.api_key)
     if rng is None or not rng[0] <= header.api_version <= rng[1]:

@@ -28,9 +28,11 @@ class FrameDecoder:
         self._buf = bytearray()
         self._need = -1  # size of the frame being read, -1 while reading its size
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytearray]:
         self._buf += data
-        frames: list[bytes] = []
+        # frames are mutable copies: the log patches offsets into produced batches in
+        # place, so the one copy made here is the only one before the disk write
+        frames: list[bytearray] = []
         buf = self._buf
         pos = 0
         n = len(buf)
@@ -50,7 +52,7 @@ class FrameDecoder:
                 pos += 4
             if n - pos < self._need:
                 break
-            frames.append(bytes(buf[pos : pos + self._need]))
+            frames.append(buf[pos : pos + self._need])
             pos += self._need
             self._need = -1
         if pos:

@@ -19,7 +19,7 @@ from typing import Any
 from jocko_py.broker.api import NO_RESPONSE, NoResponse, RequestContext, api
 from jocko_py.broker.replica_manager import AppendResult
 from jocko_py.broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, ProtocolError
 
 
 def _partition_response(index: int, r: AppendResult) -> dict[str, Any]:
@@ -81,6 +81,12 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
                         resp["error_code"] = ErrorCode.REQUEST_TIMED_OUT
                     break
     if acks == 0:
+        failed = [(t["name"], p["index"], p["error_code"]) for t in results
+                  for p in t["partition_responses"] if p["error_code"]]
+        if failed:
+            # no response can carry the error, so the client must learn it from the
+            # closed connection (as Kafka does)
+            raise ProtocolError(f"acks=0 produce failed {failed}; closing the connection")
         return NO_RESPONSE
     return {"responses": results, "throttle_time_ms": 0}
 
