@@ -182,7 +182,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "topic" and args.action != "list" and not args.topic \
             and args.action != "describe":
         raise SystemExit("topic name required")
-    return int(args.func(args))
+    if args.command == "broker":
+        return int(args.func(args))
+    from jocko_py.client import KafkaError
+
+    try:
+        return int(args.func(args))
+    except KafkaError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except (ConnectionError, TimeoutError, OSError) as e:
+        print(f"error: cannot reach {args.bootstrap_server}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
