@@ -35,6 +35,7 @@ def produce(
     records: Sequence[Record],
     timeout: float = 30.0,
     batch_per_record: bool = False,
+    compression: str = "none",
 ) -> list[Record]:
     """Produce `records` in order (acks=all, idempotent, one in flight per partition
     so that the per-partition order is the given order) and return them with the
@@ -50,6 +51,7 @@ def produce(
             "linger.ms": 5,
             "message.timeout.ms": int(timeout * 1000),
             "broker.address.family": "v4",
+            "compression.type": compression,
         }
     )
     acked: dict[int, Record] = {}

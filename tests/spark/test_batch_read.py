@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.spark.kafka_io import Record, now_ms, produce
+from tests.spark.kafka_io import Record, consume_all, now_ms, produce
 from tests.spark.records import diff, rows_to_records, sample_records
 
 
@@ -214,3 +214,44 @@ def test_consumer_based_offset_fetching(
     assert later_positions == sorted(
         (r.partition, r.offset) for r in produced if r.offset >= (3, 5)[r.partition]
     )
+
+
+CODECS = ("gzip", "snappy", "lz4", "zstd")
+
+
+def test_compressed_batches_both_ways(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Any
+) -> None:
+    """Spark reads batches compressed by librdkafka with each codec (one per
+    partition), and writes with each codec for kafka-python to read back."""
+    topic = new_topic(partitions=len(CODECS))
+    base = now_ms() - 60_000
+    produced: list[Record] = []
+    for p, codec in enumerate(CODECS):
+        records = [
+            Record(p, r.key, r.value, r.headers, r.timestamp_ms)
+            for r in sample_records(base, partitions=1, count=12, start=12 * p)
+        ]
+        produced += produce(bootstrap, topic, records, compression=codec)
+    actual = rows_to_records(kafka_read(spark, bootstrap, subscribe=topic, includeHeaders="true"))
+    expected = sorted(produced, key=lambda r: (r.partition, r.offset))
+    assert actual == expected, diff(expected, actual)
+
+    out = new_topic(partitions=len(CODECS), suffix="-out")
+    source = kafka_read(spark, bootstrap, subscribe=topic, includeHeaders="true")
+    for p, codec in enumerate(CODECS):
+        (
+            source.where(f"partition = {p}")
+            .selectExpr("key", "value", "headers", "partition")
+            .coalesce(1)
+            .sortWithinPartitions("offset")
+            .write.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("kafka.compression.type", codec)
+            .option("topic", out)
+            .save()
+        )
+    got = consume_all(bootstrap, out, list(range(len(CODECS))))
+    for p in range(len(CODECS)):
+        want = [(r.key, r.value, r.headers) for r in expected if r.partition == p]
+        assert [(r.key, r.value, r.headers) for r in got[p]] == want, f"partition {p}"
