@@ -18,11 +18,12 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from jocko_py.protocol import messages
+from jocko_py.protocol import fastpath, messages
 from jocko_py.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from jocko_py.protocol.wire import Chunked, Reader, r_i16, r_i32, r_nstring, r_tagged, w_i32
 
 API_VERSIONS_KEY = 18
+PRODUCE_KEY = 0
 _HEAD = struct.Struct(">hhi")
 _ERROR = struct.Struct(">h")
 _UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
@@ -77,7 +78,10 @@ def decode_request(
         )
     if messages.request_flexible(header.api_key, header.api_version):
         r_tagged(r, {}, {})
-    body = messages.request_schema(header.api_key, header.api_version).parse(r)
+    if header.api_key == PRODUCE_KEY and header.api_version >= 3:
+        body = fastpath.decode_produce_request(r, header.api_version)
+    else:
+        body = messages.request_schema(header.api_key, header.api_version).parse(r)
     if r.pos != r.end:
         raise ProtocolError(
             f"{messages.api_name(header.api_key)} v{header.api_version}: "
@@ -108,7 +112,9 @@ def encode_response_parts(
     w_i32(correlation_id, out)
     if api_key != API_VERSIONS_KEY and messages.response_flexible(api_key, api_version):
         out.append(0)  # empty tagged fields of response header v1
-    messages.response_schema(api_key, api_version).build(body, out)
+    if not (api_key == PRODUCE_KEY and api_version >= 3
+            and fastpath.encode_produce_response(api_version, body, out)):
+        messages.response_schema(api_key, api_version).build(body, out)
     parts = out.finish()
     first = parts[0]
     assert isinstance(first, bytearray)
