@@ -24,12 +24,13 @@ from tests.support.broker import BrokerProcess
 SUBSCRIPTION = b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x05other" + b"\xff\xff\xff\xff"
 PROTO = [{"name": "range", "metadata": SUBSCRIPTION}]
 GROUP_OVERRIDES = {"group.initial.rebalance.delay.ms": "0",
-                   "group.min.session.timeout.ms": "1000"}
+                   "group.min.session.timeout.ms": "1000", "group.max.size": "2"}
 
 
 class External(BrokerProcess):
     """An already running broker (to check these tests against Apache Kafka: run it with
-    group.min.session.timeout.ms=1000 and group.initial.rebalance.delay.ms=0, then set
+    group.min.session.timeout.ms=1000, group.initial.rebalance.delay.ms=0 and
+    group.max.size=2, then set
     JOCKO_TEST_GROUPS_BOOTSTRAP=host:port)."""
 
     def __init__(self, addr: str) -> None:
@@ -336,3 +337,26 @@ def test_member_that_never_syncs_is_removed(broker: BrokerProcess) -> None:
     while heartbeat(broker, g, r.generation_id, r.member_id) != E.UNKNOWN_MEMBER_ID:
         assert time.monotonic() < deadline, "a member that never synced was kept"
         time.sleep(0.2)
+
+
+def test_group_max_size_turns_away_the_last_to_rejoin(
+        broker: BrokerProcess, pool: cf.ThreadPoolExecutor) -> None:
+    g = "g-max"  # group.max.size=2
+    a, gen = stable_single(broker, g)
+    fb = pool.submit(join, broker, g, version=3)
+    deadline = time.monotonic() + 10
+    while heartbeat(broker, g, gen, a) != E.REBALANCE_IN_PROGRESS:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    fc = pool.submit(join, broker, g, version=3)
+    time.sleep(0.5)
+    # b and c rejoined first: a, rejoining third, is turned away and removed
+    ra = join(broker, g, a)
+    assert ra.error_code == E.GROUP_MAX_SIZE_REACHED
+    rb_, rc = fb.result(10), fc.result(10)
+    assert rb_.error_code == rc.error_code == 0
+    assert rb_.generation_id == rc.generation_id == gen + 1
+    leader = rb_ if rb_.leader == rb_.member_id else rc
+    assert sorted(m.member_id for m in leader.members) == sorted([rb_.member_id, rc.member_id])
+    # a full stable group turns new members away
+    assert join(broker, g, version=3).error_code == E.GROUP_MAX_SIZE_REACHED

@@ -147,6 +147,14 @@ class GroupCoordinator:
             return JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
         if not g.supports_protocols(protocol_type, [n for n, _ in protocols]):
             return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+        if g.static_member_id(instance_id) is None and \
+                not self._accept_joining_member(g, member_id):
+            log.info("[group=%s] member %s turned away: group.max.size %d reached",
+                     group_id, member_id or "<new>", self.config.max_size)
+            if member_id in g.members:
+                self._remove_member_and_update(g, member_id, "group.max.size reached")
+            g.pending_members.pop(member_id, None)
+            return JoinResult(E.GROUP_MAX_SIZE_REACHED)
         if not member_id:
             result = self._join_unknown(
                 g, instance_id, client_id, client_host, session_timeout_ms,
@@ -162,11 +170,17 @@ class GroupCoordinator:
             return result
         return await result
 
-    def _full(self, g: Group, adding: str | None = None) -> bool:
-        n = len(g.members) + len(g.pending_members)
-        if adding is not None and adding in g.pending_members:
-            n -= 1
-        return n >= self.config.max_size
+    def _accept_joining_member(self, g: Group, member_id: str) -> bool:
+        """Kafka's group.max.size rule: while rebalancing, count the members that
+        rejoined (so the last ones to rejoin are the ones turned away)."""
+        limit = self.config.max_size
+        if g.state in (S.EMPTY, S.DEAD):
+            return True
+        m = g.members.get(member_id)
+        if g.is_(S.PREPARING_REBALANCE):
+            awaiting = sum(1 for x in g.members.values() if x.awaiting_join)
+            return (m is not None and m.awaiting_join) or awaiting < limit
+        return m is not None or len(g.members) < limit
 
     def _join_unknown(
         self, g: Group, instance_id: str | None, client_id: str, client_host: str,
@@ -180,13 +194,9 @@ class GroupCoordinator:
                 return self._update_static_member(
                     g, old_id, new_id, instance_id, protocols, session_timeout_ms,
                     rebalance_timeout_ms, supports_skip)
-            if self._full(g):
-                return JoinResult(E.GROUP_MAX_SIZE_REACHED)
             return self._add_member_and_rebalance(
                 g, new_id, instance_id, client_id, client_host, session_timeout_ms,
                 rebalance_timeout_ms, protocol_type, protocols)
-        if self._full(g):
-            return JoinResult(E.GROUP_MAX_SIZE_REACHED)
         if require_known:
             # KIP-394: hand out the id first so a client that gives up mid-join
             # does not leave a ghost member behind
@@ -208,9 +218,6 @@ class GroupCoordinator:
             if cur is not None and cur != member_id:
                 return JoinResult(E.FENCED_INSTANCE_ID, member_id=member_id)
         if member_id in g.pending_members:
-            if self._full(g, member_id):
-                g.pending_members.pop(member_id, None)
-                return JoinResult(E.GROUP_MAX_SIZE_REACHED, member_id=member_id)
             return self._add_member_and_rebalance(
                 g, member_id, instance_id, client_id, client_host, session_timeout_ms,
                 rebalance_timeout_ms, protocol_type, protocols)
