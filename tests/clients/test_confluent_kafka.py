@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import (
@@ -29,6 +29,7 @@ from confluent_kafka import (
 from tests.support.e2e import (
     CODECS,
     Dataset,
+    Header,
     Rec,
     TargetBroker,
     assert_same_records,
@@ -144,19 +145,22 @@ def consume(
                 if err is not None:
                     raise AssertionError(f"{topic}: consume error {err}")
                 ts_type, ts = m.timestamp()
-                p = m.partition()
+                p, off = m.partition(), m.offset()
+                assert p is not None and off is not None
+                headers = m.headers() or []
+                assert isinstance(headers, list)
                 out[p].append(
                     Rec(
                         partition=p,
-                        offset=m.offset(),
+                        offset=off,
                         key=m.key(),
                         value=m.value(),
-                        headers=tuple(m.headers() or ()),
+                        headers=cast(tuple[Header, ...], tuple(headers)),
                         timestamp=ts,
                         timestamp_type=TS_TYPE.get(ts_type, -2),
                     )
                 )
-                next_offset[p] = m.offset() + 1
+                next_offset[p] = off + 1
         return out
     finally:
         consumer.close()

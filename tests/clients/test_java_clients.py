@@ -126,8 +126,8 @@ def test_offsets_for_times(
     java("offsets-for-times", target.bootstrap, str(queries), str(out))
     got: dict[tuple[str, int, int], tuple[int, int]] = {}
     for line in out.read_text().splitlines():
-        topic, p, ts, off, rts = line.split("\t")
-        got[(topic, int(p), int(ts))] = (int(off), int(rts))
+        topic, part, qts, off, rts = line.split("\t")
+        got[(topic, int(part), int(qts))] = (int(off), int(rts))
     wrong = [
         f"{k}: want (offset, timestamp) {v}, got {got.get(k)}"
         for k, v in expected.items()

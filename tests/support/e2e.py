@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -173,14 +172,6 @@ class Dataset:
         for r in self.records:
             out[r.partition].append(r)
         return out
-
-    @property
-    def base_ts(self) -> int:
-        return min(r.timestamp for r in self.records)
-
-    @property
-    def max_ts(self) -> int:
-        return max(r.timestamp for r in self.records)
 
     def timestamp_queries(self) -> list[tuple[int, int, int | None]]:
         return timestamp_queries(self.by_partition())
@@ -382,12 +373,7 @@ def read_tsv(path: Path) -> dict[str, list[Rec]]:
     return out
 
 
-# --------------------------------------------------------------------------- tools
-
-
-def tool_path(name: str) -> str | None:
-    return shutil.which(name)
-
+# --------------------------------------------------------------------------- Java
 
 JAVA_JARS = REPO / ".cache" / "java-test-jars"
 JAVA_CLASSES = REPO / ".cache" / "java-test-classes"
