@@ -75,7 +75,7 @@ class AppendInfo:
 class ReadInfo:
     """Result of a read: whole batches, plus the log bounds at read time."""
 
-    records: bytes
+    records: bytes | memoryview
     log_start_offset: int
     log_end_offset: int
     first_batch_offset: int  # base offset of the first returned batch, -1 when empty

@@ -341,7 +341,7 @@ class LogSegment:
         *,
         max_offset: int | None = None,
         min_one_batch: bool = True,
-    ) -> bytes | None:
+    ) -> bytes | memoryview | None:
         """Whole batches from the one containing ``offset``.
 
         Stops before a batch whose last offset is >= ``max_offset`` and once
@@ -351,20 +351,32 @@ class LogSegment:
         found = self.find_position(offset)
         if found is None:
             return None
-        start, _ = found
-        total = 0
-        for _p, h in self.iter_headers(start):
-            if max_offset is not None and h.last_offset >= max_offset:
-                break
-            if total + h.size > max_bytes and not (total == 0 and min_one_batch):
-                break
-            total += h.size
-        if total == 0:
+        start, first = found
+        if max_offset is not None and first.last_offset >= max_offset:
             return b""
+        if first.size > max_bytes and not min_one_batch:
+            return b""
+        # one pread of everything that could be returned, trimmed to whole batches
+        # in memory: a single syscall and a single header walk
+        want = min(max(max_bytes, first.size), self.size - start)
         try:
-            return os.pread(self._fd, total, start)
+            data = os.pread(self._fd, want, start)
         except OSError as exc:
             raise KafkaStorageError(f"read from {self.log_path} failed: {exc}") from exc
+        total = 0
+        n = len(data)
+        while total + HEADER_SIZE <= n:
+            h = parse_header(data, total)
+            if h.batch_length < MIN_BATCH_LENGTH:
+                raise KafkaStorageError(f"{self.log_path}: corrupt batch length at {start + total}")
+            if total + h.size > n:
+                break
+            if max_offset is not None and h.last_offset >= max_offset:
+                break
+            total += h.size
+        if total == n:
+            return data
+        return memoryview(data)[:total]
 
     def read_batch_at(self, position: int, header: RecordBatchHeader) -> bytes:
         return os.pread(self._fd, header.size, position)
