@@ -203,6 +203,41 @@ def test_offsets_for_times(target: TargetBroker, datasets: dict[str, Dataset], c
     check_offsets_for_times(target.bootstrap, datasets[codec])
 
 
+def test_log_append_time_topic(target: TargetBroker) -> None:
+    """message.timestamp.type=LogAppendTime: the broker stamps each batch with its append
+    time (batch header + attributes, CRC recomputed); records keep their keys, values and
+    headers, and offsets_for_times works on the append times."""
+    ds = make_dataset(f"e2e-confluent-logappend-{SUFFIX}", n=2000)
+    create_topics(
+        target.bootstrap, [ds.topic], ds.partitions, {"message.timestamp.type": "LogAppendTime"}
+    )
+    t0 = int(time.time() * 1000)
+    produce(target.bootstrap, ds, "gzip")
+    t1 = int(time.time() * 1000)
+    got = consume(target.bootstrap, ds.topic, ds.partitions)
+    assert_same_records(
+        with_offsets(ds.by_partition()), got, "LogAppendTime topic", check_timestamps=False
+    )
+    for p, recs in got.items():
+        assert {r.timestamp_type for r in recs} == {1}, f"p{p}: not all LogAppendTime"
+        stamps = [r.timestamp for r in recs]
+        assert all(t0 - 1000 <= s <= t1 + 1000 for s in stamps), (
+            f"p{p}: append times {min(stamps)}..{max(stamps)} outside [{t0}, {t1}]"
+        )
+        assert stamps == sorted(stamps), f"p{p}: append times go down"
+    consumer = Consumer(_conf(target.bootstrap, **{"group.id": f"jocko-e2e-unused-{SUFFIX}"}))
+    try:
+        for p, recs in got.items():
+            last = recs[-1].timestamp
+            want = next(r.offset for r in recs if r.timestamp >= last)
+            (res,) = consumer.offsets_for_times([TopicPartition(ds.topic, p, last)], timeout=30)
+            assert res.offset == want, f"p{p}: offset for append time {last}: {res.offset}"
+            (res,) = consumer.offsets_for_times([TopicPartition(ds.topic, p, t0 - 60_000)], 30)
+            assert res.offset == 0
+    finally:
+        consumer.close()
+
+
 def test_read_again_after_crash_restart(target: TargetBroker, datasets: dict[str, Dataset]) -> None:
     """The broker is killed with SIGKILL (no clean shutdown, recovery runs on start)."""
     if not target.can_restart:

@@ -110,7 +110,12 @@ def unique_suffix() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def create_topics(bootstrap: str, names: Iterable[str], partitions: int = PARTITIONS) -> None:
+def create_topics(
+    bootstrap: str,
+    names: Iterable[str],
+    partitions: int = PARTITIONS,
+    configs: dict[str, str] | None = None,
+) -> None:
     """CreateTopics through kafka-python's admin client, then wait until every
     partition has a leader in Metadata (bounded)."""
     from kafka.admin import KafkaAdminClient, NewTopic
@@ -119,7 +124,10 @@ def create_topics(bootstrap: str, names: Iterable[str], partitions: int = PARTIT
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
     try:
         admin.create_topics(
-            [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names],
+            [
+                NewTopic(n, num_partitions=partitions, replication_factor=1, topic_configs=configs)
+                for n in names
+            ],
             timeout_ms=30_000,
         )
         deadline = time.monotonic() + 30
