@@ -186,8 +186,22 @@ def test_truncated_frame_does_not_block_other_connections(target: TargetBroker) 
         + b"\x00" * 10,
         # client_id length beyond the frame.
         w.i16(w.API_API_VERSIONS) + w.i16(0) + w.i32(7) + w.i16(500) + b"abc",
+        # An array count of 2**31-1 in a tiny frame: must not be allocated up front.
+        w.header_v1(w.API_METADATA, 4, 7) + w.i32(0x7FFFFFFF) + w.string("a") + w.i8(0),
+        # Flexible ApiVersions v3 whose compact string length is a runaway varint.
+        w.header_v2(w.API_API_VERSIONS, 3, 7) + b"\xff" * 12,
+        # Flexible ApiVersions v3 whose compact string claims 1000 bytes, has 3.
+        w.header_v2(w.API_API_VERSIONS, 3, 7) + w.uvarint(1001) + b"abc",
     ],
-    ids=["header", "metadata-array", "produce-records", "client-id"],
+    ids=[
+        "header",
+        "metadata-array",
+        "produce-records",
+        "client-id",
+        "huge-array-count",
+        "runaway-varint",
+        "compact-string",
+    ],
 )
 def test_request_cut_short_inside_a_complete_frame_closes_connection(
     target: TargetBroker, payload: bytes
