@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -316,8 +317,13 @@ class Group:
 
 def parse_subscription_topics(metadata: bytes) -> set[str]:
     """Topics in a ConsumerProtocolSubscription (version int16 then the struct)."""
-    import struct
+    try:
+        return _parse_subscription_topics(metadata)
+    except (struct.error, UnicodeDecodeError) as e:
+        raise ValueError(f"malformed subscription: {e}") from e
 
+
+def _parse_subscription_topics(metadata: bytes) -> set[str]:
     if len(metadata) < 2:
         raise ValueError("subscription too short")
     # every version starts with the topics array: int32 count, then int16-length strings
