@@ -280,3 +280,75 @@ def test_streaming_fail_on_data_loss(
             to_file_sink(kafka_stream(spark, bootstrap, **strict), strict_out, strict_ckpt)
         )
     assert "lost" in str(err.value).lower(), str(err.value)[:2000]
+
+
+def _create_partitions(bootstrap: str, topic: str, total: int) -> None:
+    from kafka.admin import KafkaAdminClient, NewPartitions
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+    try:
+        admin.create_partitions({topic: NewPartitions(total_count=total)}, timeout_ms=30_000)
+    finally:
+        admin.close()
+
+
+def test_running_query_picks_up_new_topics_and_partitions(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """A running subscribePattern query sees a topic created later that matches the
+    pattern, and a partition added to a topic it reads (CreatePartitions), and reads
+    both from offset 0: every record lands once, and no data loss is reported."""
+    a = new_topic(partitions=2, suffix="-a")
+    prefix = a[: -len("-a")]
+    base = now_ms() - 60_000
+    produced = produce(bootstrap, a, sample_records(base, partitions=2, count=10))
+    out, ckpt = tmp_path / "out", tmp_path / "checkpoint"
+    source = dict(
+        subscribePattern=prefix + "-.*", startingOffsets="earliest", includeHeaders="true"
+    )
+    query = (
+        kafka_stream(spark, bootstrap, **source)
+        .selectExpr("topic", "partition", "offset", "key", "value")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+
+    def landed() -> list[tuple[str, int, int]]:
+        if not (out / "_spark_metadata").exists():
+            return []
+        schema = "topic STRING, partition INT, offset LONG, key BINARY, value BINARY"
+        rows = spark.read.schema(schema).parquet(str(out)).collect()
+        return sorted((r["topic"], r["partition"], r["offset"]) for r in rows)
+
+    def wait_for(want: list[tuple[str, int, int]]) -> None:
+        deadline = time.monotonic() + QUERY_TIMEOUT
+        while True:
+            if query.exception() is not None:
+                raise AssertionError(f"query failed: {query.exception()}")
+            got = landed()
+            if len(got) >= len(want):
+                assert got == want
+                return
+            assert time.monotonic() < deadline, f"{len(got)} of {len(want)} records landed"
+            time.sleep(0.5)
+
+    try:
+        want = sorted((a, r.partition, r.offset) for r in produced)
+        wait_for(want)
+
+        b = prefix + "-b"
+        _create_topic_with_configs(bootstrap, b, {})
+        _create_partitions(bootstrap, a, 3)
+        more_a = produce(
+            bootstrap, a, [r for r in sample_records(base, partitions=3, count=9, start=30)]
+        )
+        more_b = produce(bootstrap, b, sample_records(base, partitions=1, count=4, start=50))
+        assert any(r.partition == 2 for r in more_a)
+        want = sorted(want + [(a, r.partition, r.offset) for r in more_a])
+        want = sorted(want + [(b, r.partition, r.offset) for r in more_b])
+        wait_for(want)
+    finally:
+        query.stop()
