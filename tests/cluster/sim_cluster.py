@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jocko_py.cluster.controller import (
@@ -71,7 +72,7 @@ class ClusterSim(RaftSim):
         super().crash(n, down_ms)
         self.gossip[n.node_id] = None
 
-    def _run_gossip(self, src: int, actions: list[object]) -> None:
+    def _run_gossip(self, src: int, actions: Sequence[object]) -> None:
         for a in actions:
             if isinstance(a, Send):
                 self._send(Datagram(src, _gid(a.addr), a.message))  # type: ignore[arg-type]

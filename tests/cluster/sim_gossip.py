@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from jocko_py.cluster.gossip.core import GossipConfig, GossipCore, State
@@ -82,7 +83,7 @@ class GossipSim:
         seeds = [s for s in self.names if s != name]
         self._run(name, core.join(seeds, self.now))
 
-    def _run(self, src: str, actions: list[object]) -> None:
+    def _run(self, src: str, actions: Sequence[object]) -> None:
         for a in actions:
             if isinstance(a, Send):
                 if self.rng.random() < self.drop:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 import pytest
 
@@ -31,6 +32,7 @@ from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
     ConfigRecord,
     MetadataImage,
+    MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
 )
@@ -49,10 +51,10 @@ def _cluster(racks: dict[int, str]) -> tuple[Controller, MetadataImage, dict[int
     return ctl, img, live
 
 
-def _apply_checked(img: MetadataImage, recs: list[object]) -> None:
+def _apply_checked(img: MetadataImage, recs: Sequence[MetadataRecord]) -> None:
     for r in recs:
-        assert check_leader_in_isr(img, r) is None  # type: ignore[arg-type]
-        img.apply(r)  # type: ignore[arg-type]
+        assert check_leader_in_isr(img, r) is None
+        img.apply(r)
 
 
 def test_registration_and_rack_aware_placement() -> None:

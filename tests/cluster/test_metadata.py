@@ -124,7 +124,7 @@ def _broker(bid: int, rack: str | None = None, epoch: int = 10) -> RegisterBroke
 
 def test_image_topics_partitions_and_changes() -> None:
     img = MetadataImage()
-    for r in [
+    recs: list[MetadataRecord] = [
         _broker(1, "a"),
         _broker(2, "b"),
         UnfenceBrokerRecord(1, 10),
@@ -134,7 +134,8 @@ def test_image_topics_partitions_and_changes() -> None:
         PartitionChangeRecord(0, T1, isr=(2,), leader=2),
         PartitionChangeRecord(0, T1, isr=(1, 2)),
         ProducerIdsRecord(1, 10, 1000),
-    ]:
+    ]
+    for r in recs:
         img.apply(r)
     assert img.brokers[1].fenced is False and img.brokers[2].fenced is True
     assert img.brokers[1].host == "h" and img.brokers[1].port == 9001

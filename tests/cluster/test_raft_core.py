@@ -35,7 +35,7 @@ def _single_leader(storage: MemoryStorage) -> RaftCore:
     core = RaftCore(1, {1: "a"}, CFG, storage.load())
     for a in core.start(0) + core.tick(1000):
         if not isinstance(a, Send | Commit):
-            storage.execute(a)  # type: ignore[arg-type]
+            storage.execute(a)
     assert core.role is Role.LEADER
     return core
 
