@@ -352,3 +352,57 @@ def test_running_query_picks_up_new_topics_and_partitions(
         wait_for(want)
     finally:
         query.stop()
+
+
+def test_running_query_survives_broker_restart(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, target: Any
+) -> None:
+    """The broker is stopped gracefully and started again (same port and data) while a
+    query reads: the connector's consumers reconnect, and every record, produced
+    before or after the restart, lands in the file sink once."""
+    if not target.can_restart:
+        pytest.skip("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
+    topic = new_topic(partitions=3)
+    base = now_ms() - 60_000
+    before = produce(bootstrap, topic, sample_records(base, count=300))
+    out, ckpt = tmp_path / "out", tmp_path / "checkpoint"
+    query = (
+        kafka_stream(
+            spark,
+            bootstrap,
+            subscribe=topic,
+            startingOffsets="earliest",
+            maxOffsetsPerTrigger="100",
+        )
+        .selectExpr("partition", "offset")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    schema = "partition INT, offset LONG"
+
+    def landed() -> list[tuple[int, int]]:
+        if not (out / "_spark_metadata").exists():
+            return []
+        rows = spark.read.schema(schema).parquet(str(out)).collect()
+        return sorted((r["partition"], r["offset"]) for r in rows)
+
+    try:
+        deadline = time.monotonic() + QUERY_TIMEOUT
+        while (query.lastProgress or {}).get("batchId", -1) < 1:
+            assert query.exception() is None, str(query.exception())
+            assert time.monotonic() < deadline, f"no progress: {query.status}"
+            time.sleep(0.2)
+        target.restart()
+        after = produce(bootstrap, topic, sample_records(now_ms(), count=30, start=300))
+        want = sorted((r.partition, r.offset) for r in before + after)
+        deadline = time.monotonic() + QUERY_TIMEOUT
+        while len(got := landed()) < len(want):
+            assert query.exception() is None, str(query.exception())
+            assert time.monotonic() < deadline, f"{len(got)} of {len(want)} records landed"
+            time.sleep(0.5)
+        assert got == want
+    finally:
+        query.stop()
