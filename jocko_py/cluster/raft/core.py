@@ -206,6 +206,7 @@ class RaftCore:
         self._snap_buf = bytearray()
         self._snap_inflight: dict[int, tuple[int, tuple[int, int], int]] = {}
         self._fetch_backoff = 0  # consecutive fetch timeouts; doubles the resend timeout
+        self._blobs: dict[tuple[int, int], bytes] = {}  # snapshots served, by id
         # election state
         self._vote_corr = -1
         self._votes: set[int] = set()
@@ -893,16 +894,29 @@ class RaftCore:
             )
         )
 
-    def _on_fetch_snapshot_request(self, m: FetchSnapshotRequest, now: int) -> None:
+    def _snapshot_blob(self, snapshot_id: tuple[int, int]) -> bytes | None:
+        """Serialized snapshot by id: the current one or the one before it, so that a
+        transfer in progress survives the leader taking a newer snapshot."""
         snap = self.snapshot
+        if snap is not None and (snap.end_offset, snap.epoch) not in self._blobs:
+            self._blobs[(snap.end_offset, snap.epoch)] = snap.to_bytes()
+            while len(self._blobs) > 2:
+                del self._blobs[min(self._blobs)]
+        return self._blobs.get(snapshot_id)
+
+    def _on_fetch_snapshot_request(self, m: FetchSnapshotRequest, now: int) -> None:
         err = NONE
+        blob = b""
         if self.role is not Role.LEADER:
             err = NOT_LEADER_OR_FOLLOWER
         elif m.current_leader_epoch != self.epoch:
             err = FENCED_LEADER_EPOCH
-        elif snap is None or (snap.end_offset, snap.epoch) != m.snapshot_id:
-            err = SNAPSHOT_NOT_FOUND
-        blob = snap.to_bytes() if snap is not None and err == NONE else b""
+        else:
+            found = self._snapshot_blob(m.snapshot_id)
+            if found is None:
+                err = SNAPSHOT_NOT_FOUND
+            else:
+                blob = found
         if err == NONE and not 0 <= m.position <= len(blob):
             err = POSITION_OUT_OF_RANGE
         chunk = blob[m.position : m.position + m.max_bytes] if err == NONE else b""
