@@ -36,6 +36,9 @@ class Server:
         self.connections.add(task)
         try:
             await Connection(self.broker, reader, writer).run()
+        except asyncio.CancelledError:
+            # shutdown closes open connections; that is their normal end, not an error
+            writer.close()
         finally:
             self.connections.discard(task)
 
