@@ -10,7 +10,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener  # noqa: E402
-from aiokafka.errors import CommitFailedError  # noqa: E402
+from aiokafka.errors import CommitFailedError, KafkaError  # noqa: E402
 from common import Output, StopFlag, parse_args  # noqa: E402
 
 
@@ -48,7 +48,8 @@ async def main() -> None:
                 try:
                     await consumer.commit()
                     out.line("C")
-                except CommitFailedError as e:
+                except (CommitFailedError, KafkaError) as e:
+                    # e.g. the broker is restarting: the next commit covers these records
                     out.line(f"F {e!r}")
         await consumer.commit()
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import Output, StopFlag, parse_args  # noqa: E402
 from kafka import KafkaConsumer  # noqa: E402
 from kafka.consumer.subscription_state import ConsumerRebalanceListener  # noqa: E402
-from kafka.errors import CommitFailedError  # noqa: E402
+from kafka.errors import CommitFailedError, KafkaError  # noqa: E402
 
 
 def main() -> None:
@@ -45,7 +46,12 @@ def main() -> None:
     out.line("READY")
     last: set[int] | None = None
     while not flag.stop:
-        batch = consumer.poll(200)
+        try:
+            batch = consumer.poll(200)
+        except KafkaError as e:  # e.g. the broker is restarting; a real app retries too
+            out.line(f"E {e!r}")
+            time.sleep(0.2)
+            continue
         # cooperative rebalances may shrink the assignment without an assigned callback
         now = {tp.partition for tp in consumer.assignment()}
         if last is not None and now != last:
@@ -60,7 +66,8 @@ def main() -> None:
             try:
                 consumer.commit()
                 out.line("C")
-            except CommitFailedError as e:
+            except (CommitFailedError, KafkaError) as e:
+                # e.g. the broker is restarting: the next commit covers these records
                 out.line(f"F {e!r}")
     try:
         consumer.commit()
