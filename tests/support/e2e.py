@@ -221,7 +221,8 @@ def make_dataset(
 ) -> Dataset:
     """Deterministic records: record i goes to partition i % partitions with key
     "<topic>-k<i>", a VALUE_SIZE-byte value (binary unless `printable`; every 997th is
-    empty), headers ("seq", str(i)) and ("bin", 8 bytes) unless `fixed_headers`, and
+    empty), headers ("seq", str(i)) and ("bin", 8 bytes, hex if `printable`) unless
+    `fixed_headers`, and
     timestamp base_ts + i (base_ts defaults to 10 minutes ago, inside retention)."""
     if base_ts is None:
         base_ts = (int(time.time() * 1000) // 1000) * 1000 - 600_000
@@ -239,7 +240,10 @@ def make_dataset(
         headers = (
             fixed_headers
             if fixed_headers is not None
-            else (("seq", str(i).encode()), ("bin", digest[:8]))
+            else (
+                ("seq", str(i).encode()),
+                ("bin", digest[:8].hex().encode() if printable else digest[:8]),
+            )
         )
         records.append(
             Rec(
