@@ -549,3 +549,72 @@ def test_produce_invalid_acks(target: TargetBroker, produce_topic: str) -> None:
         )
     finally:
         c.close()
+
+
+# --------------------------------------------------------------------------- CreateTopics arguments
+
+
+def create_topics_raw(
+    target: TargetBroker, topics: list[bytes], validate_only: bool = False
+) -> dict[str, int]:
+    c = connect(target)
+    try:
+        cid = c.cid()
+        body = w.array(topics) + w.i32(10_000) + w.i8(1 if validate_only else 0)
+        req = w.frame(w.header_v1(w.API_CREATE_TOPICS, 4, cid) + body)
+        return w.parse_create_topics_v4(c.request(req, cid))
+    finally:
+        c.close()
+
+
+def topic_entry(
+    name: str, partitions: int = 1, rf: int = 1, configs: dict[str, str] | None = None
+) -> bytes:
+    cfg = [w.string(k) + w.string(v) for k, v in (configs or {}).items()]
+    return w.string(name) + w.i32(partitions) + w.i16(rf) + w.array([]) + w.array(cfg)
+
+
+@pytest.mark.parametrize(
+    "partitions, rf, configs, want",
+    [
+        (0, 1, None, 37),  # INVALID_PARTITIONS
+        (-5, 1, None, 37),
+        (-1, -1, None, 0),  # -1 = broker defaults (num.partitions, default.replication.factor)
+        (1, 3, None, 38),  # INVALID_REPLICATION_FACTOR: one broker
+        (1, 0, None, 38),
+        (1, 1, {"no.such.config": "1"}, 40),  # INVALID_CONFIG
+        (1, 1, {"retention.ms": "abc"}, 40),
+    ],
+    ids=[
+        "partitions-0",
+        "partitions-neg",
+        "defaults",
+        "rf-3",
+        "rf-0",
+        "unknown-config",
+        "bad-value",
+    ],
+)
+def test_create_topics_bad_arguments(
+    target: TargetBroker, partitions: int, rf: int, configs: dict[str, str] | None, want: int
+) -> None:
+    """Codes as Apache Kafka 3.9.2 answers them (checked)."""
+    name = f"badinput-args-{unique_suffix()}"
+    assert create_topics_raw(target, [topic_entry(name, partitions, rf, configs)]) == {name: want}
+
+
+def test_create_topics_duplicate_name_is_invalid_request(target: TargetBroker) -> None:
+    name = f"badinput-dup-{SUFFIX}"
+    assert create_topics_raw(target, [topic_entry(name), topic_entry(name)]) == {name: 42}
+
+
+def test_create_topics_validate_only_creates_nothing(target: TargetBroker) -> None:
+    name = f"badinput-validate-{SUFFIX}"
+    assert create_topics_raw(target, [topic_entry(name)], validate_only=True) == {name: 0}
+    c = connect(target)
+    try:
+        cid = c.cid()
+        meta = w.parse_metadata_v4_topic_errors(c.request(w.metadata_v4(cid, [name], False), cid))
+        assert meta == {name: w.UNKNOWN_TOPIC_OR_PARTITION}
+    finally:
+        c.close()
