@@ -103,9 +103,10 @@ class Partition:
                     message="Produce requests v3+ must contain exactly one record batch "
                     "per partition",
                 )
+            compacted = self.log.config.compact
             for h, view in batches:
                 rb.check_produce_batch(h)
-                rb.validate_record_structure(view, h)
+                rb.validate_record_structure(view, h, require_keys=compacted)
         except rb.UnsupportedMagicError as e:
             # Kafka: legacy magic 0/1 is an invalid record for v3+ produce; any
             # other magic means the bytes are not a record batch at all

@@ -418,13 +418,15 @@ def validate_record_structure(
     header: RecordBatchHeader,
     *,
     max_decompressed: int = DEFAULT_DECOMPRESS_LIMIT,
+    require_keys: bool = False,
 ) -> None:
     """Check that the batch body is ``recordsCount`` length-delimited records.
 
     The produce path's check (Kafka decodes every produced batch): it walks
     only the record length prefixes, after decompressing, so a garbage body or
     a count that disagrees with the records is refused before it is stored,
-    at a fraction of the cost of decoding every field.
+    at a fraction of the cost of decoding every field. With ``require_keys``
+    (compacted topics) a record without a key is refused too, as Kafka does.
     """
     mv = memoryview(batch)[HEADER_SIZE : header.size]
     data: Buffer
@@ -439,6 +441,16 @@ def validate_record_structure(
         length, pos = _read_varint(data, pos, end, 5)
         if length <= 0 or length > end - pos:
             raise CorruptRecordError(f"record {n} claims {length} bytes, {end - pos} left")
+        if require_keys:
+            # attributes int8, timestampDelta varlong, offsetDelta varint, keyLength
+            rec_end = pos + length
+            _, p = _read_varint(data, pos + 1, rec_end, 10)
+            _, p = _read_varint(data, p, rec_end, 5)
+            key_length, _ = _read_varint(data, p, rec_end, 5)
+            if key_length < 0:
+                raise InvalidRecordError(
+                    "Compacted topic cannot accept message without key"
+                )
         pos += length
         n += 1
     if n != header.records_count:

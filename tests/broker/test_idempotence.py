@@ -101,3 +101,14 @@ def test_duplicate_detected_after_broker_restart(broker: BrokerProcess) -> None:
         with pytest.raises(KafkaError) as e:
             c.produce("idem", 0, batch(pid, epoch, 9))
         assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_compacted_topic_refuses_records_without_key(broker: BrokerProcess) -> None:
+    with Client(broker.bootstrap) as c:
+        c.create_topic("compacted", 1, configs={"cleanup.policy": "compact"})
+        with pytest.raises(KafkaError) as e:
+            c.produce("compacted", 0, rb.build_batch([rb.NewRecord(b"k", b"v"),
+                                                      rb.NewRecord(None, b"v")],
+                                                     compression=1))
+        assert e.value.code == ErrorCode.INVALID_RECORD
+        assert c.produce("compacted", 0, rb.build_batch([rb.NewRecord(b"k", b"v")])) == 0
