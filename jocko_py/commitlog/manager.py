@@ -132,10 +132,11 @@ class LogManager:
         except OSError as exc:
             raise KafkaStorageError(f"cannot load logs from {self.data_dir}: {exc}") from exc
         logger.info(
-            "loaded %d logs from %s (%s shutdown)",
+            "loaded %d logs from %s (%s)",
             len(self.logs),
             self.data_dir,
-            "clean" if clean else "unclean",
+            "no logs yet" if not self.logs
+            else "after a clean shutdown" if clean else "recovered after an unclean shutdown",
         )
 
     # --- access ------------------------------------------------------------------
