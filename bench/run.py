@@ -1201,7 +1201,7 @@ def chart(results: list[CaseResult], scs: list[Scenario], base: str, cont: str, 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
     def med(label: str, key: str) -> float | None:
         xs = [
@@ -1234,8 +1234,9 @@ def chart(results: list[CaseResult], scs: list[Scenario], base: str, cont: str, 
                 ax.plot(xs, ys, style, label=label)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_formatter(ScalarFormatter())
+            axis.set_major_formatter(FormatStrFormatter("%g"))
             axis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(xlabel)
         ax.set_ylabel("produce MB/s (acks=1, median)")
