@@ -5,7 +5,8 @@ values are printable (no delimiters), every record carries the same two headers 
 and the timestamps are the CreateTime librdkafka stamps at produce time (kcat cannot set
 them): the test checks they fall inside the produce window and never go down within a
 partition, and the re-read after a restart must return exactly the same timestamps.
-Per codec: 10,000 records produced (one `kcat -P -p N` per partition), read back byte for
+Per codec: 10,000 records produced (one `kcat -P -p N` per partition, idempotent so that
+retries cannot reorder), read back byte for
 byte with `kcat -C -o beginning -e -J`, offsets by timestamp checked with `kcat -Q`
 (ListOffsets) and `kcat -C -o s@TS` (ListOffsets + Fetch).
 """
@@ -75,6 +76,9 @@ def produce(bootstrap: str, ds: Dataset, codec: str) -> None:
                 "\t",
                 "-X",
                 f"compression.codec={codec}",
+                # Keeps a retried batch from overtaking later ones (order is checked).
+                "-X",
+                "enable.idempotence=true",
                 *header_args,
             ],
             stdin=lines,
