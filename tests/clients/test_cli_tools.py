@@ -70,6 +70,7 @@ def test_topic_create_invalid_name_fails(target: TargetBroker) -> None:
     r = cli(target, "topic", "create", "bad/name")
     assert r.returncode != 0
     assert "INVALID_TOPIC_EXCEPTION" in r.stderr
+    assert "Traceback" not in r.stderr, "a Kafka error code is reported in one line"
 
 
 @needs_kcat
