@@ -119,3 +119,11 @@ def test_list_offsets_earliest_latest_timestamp_and_max(mod_broker: BrokerProces
         assert c.list_offset("ts", 0, 301) == (3, 500)
         assert c.list_offset("ts", 0, 501) == (-1, -1)
         assert c.list_offset("ts", 0, -3) == (3, 500)  # max timestamp (v7)
+
+
+def test_max_timestamp_needs_v7(mod_broker: BrokerProcess) -> None:
+    with Client(mod_broker.bootstrap) as c:
+        r = c.request(2, 6, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "f", "partitions": [{"partition_index": 0, "timestamp": -3}]}]})
+        p = r.topics[0].partitions[0]
+        assert (p.error_code, p.offset) == (ErrorCode.UNSUPPORTED_VERSION, -1)

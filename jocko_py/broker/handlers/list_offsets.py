@@ -40,6 +40,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                     out["offset"] = p.high_watermark
                 elif ts == EARLIEST:
                     out["offset"] = p.log.log_start_offset
+                elif ts == MAX_TIMESTAMP and ctx.version < 7:
+                    out["error_code"] = ErrorCode.UNSUPPORTED_VERSION  # KIP-734: v7+
                 elif ts == MAX_TIMESTAMP:
                     found = p.log.latest_timestamp_offset()
                     if found is not None:
