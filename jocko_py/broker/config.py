@@ -77,6 +77,8 @@ class BrokerConfig:
     raft_addr: str
     cluster_id: str
     properties: dict[str, str] = field(default_factory=dict)
+    # the property names set by the operator (file, overrides, flags), not defaulted
+    explicit: frozenset[str] = frozenset()
 
     def get(self, key: str) -> str:
         return self.properties.get(key, DEFAULTS.get(key, ""))
@@ -114,10 +116,11 @@ def build_config(
     data_dir: str | None = None,
     raft_addr: str | None = None,
 ) -> BrokerConfig:
-    props = dict(DEFAULTS)
+    given: dict[str, str] = {}
     if config_file is not None:
-        props.update(parse_properties(config_file.read_text()))
-    props.update(overrides or {})
+        given.update(parse_properties(config_file.read_text()))
+    given.update(overrides or {})
+    props = DEFAULTS | given
     if broker_id is not None:
         props["broker.id"] = str(broker_id)
     if "node.id" in props and broker_id is None:
@@ -142,6 +145,7 @@ def build_config(
         raft_addr=raft,
         cluster_id=props.get("cluster.id", ""),
         properties=props,
+        explicit=frozenset(given),
     )
 
 

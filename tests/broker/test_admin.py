@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
@@ -133,3 +134,23 @@ def test_topics_and_configs_survive_restart(broker: BrokerProcess) -> None:
         (t,) = c.metadata(["keep"]).topics
         assert len(t.partitions) == 4
         assert {e.name: e.value for e in c.describe_configs("keep")}["retention.ms"] == "12345"
+
+
+def test_broker_level_defaults_are_reported_as_static_broker_config(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data", overrides={"log.retention.hours": "5"})
+    b.start()
+    try:
+        with Client(b.bootstrap) as c:
+            c.create_topic("t", 1)
+            r = c.request(32, 4, {"resources": [{
+                "resource_type": 2, "resource_name": "t",
+                "configuration_keys": ["retention.ms", "max.message.bytes"]}],
+                "include_synonyms": True})
+            got = {e.name: e for e in r.results[0].configs}
+            ret = got["retention.ms"]
+            assert (ret.value, ret.config_source) == ("18000000", 4)  # STATIC_BROKER_CONFIG
+            assert ret.synonyms[0].name == "log.retention.hours"
+            # not set by the operator: a plain default, even though the broker has a value
+            assert got["max.message.bytes"].config_source == 5
+    finally:
+        b.stop()

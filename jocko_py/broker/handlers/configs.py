@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+# broker properties that can set a topic config's default, most specific first
+_BROKER_SYNONYMS = {
+    "retention.ms": ["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
+    "segment.ms": ["log.roll.ms", "log.roll.hours"],
+    "segment.jitter.ms": ["log.roll.jitter.ms", "log.roll.jitter.hours"],
+}
 
 
 def validate_topic_configs(broker: Broker, configs: Mapping[str, str | None]) -> None:
@@ -54,10 +60,11 @@ def describe_topic_configs(
         else:
             source = DEFAULT_CONFIG
         bname = TOPIC_TO_BROKER.get(name)
-        if bname and bname in props and bname not in _defaults_only(broker):
-            if source == DEFAULT_CONFIG:
-                source = STATIC_BROKER_CONFIG
-            synonyms.append({"name": bname, "value": props[bname], "source": STATIC_BROKER_CONFIG})
+        for syn in _BROKER_SYNONYMS.get(name, [bname] if bname else []):
+            if syn in broker.config.explicit:
+                if source == DEFAULT_CONFIG:
+                    source = STATIC_BROKER_CONFIG
+                synonyms.append({"name": syn, "value": props[syn], "source": STATIC_BROKER_CONFIG})
         synonyms.append({"name": bname or name, "value": LogConfig().to_properties()[name],
                          "source": DEFAULT_CONFIG})
         out.append({
@@ -67,12 +74,6 @@ def describe_topic_configs(
             "config_type": d.config_type_id, "documentation": None,
         })
     return out
-
-
-def _defaults_only(broker: Broker) -> set[str]:
-    from jocko_py.broker.config import DEFAULTS
-
-    return {k for k, v in DEFAULTS.items() if broker.config.properties.get(k) == v}
 
 
 def describe_broker_configs(broker: Broker, keys: list[str] | None) -> list[dict[str, Any]]:
