@@ -229,11 +229,22 @@ class LogCleaner:
         self.first_dirty: dict[tuple[str, int], int] = read_offset_checkpoint(self.path)
         self.horizons: dict[tuple[str, int], int] = {}
 
-    def clean_all(self, now_ms: int | None = None) -> int:
+    def compacted(self) -> list[tuple[str, int]]:
+        return [tp for tp, lg in self.logs.logs.items() if lg.config.compact]
+
+    def clean_all(
+        self, now_ms: int | None = None, only: list[tuple[str, int]] | None = None
+    ) -> int:
+        """Compact every compacted log (or those in `only`); returns how many changed.
+
+        A caller on an event loop passes one log at a time and yields between them,
+        so a big compaction stalls requests for one log's worth of work at most.
+        """
         now = _now_ms() if now_ms is None else now_ms
         cleaned = 0
-        for tp, lg in list(self.logs.logs.items()):
-            if not lg.config.compact:
+        for tp in list(self.logs.logs) if only is None else only:
+            lg = self.logs.logs.get(tp)
+            if lg is None or not lg.config.compact:
                 continue
             horizon = self.horizons.get(tp)
             force = horizon is not None and now >= horizon

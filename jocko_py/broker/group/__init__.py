@@ -59,10 +59,12 @@ def install(broker: Broker) -> GroupCoordinator:
     async def log_cleaner() -> None:
         while True:
             await asyncio.sleep(backoff_s)
-            try:
-                cleaner.clean_all()
-            except Exception:
-                log.exception("log cleaner failed")
+            for tp in cleaner.compacted():
+                try:
+                    cleaner.clean_all(only=[tp])
+                except Exception:
+                    log.exception("log cleaner failed on %s-%d", *tp)
+                await asyncio.sleep(0)  # let requests in between logs
 
     bg: list[Callable[[], Coroutine[Any, Any, None]]] = broker.services.setdefault(
         "background", [])
