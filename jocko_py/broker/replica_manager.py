@@ -154,6 +154,14 @@ class Partition:
             log_start_offset=self.log.log_start_offset,
         )
 
+    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """A client's view of the leader epoch (-1: not given) against ours (KIP-320)."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.NONE
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+
     def maybe_advance_high_watermark(self) -> bool:
         # ISR = {self} on one node: the HW is our own log end offset.
         leo = self.log.log_end_offset

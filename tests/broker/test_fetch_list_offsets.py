@@ -127,3 +127,19 @@ def test_max_timestamp_needs_v7(mod_broker: BrokerProcess) -> None:
             {"name": "f", "partitions": [{"partition_index": 0, "timestamp": -3}]}]})
         p = r.topics[0].partitions[0]
         assert (p.error_code, p.offset) == (ErrorCode.UNSUPPORTED_VERSION, -1)
+
+
+def test_newer_leader_epoch_than_ours_is_unknown(mod_broker: BrokerProcess) -> None:
+    with Client(mod_broker.bootstrap) as c:
+        r = c.request(1, 12, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": "f", "partitions": [
+                {"partition": 0, "fetch_offset": 0, "current_leader_epoch": 5,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        assert r.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+        lo = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "f", "partitions": [{"partition_index": 0, "current_leader_epoch": 5,
+                                          "timestamp": -1}]}]})
+        assert lo.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH

@@ -42,10 +42,8 @@ def _read_all(ctx: RequestContext, req: Any) -> tuple[list[dict[str, Any]], int]
             p = replicas.get(ft.topic, fp.partition)
             if p is None:
                 out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif fp.current_leader_epoch >= 0 and fp.current_leader_epoch != p.leader_epoch:
-                out["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH
-                                     if fp.current_leader_epoch < p.leader_epoch
-                                     else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            elif epoch_error := p.check_leader_epoch(fp.current_leader_epoch):
+                out["error_code"] = epoch_error
             else:
                 limit = max(0, min(fp.partition_max_bytes, budget - total))
                 r = p.read(fp.fetch_offset, limit, committed_only=committed, min_one=total == 0)

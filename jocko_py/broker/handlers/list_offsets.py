@@ -29,10 +29,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             p = replicas.get(t.name, rp.partition_index)
             if p is None:
                 out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif rp.current_leader_epoch >= 0 and rp.current_leader_epoch != p.leader_epoch:
-                out["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH
-                                     if rp.current_leader_epoch < p.leader_epoch
-                                     else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            elif epoch_error := p.check_leader_epoch(rp.current_leader_epoch):
+                out["error_code"] = epoch_error
             else:
                 ts = rp.timestamp
                 out["leader_epoch"] = p.leader_epoch
