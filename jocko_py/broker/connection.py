@@ -2,7 +2,10 @@
 
 Like Kafka, a connection processes one request at a time: the next frame is not
 handled until the previous response is queued, so responses leave in request
-order. Bytes that do not parse close this connection only (logged once);
+order. The responses to the frames of one read leave in one write, except that
+a handler about to park (long-poll fetch, acks=all, rebalance) first sends the
+ones already queued (`purgatory.before_park`), so no reply waits behind a later
+request. Bytes that do not parse close this connection only (logged once);
 handler failures are logged with the request and also close the connection,
 so a client reconnects and retries instead of waiting for a reply that will not
 come.
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from jocko_py.broker import api as api_mod
 from jocko_py.broker.api import NO_RESPONSE, RequestContext
+from jocko_py.broker.purgatory import PARK_HOOK
 from jocko_py.protocol import codec, messages
 from jocko_py.protocol.errors import ErrorCode, ProtocolError
 from jocko_py.protocol.framing import FrameDecoder
@@ -53,8 +57,16 @@ class Connection:
         self.decoder = FrameDecoder(broker.config.socket_request_max_bytes)
         self.served = api_mod.served_versions()
         self.entries = api_mod.registry()
+        # responses handled but not yet written (see `flush`)
+        self.outs: list[bytes | bytearray | memoryview] = []
+
+    def flush(self) -> None:
+        if self.outs:
+            outs, self.outs = self.outs, []
+            self.writer.writelines(outs)
 
     async def run(self) -> None:
+        PARK_HOOK.set(self.flush)  # this task's own context: only this connection's handlers
         try:
             while True:
                 data = await self.reader.read(READ_CHUNK)
@@ -62,16 +74,16 @@ class Connection:
                     return
                 # Responses to the frames of one read leave in one write: a pipelining
                 # client (Java: 5 in flight) would otherwise cost a syscall per response.
-                outs: list[bytes | bytearray | memoryview] = []
                 for frame in self.decoder.feed(data):
                     out = await self.handle(frame)
                     if out is not None:
-                        outs.extend(out)
-                if outs:
-                    self.writer.writelines(outs)
+                        self.outs.extend(out)
+                self.flush()
                 if self.writer.transport.get_write_buffer_size() > 4 * 1024 * 1024:
                     await self.writer.drain()
         except ProtocolError as e:
+            # the replies to the good frames before the bad one still go out
+            self.flush()
             log.warning("[peer=%s] closing connection: %s", self.peer, e)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass

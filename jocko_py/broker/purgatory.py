@@ -3,13 +3,30 @@
 A waiter registers interest in partition keys and gets an asyncio future that
 `notify(key)` completes; it then re-checks its condition. The caller bounds
 every wait with its own timeout (`max_wait_ms`, `timeout_ms`).
+
+`before_park()` must be called by any handler just before it waits for
+something outside its own request (a purgatory wait, a rebalance): the
+connection uses it to send the responses it already has for earlier pipelined
+requests, so a fast reply never waits behind a long poll (Kafka answers
+request n before it starts request n+1).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
+from contextvars import ContextVar
+
+# Set by each connection's task (each task has its own context): flushes the
+# responses that connection has queued but not yet written.
+PARK_HOOK: ContextVar[Callable[[], None] | None] = ContextVar("jocko_park_hook", default=None)
+
+
+def before_park() -> None:
+    hook = PARK_HOOK.get()
+    if hook is not None:
+        hook()
 
 
 class Purgatory:
@@ -20,6 +37,7 @@ class Purgatory:
         """Wait until any key is notified or `timeout` passes; True if notified."""
         if timeout <= 0:
             return False
+        before_park()
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         keys = list(keys)
         for k in keys:

@@ -291,3 +291,64 @@ def test_pipelined_requests_are_answered_in_request_order(client: RawClient) -> 
         if key == LIST_OFFSETS:
             # answered after the produces before it, and before the ones after it
             assert resp.topics[0].partitions[0].offset == produced
+
+
+def _fetch_body(topic: str, offset: int, max_wait_ms: int) -> dict[str, Any]:
+    return {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": 1 << 30,  # never satisfied: the fetch waits its full max_wait_ms
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}
+                ],
+            }
+        ],
+    }
+
+
+def test_reply_is_not_held_behind_a_later_long_poll_in_the_same_read(
+    client: RawClient,
+) -> None:
+    """Kafka answers request n before it starts request n+1: a produce and a long-poll
+    fetch sent in one write get the produce reply at once, not after max_wait_ms."""
+    import time
+
+    create_topic(client, "quirks-no-hol")
+    max_wait_ms = 6000
+    client.send(
+        bytes(codec.encode_request(PRODUCE, 9, 71, "quirks", produce_body("quirks-no-hol", 1)))
+        + bytes(codec.encode_request(1, 12, 72, "quirks", _fetch_body("quirks-no-hol", 1, max_wait_ms)))
+    )
+    t0 = time.monotonic()
+    corr, resp = codec.decode_response(PRODUCE, 9, client.read_frame())
+    produce_after = time.monotonic() - t0
+    assert corr == 71
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    corr, fetch = codec.decode_response(1, 12, client.read_frame())
+    fetch_after = time.monotonic() - t0
+    assert corr == 72 and fetch.error_code == ErrorCode.NONE
+    # the fetch really parked for its max_wait_ms, and the produce reply did not wait for it
+    assert fetch_after >= max_wait_ms / 1000 * 0.9
+    assert produce_after < max_wait_ms / 1000 / 2, f"produce reply took {produce_after:.2f}s"
+
+
+def test_replies_before_a_malformed_frame_are_still_sent(broker: BrokerProcess) -> None:
+    """Good requests ahead of garbage in the same read are answered; then only this
+    connection closes."""
+    c = RawClient(broker.port)
+    try:
+        good = bytes(codec.encode_request(API_VERSIONS, 3, 81, "quirks", {}))
+        # a frame whose header claims ApiVersions v3 but whose body is truncated garbage
+        bad_payload = struct.pack(">hhi", API_VERSIONS, 3, 82) + b"\xff"
+        c.send(good + struct.pack(">i", len(bad_payload)) + bad_payload)
+        corr, resp = codec.decode_response(API_VERSIONS, 3, c.read_frame())
+        assert corr == 81 and resp.error_code == ErrorCode.NONE
+        with pytest.raises((ConnectionError, OSError)):
+            c.read_frame()
+    finally:
+        c.close()

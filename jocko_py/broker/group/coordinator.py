@@ -38,6 +38,7 @@ from jocko_py.broker.group.state import (
     OffsetAndMetadata,
     SyncResult,
 )
+from jocko_py.broker.purgatory import before_park
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -168,6 +169,7 @@ class GroupCoordinator:
             if g.is_(S.EMPTY) and not g.members and not g.offsets and not g.pending_members:
                 self.groups.pop(group_id, None)
             return result
+        before_park()
         return await result
 
     def _accept_joining_member(self, g: Group, member_id: str) -> bool:
@@ -461,6 +463,7 @@ class GroupCoordinator:
                                                        g.protocol_name)):
                             mm.last_heartbeat = mono
                     log.info("[group=%s] generation %d is stable", g.group_id, gen)
+        before_park()
         return await fut
 
     # -- Heartbeat / LeaveGroup ------------------------------------------------------------
