@@ -438,7 +438,19 @@ def validate_record_structure(
         data = mv
     pos, end, n = 0, len(data), 0
     while pos < end:
-        length, pos = _read_varint(data, pos, end, 5)
+        # the record length is a zig-zag varint; the one- and two-byte forms
+        # (records under 8 KiB) are decoded inline: this loop is the produce
+        # path's only per-record work
+        b0 = data[pos]
+        if b0 < 0x80:
+            length = (b0 >> 1) ^ -(b0 & 1)
+            pos += 1
+        elif pos + 1 < end and data[pos + 1] < 0x80:
+            z = (b0 & 0x7F) | (data[pos + 1] << 7)
+            length = (z >> 1) ^ -(z & 1)
+            pos += 2
+        else:
+            length, pos = _read_varint(data, pos, end, 5)
         if length <= 0 or length > end - pos:
             raise CorruptRecordError(f"record {n} claims {length} bytes, {end - pos} left")
         if require_keys:
