@@ -9,9 +9,12 @@ as raw properties and turned into a `LogConfig` by the commit log.
 from __future__ import annotations
 
 import builtins
+import logging
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+log = logging.getLogger("jocko_py.broker.config")
 
 DEFAULTS: dict[str, str] = {
     "broker.id": "0",
@@ -43,20 +46,99 @@ DEFAULTS: dict[str, str] = {
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Java-properties subset: `key=value` or `key: value`, `#`/`!` comments."""
+    """java.util.Properties' line format: `key=value`, `key: value` or `key value`
+    (the first unescaped `=`, `:` or whitespace ends the key), `#`/`!` comments,
+    `\\` line continuations and the usual backslash escapes."""
     props: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
+    lines = iter(text.splitlines())
+    for raw in lines:
+        line = raw.lstrip()
         if not line or line[0] in "#!":
             continue
-        for sep in ("=", ":"):
-            if sep in line:
-                k, v = line.split(sep, 1)
-                props[k.strip()] = v.strip()
-                break
-        else:
-            props[line] = ""
+        # a line ending in an odd number of backslashes continues on the next one
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1:
+            line = line[:-1] + next(lines, "").lstrip()
+        key, i = _scan_key(line)
+        rest = line[i:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t\f")
+        props[key] = _unescape(rest).rstrip()
     return props
+
+
+def _scan_key(line: str) -> tuple[str, int]:
+    out: list[str] = []
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c == "\\" and i + 1 < len(line):
+            out.append(line[i : i + 2])
+            i += 2
+            continue
+        if c in "=: \t\f":
+            break
+        out.append(c)
+        i += 1
+    return _unescape("".join(out)), i
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(s: str) -> str:
+    if "\\" not in s:
+        return s
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            n = s[i + 1]
+            if n == "u" and i + 6 <= len(s):
+                try:
+                    out.append(chr(int(s[i + 2 : i + 6], 16)))
+                    i += 6
+                    continue
+                except ValueError:
+                    pass
+            out.append(_ESCAPES.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _protocol_map(value: str) -> dict[str, str]:
+    """`listener.security.protocol.map` (`NAME:PROTOCOL,...`); PLAINTEXT maps to itself."""
+    m = {"PLAINTEXT": "PLAINTEXT"}
+    for entry in value.split(","):
+        name, sep, proto = entry.strip().partition(":")
+        if sep:
+            m[name.strip().upper()] = proto.strip().upper()
+    return m
+
+
+def _plaintext_listener(value: str, proto_map: dict[str, str], prop: str) -> str | None:
+    """`host:port` of the first plaintext entry of a Kafka `listeners` /
+    `advertised.listeners` value (`NAME://host:port,...`), or None.
+
+    jocko-py serves one plaintext listener: entries whose listener name maps to
+    another security protocol (SSL, SASL_*) are skipped with a warning. An empty
+    host means all interfaces.
+    """
+    for entry in value.split(","):
+        name, sep, addr = entry.strip().partition("://")
+        if not sep:
+            continue
+        proto = proto_map.get(name.strip().upper(), name.strip().upper())
+        if proto != "PLAINTEXT":
+            log.warning("%s: %s (%s) is not supported; only PLAINTEXT is served",
+                        prop, entry.strip(), proto)
+            continue
+        host, _, port = addr.rpartition(":")
+        return f"{host or '0.0.0.0'}:{port}"
+    return None
 
 
 def split_addr(addr: str, default_port: int = 9092) -> tuple[str, int]:
@@ -127,9 +209,21 @@ def build_config(
         props["broker.id"] = props["node.id"]
     if data_dir is not None:
         props["log.dirs"] = data_dir
-    addr = broker_addr or props.get("jocko.broker.addr", "localhost:9092")
+    proto_map = _protocol_map(props.get("listener.security.protocol.map", ""))
+    addr = (
+        broker_addr
+        or props.get("jocko.broker.addr")
+        or _plaintext_listener(props.get("listeners", ""), proto_map, "listeners")
+        or "localhost:9092"
+    )
     host, port = split_addr(addr)
-    adv = advertised_addr or props.get("jocko.advertised.addr") or f"{host}:{port}"
+    adv = (
+        advertised_addr
+        or props.get("jocko.advertised.addr")
+        or _plaintext_listener(props.get("advertised.listeners", ""), proto_map,
+                               "advertised.listeners")
+        or f"{host}:{port}"
+    )
     adv_host, adv_port = split_addr(adv, port)
     if adv_host in ("0.0.0.0", "::", ""):
         adv_host = "localhost"
