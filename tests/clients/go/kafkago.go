@@ -1,0 +1,239 @@
+package main
+
+// kafka-go (github.com/segmentio/kafka-go): Writer with RequiredAcks=RequireAll (kafka-go has
+// no idempotent producer), a Reader per partition (no GroupID) for assigned consumption, and a
+// group Reader with explicit CommitMessages.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+func kafkagoLoggers(o options) (kafka.Logger, kafka.Logger) {
+	errLog := kafka.LoggerFunc(log.New(os.Stderr, "[kafka-go error] ", log.Ltime|log.Lmicroseconds).Printf)
+	if !o.debug {
+		return nil, errLog
+	}
+	return kafka.LoggerFunc(log.New(os.Stderr, "[kafka-go] ", log.Ltime|log.Lmicroseconds).Printf), errLog
+}
+
+func kafkagoCodec(codec string) (kafka.Compression, error) {
+	switch codec {
+	case "none":
+		return 0, nil
+	case "gzip":
+		return kafka.Gzip, nil
+	case "snappy":
+		return kafka.Snappy, nil
+	case "lz4":
+		return kafka.Lz4, nil
+	case "zstd":
+		return kafka.Zstd, nil
+	}
+	return 0, fmt.Errorf("unknown codec %q", codec)
+}
+
+// keyBalancer sends each record to the partition the input file names, looked up by key
+// (the Writer ignores Message.Partition; keys are unique in the test data).
+type keyBalancer struct{ byKey map[string]int }
+
+func (b keyBalancer) Balance(m kafka.Message, partitions ...int) int {
+	p, ok := b.byKey[string(m.Key)]
+	if !ok {
+		panic(fmt.Sprintf("no partition for key %q", m.Key))
+	}
+	return p
+}
+
+func kafkagoProduce(ctx context.Context, o options, recs []Record) error {
+	codec, err := kafkagoCodec(o.codec)
+	if err != nil {
+		return err
+	}
+	logger, errLogger := kafkagoLoggers(o)
+	bal := keyBalancer{byKey: make(map[string]int, len(recs))}
+	msgs := make([]kafka.Message, 0, len(recs))
+	for _, r := range recs {
+		if _, dup := bal.byKey[string(r.Key)]; dup || r.Key == nil {
+			return fmt.Errorf("kafkago produce needs unique non-null keys (key %q)", r.Key)
+		}
+		bal.byKey[string(r.Key)] = int(r.Partition)
+		m := kafka.Message{Key: r.Key, Value: r.Value, Time: time.UnixMilli(r.Timestamp)}
+		for _, h := range r.Headers {
+			m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
+		}
+		msgs = append(msgs, m)
+	}
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(o.brokers...),
+		Topic:        o.topic,
+		Balancer:     bal,
+		RequiredAcks: kafka.RequireAll,
+		Compression:  codec,
+		BatchTimeout: 10 * time.Millisecond, // the default 1s only slows the last batch down
+		Logger:       logger,
+		ErrorLogger:  errLogger,
+	}
+	err = w.WriteMessages(ctx, msgs...)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	var werrs kafka.WriteErrors
+	if errors.As(err, &werrs) {
+		n, first := 0, error(nil)
+		for _, e := range werrs {
+			if e != nil {
+				if first == nil {
+					first = e
+				}
+				n++
+			}
+		}
+		return fmt.Errorf("%d of %d records failed, first: %w", n, len(msgs), first)
+	}
+	return err
+}
+
+func fromKafkago(m kafka.Message) Record {
+	r := Record{
+		Partition: int32(m.Partition), Offset: m.Offset, Timestamp: m.Time.UnixMilli(),
+		Key: m.Key, Value: m.Value,
+	}
+	for _, h := range m.Headers {
+		r.Headers = append(r.Headers, Header{Key: h.Key, Value: h.Value})
+	}
+	return r
+}
+
+func kafkagoConsume(ctx, stop context.Context, o options, out *printer) error {
+	logger, errLogger := kafkagoLoggers(o)
+	run, finish := context.WithCancel(stop)
+	defer finish()
+	errs := make(chan error, o.partitions)
+	var wg sync.WaitGroup
+	for p := 0; p < o.partitions; p++ {
+		r := kafka.NewReader(kafka.ReaderConfig{
+			Brokers:     o.brokers,
+			Topic:       o.topic,
+			Partition:   p,
+			MinBytes:    1,
+			MaxBytes:    10 << 20,
+			MaxWait:     500 * time.Millisecond,
+			Logger:      logger,
+			ErrorLogger: errLogger,
+		})
+		if err := r.SetOffset(kafka.FirstOffset); err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer r.Close()
+			for {
+				m, err := r.ReadMessage(run)
+				if err != nil {
+					if run.Err() == nil {
+						errs <- fmt.Errorf("partition %d: %w", p, err)
+						finish()
+					}
+					return
+				}
+				if out.record(fromKafkago(m)) >= o.n {
+					finish()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	if out.count() >= o.n {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return errTimeout
+	}
+	return fmt.Errorf("signalled after %d records", out.count())
+}
+
+func kafkagoGroup(ctx, stop context.Context, o options, out *printer) error {
+	logger, errLogger := kafkagoLoggers(o)
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:     o.brokers,
+		GroupID:     o.group,
+		Topic:       o.topic,
+		StartOffset: kafka.FirstOffset,
+		MinBytes:    1,
+		MaxBytes:    10 << 20,
+		MaxWait:     500 * time.Millisecond,
+		// CommitInterval 0: CommitMessages commits synchronously.
+		Logger:      logger,
+		ErrorLogger: errLogger,
+	})
+	defer r.Close()
+	var pending []kafka.Message
+	commit := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		if err := r.CommitMessages(ctx, pending...); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		next := map[int32]int64{}
+		for _, m := range pending {
+			if m.Offset+1 > next[int32(m.Partition)] {
+				next[int32(m.Partition)] = m.Offset + 1
+			}
+		}
+		out.committed(next)
+		pending = pending[:0]
+		return nil
+	}
+	for o.n <= 0 || out.count() < o.n {
+		// Wait briefly for the next record; when none comes, commit what was processed.
+		fctx, cancel := context.WithTimeout(stop, 200*time.Millisecond)
+		m, err := r.FetchMessage(fctx)
+		cancel()
+		if err != nil {
+			if stop.Err() != nil {
+				break
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				if err := commit(); err != nil {
+					return err
+				}
+				continue
+			}
+			return err
+		}
+		out.record(fromKafkago(m))
+		pending = append(pending, m)
+		if len(pending) >= 200 {
+			if err := commit(); err != nil {
+				return err
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return errTimeout
+	}
+	if err := commit(); err != nil {
+		return err
+	}
+	if err := r.Close(); err != nil { // leaves the group
+		return err
+	}
+	out.emit(map[string]any{"type": "done", "count": out.count()})
+	return nil
+}
