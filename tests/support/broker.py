@@ -55,6 +55,7 @@ class BrokerProcess:
         self.overrides = dict(overrides or {})
         self.log_path = log_path or (self.data_dir.parent / f"broker-{self.broker_id}.log")
         self.proc: subprocess.Popen[bytes] | None = None
+        self.last_stop_forced = False
 
     @property
     def bootstrap(self) -> str:
@@ -96,20 +97,34 @@ class BrokerProcess:
             self.kill()
             raise
 
-    def stop(self, timeout: float = 15.0) -> int | None:
-        """Graceful stop (SIGTERM); SIGKILL if it does not exit in time."""
+    def stop(self, timeout: float = 15.0, sig: int = signal.SIGTERM) -> int | None:
+        """Graceful stop (SIGTERM by default); SIGKILL if it does not exit in time.
+
+        Returns the exit code; `last_stop_forced` says whether the SIGKILL
+        fallback had to fire (a graceful stop that hung).
+        """
+        self.last_stop_forced = False
         if self.proc is None:
             return None
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                self.last_stop_forced = True
                 self.proc.kill()
                 self.proc.wait(5)
         rc = self.proc.returncode
         self.proc = None
         return rc
+
+    def stop_gracefully(self, timeout: float = 15.0, sig: int = signal.SIGTERM) -> None:
+        """Stop and assert it was graceful: exit code 0, no SIGKILL needed."""
+        rc = self.stop(timeout, sig)
+        assert not self.last_stop_forced, (
+            f"broker did not exit within {timeout}s of signal {sig}:\n{self.log_tail()}"
+        )
+        assert rc == 0, f"broker exited with {rc} on signal {sig}:\n{self.log_tail()}"
 
     def kill(self) -> None:
         """Hard kill (SIGKILL), as a crash would."""
@@ -119,7 +134,7 @@ class BrokerProcess:
         self.proc = None
 
     def restart(self) -> BrokerProcess:
-        self.stop()
+        self.stop_gracefully()
         return self.start()
 
     def log_tail(self, n: int = 60) -> str:

@@ -79,6 +79,8 @@ class TargetBroker:
         assert self.proc is not None, "cannot restart an external broker"
         if hard:
             self.proc.kill()
+        elif self.kind == "jocko-py":
+            self.proc.stop_gracefully()  # a graceful restart must really be one
         else:
             self.proc.stop()
         self.start()
