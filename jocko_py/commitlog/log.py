@@ -451,8 +451,11 @@ class Log:
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete old segments by retention.ms and retention.bytes; returns how many.
 
-        The active segment is never deleted.  The log start offset advances to
-        the first remaining segment.
+        As in Kafka, the active segment counts too: when it has expired (or is
+        over the size budget) and is not empty, the log first rolls a new empty
+        segment at the log end, then deletes it. So a quiet topic does not keep
+        expired data until `segment.ms` rolls it, and the log end offset never
+        moves back. The log start offset advances to the first remaining segment.
         """
         if not self.config.delete:
             return self._delete_segments_below_start()
@@ -460,21 +463,26 @@ class Log:
         cfg = self.config
         deleted = self._delete_segments_below_start()
         if cfg.retention_ms >= 0:
-            while len(self.segments) > 1 and (
+            while self.segments[0].size > 0 and (
                 now - self.segments[0].largest_timestamp > cfg.retention_ms
             ):
-                self._delete_oldest()
+                self._delete_oldest_rolling_if_active()
                 deleted += 1
         if cfg.retention_bytes >= 0:
             excess = self.size_bytes - cfg.retention_bytes
-            while len(self.segments) > 1 and excess - self.segments[0].size >= 0:
+            while self.segments[0].size > 0 and excess - self.segments[0].size >= 0:
                 excess -= self.segments[0].size
-                self._delete_oldest()
+                self._delete_oldest_rolling_if_active()
                 deleted += 1
         if self.segments[0].base_offset > self._log_start_offset:
             self._log_start_offset = self.segments[0].base_offset
             self._write_log_start_offset()
         return deleted
+
+    def _delete_oldest_rolling_if_active(self) -> None:
+        if len(self.segments) == 1:
+            self.roll()
+        self._delete_oldest()
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch that holds an offset >= ``offset`` (follower divergence).

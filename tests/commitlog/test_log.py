@@ -142,7 +142,7 @@ def test_batch_larger_than_max_message_bytes_is_rejected(tmp_path: Path) -> None
     lg.close()
 
 
-def test_retention_by_time_keeps_active_segment(tmp_path: Path) -> None:
+def test_retention_by_time_rolls_and_deletes_an_expired_active_segment(tmp_path: Path) -> None:
     size = len(batch(1, ts=NOW))
     lg = _open(tmp_path, segment_bytes=size * 2, retention_ms=10_000)
     for i in range(6):  # segments [0,1] [2,3] [4,5], timestamps NOW..NOW+5000
@@ -151,15 +151,21 @@ def test_retention_by_time_keeps_active_segment(tmp_path: Path) -> None:
     assert lg.apply_retention(NOW + 10_500) == 0
     assert lg.apply_retention(NOW + 11_500) == 1  # segment 0 max ts NOW+1000 expired
     assert lg.log_start_offset == 2
-    assert lg.apply_retention(NOW + 100_000) == 1  # only the active segment is left
+    assert lg.apply_retention(NOW + 14_500) == 1  # segment [2,3] (max ts NOW+3000)
     assert [s.base_offset for s in lg.segments] == [4]
-    assert lg.log_start_offset == 4 and lg.log_end_offset == 6
+    # Kafka: an expired active segment is rolled, then deleted; the log end stays
+    assert lg.apply_retention(NOW + 100_000) == 1
+    assert [s.base_offset for s in lg.segments] == [6]
+    assert lg.log_start_offset == 6 and lg.log_end_offset == 6 and lg.size_bytes == 0
     with pytest.raises(OffsetOutOfRangeError):
-        lg.read(3, 100)
+        lg.read(5, 100)
+    assert lg.apply_retention(NOW + 200_000) == 0  # an empty active segment stays
+    assert lg.append(batch(1, ts=NOW + 200_000), 0, now_ms=NOW + 200_000) is not None
+    assert lg.log_end_offset == 7
     lg.close()
     # The advanced log start offset survives a restart.
     lg = Log.open(tmp_path / "topic-0", LogConfig())
-    assert lg.log_start_offset == 4
+    assert lg.log_start_offset == 6 and lg.log_end_offset == 7
     lg.close()
 
 
@@ -172,6 +178,16 @@ def test_retention_by_bytes(tmp_path: Path) -> None:
     assert [s.base_offset for s in lg.segments] == [4, 6]
     assert lg.size_bytes <= size * 3
     assert lg.log_start_offset == 4
+    lg.close()
+
+
+def test_retention_bytes_zero_rolls_and_empties_the_active_segment(tmp_path: Path) -> None:
+    size = len(batch(1, ts=NOW))
+    lg = _open(tmp_path, segment_bytes=size * 10, retention_bytes=0, retention_ms=-1)
+    lg.append(batch(1, ts=NOW), 0, now_ms=NOW)
+    lg.append(batch(1, ts=NOW), 0, now_ms=NOW)
+    assert lg.apply_retention(NOW) == 1
+    assert lg.log_start_offset == lg.log_end_offset == 2 and lg.size_bytes == 0
     lg.close()
 
 

@@ -131,8 +131,8 @@ def test_apply_retention_all(tmp_path: Path) -> None:
     lg = mgr.get_or_create("t", 0)
     for _ in range(3):
         lg.append(batch(1, ts=now), 0, now_ms=now)
-    assert mgr.apply_retention_all(now + 5000) == 2
-    assert lg.log_start_offset == 2
+    assert mgr.apply_retention_all(now + 5000) == 3  # the expired active one too
+    assert lg.log_start_offset == lg.log_end_offset == 3
     mgr.close_all()
 
 
