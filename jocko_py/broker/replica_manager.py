@@ -115,7 +115,9 @@ class Partition:
         except rb.InvalidRecordError as e:
             return AppendResult(ErrorCode.INVALID_RECORD, message=str(e))
         except rb.RecordError as e:
-            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(e))
+            # CORRUPT_MESSAGE, or MESSAGE_TOO_LARGE for a batch that decompresses
+            # past the limit
+            return AppendResult(ErrorCode(e.error_code), message=str(e))
         h, view = batches[0]
         if h.size > max_message_bytes:
             return AppendResult(

@@ -506,6 +506,29 @@ def test_produce_garbage_records_with_a_valid_crc_is_rejected(
     check_rejected_batch(target, produce_topic, bad, allowed)
 
 
+def test_produce_decompression_bomb_is_refused_without_inflating_it(
+    target: TargetBroker, produce_topic: str
+) -> None:
+    """A 100 KiB gzip stream that inflates to 96 MiB: the broker stops decompressing at
+    its limit (64 MiB) instead of allocating what the stream claims. jocko-py answers
+    MESSAGE_TOO_LARGE; Kafka, which streams the records, finds the zero bytes are not
+    records (CORRUPT_MESSAGE). Nothing is appended either way, and the broker's memory
+    does not grow by the inflated size."""
+    import gzip
+
+    bomb = gzip.compress(bytes(96 << 20), compresslevel=9)
+    assert len(bomb) < 200_000
+    bad = w.record_batch_v2(
+        [(b"k", b"v")], int(time.time() * 1000), codec=CODEC_IDS["gzip"], records_blob=bomb
+    )
+    before = rss_kib(target)
+    allowed = {w.MESSAGE_TOO_LARGE} if target.kind == "jocko-py" else {w.CORRUPT_MESSAGE}
+    check_rejected_batch(target, produce_topic, bad, allowed)
+    after = rss_kib(target)
+    if before is not None and after is not None:
+        assert after - before < 90 * 1024, f"RSS grew from {before} to {after} KiB"
+
+
 def test_produce_two_batches_in_one_partition_is_invalid_record(
     target: TargetBroker, produce_topic: str
 ) -> None:
