@@ -220,11 +220,12 @@ def make_dataset(
     base_ts: int | None = None,
     printable: bool = False,
     fixed_headers: tuple[Header, ...] | None = None,
+    null_header_values: bool = True,
 ) -> Dataset:
     """Deterministic records: record i goes to partition i % partitions with key
-    "<topic>-k<i>", a VALUE_SIZE-byte value (binary unless `printable`; every 997th is
-    empty), headers ("seq", str(i)) and ("bin", 8 bytes, hex if `printable`) unless
-    `fixed_headers`, and
+    "<topic>-k<i>", a VALUE_SIZE-byte value (binary unless `printable`), headers
+    ("seq", str(i)) and ("bin", 8 bytes, hex if `printable`) unless `fixed_headers`,
+    and
     timestamp base_ts + i (base_ts defaults to 10 minutes ago, inside retention)."""
     if base_ts is None:
         base_ts = (int(time.time() * 1000) // 1000) * 1000 - 600_000
@@ -236,21 +237,29 @@ def make_dataset(
             body = (digest.hex() * 4).encode()
         else:
             body = digest + bytes(range(256))[i % 200 : i % 200 + 40] + digest
-        value: bytes = (prefix + body)[:VALUE_SIZE].ljust(VALUE_SIZE, b"=")
-        if not printable and i % 997 == 500:
-            value = b""
+        value: bytes | None = (prefix + body)[:VALUE_SIZE].ljust(VALUE_SIZE, b"=")
+        key: bytes | None = f"{topic}-k{i:06d}".encode()
+        bin_header: bytes | None = digest[:8].hex().encode() if printable else digest[:8]
+        if not printable:
+            # the binary sets also carry the protocol's edge values: empty and null
+            # values, null keys, null header values
+            if i % 997 == 500:
+                value = b""
+            if i % 1009 == 7:
+                key = None
+            elif i % 1013 == 11:  # never both: a record needs a key or a value
+                value = None
+            if i % 1019 == 13 and null_header_values:  # kafka-python cannot send these
+                bin_header = None
         headers = (
             fixed_headers
             if fixed_headers is not None
-            else (
-                ("seq", str(i).encode()),
-                ("bin", digest[:8].hex().encode() if printable else digest[:8]),
-            )
+            else (("seq", str(i).encode()), ("bin", bin_header))
         )
         records.append(
             Rec(
                 partition=i % partitions,
-                key=f"{topic}-k{i:06d}".encode(),
+                key=key,
                 value=value,
                 headers=headers,
                 timestamp=base_ts + i,
