@@ -86,17 +86,22 @@ def test_missing_index_is_rebuilt(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
     cfg = LogConfig(index_interval_bytes=0)
     lg = Log.open(d, cfg)
-    for _ in range(10):
-        lg.append(batch(3, ts=NOW), 0, now_ms=NOW)
+    for i in range(10):
+        lg.append(batch(3, ts=NOW + 10 * i), 0, now_ms=NOW)
     lg.close()
     _seg_file(d, 0, ".index").unlink()
     _seg_file(d, 0, ".timeindex").unlink()
-    # recovery_point=LEO: no recovery needed, yet the missing index is noticed.
+    # recovery_point=LEO: no recovery needed, yet the missing indexes are noticed.
     lg = Log.open(d, cfg, recovery_point=30)
     assert _seg_file(d, 0, ".index").exists()
+    assert _seg_file(d, 0, ".timeindex").exists()
     assert lg.active_segment.offset_index.entries == 10
     for off in range(30):
         assert base_offsets(lg.read(off, 1).records) == [off - off % 3]
+    # the rebuilt time index answers lookups by timestamp
+    for i in range(10):
+        assert lg.offset_for_timestamp(NOW + 10 * i - 5) == (3 * i, NOW + 10 * i)
+    assert lg.offset_for_timestamp(NOW + 91) is None
     lg.close()
 
 
