@@ -3,14 +3,17 @@
 Driven by tests/clients/go (one Go module, CLI `gokafka`, built once per session into
 .cache/go-bin; `make go-deps` downloads its modules). Per library and codec (none, gzip,
 snappy, lz4, zstd): 2,000 records (keys, two headers, explicit CreateTime timestamps, ~100-byte
-values; the Python client modules use 10,000, fewer here to keep the 15 Go runs quick) over
-3 partitions, produced with acks=all and the library's idempotent producer (franz-go's
-default; Sarama's Producer.Idempotent; kafka-go has none), read back byte for byte with the
-same library by assigned partitions from the beginning (no group), and read once more with
-confluent-kafka as a cross-check of what the broker stored. Per library one consumer group:
-two members share a 4-partition topic, every record is processed and committed, and the
-broker's committed offsets equal the log end offsets. Then one broker restart (SIGTERM):
-every topic read again with its library and the committed offsets still there.
+values, null keys/values/header values; the Python client modules use 10,000, fewer here to
+keep the 15 Go runs quick) over 3 partitions, produced with acks=all and the library's
+idempotent producer (franz-go's default; Sarama's Producer.Idempotent; kafka-go has none),
+read back byte for byte with the same library by assigned partitions from the beginning (no
+group), and read once more with confluent-kafka as a cross-check of what the broker stored.
+kafka-go reads null and zero-length bytes both as nil, so its own read-back compares them as
+equal (the cross-check does not). Per library one consumer group: two members join and
+share a 4-partition topic (DescribeGroups shows both owning partitions), then the records
+are produced; every record is processed and committed, and the broker's committed offsets
+equal the log end offsets. Then one broker restart (SIGTERM): every topic read again with
+its library and the committed offsets still there.
 
 `JOCKO_E2E_GO_DEBUG=1` turns on the libraries' debug logs (franz-go kgo.BasicLogger at
 debug level, sarama.Logger, kafka-go Logger), shown on failure. Library versions: go.mod.
@@ -27,6 +30,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -121,26 +125,49 @@ def _unb64(v: str | None) -> bytes | None:
     return None if v is None else base64.b64decode(v)
 
 
-def to_rec(line: dict[str, Any], lib: str) -> Rec:
+def to_rec(line: dict[str, Any]) -> Rec:
     headers: tuple[Header, ...] = tuple((k, _unb64(v)) for k, v in line["headers"])
-    value = _unb64(line["value"])
-    if lib == "kafkago" and value is None:
-        # kafka-go hands out nil for a zero-length value as for a null one (read.go
-        # readNewBytes allocates only when n > 0), whatever the broker sends; the test data
-        # has no null values, and the confluent-kafka cross-check sees the stored b"".
-        value = b""
     return Rec(
         partition=line["partition"],
         offset=line["offset"],
         timestamp=line["timestamp"],
         key=_unb64(line["key"]),
-        value=value,
+        value=_unb64(line["value"]),
         headers=headers,
     )
 
 
-def records_of(lines: list[Any], lib: str) -> list[Rec]:
-    return [to_rec(x, lib) for x in lines if x["type"] == "record"]
+def _blur(b: bytes | None) -> bytes:
+    return b"" if b is None else b
+
+
+def blur_nulls(by_partition: dict[int, list[Rec]]) -> dict[int, list[Rec]]:
+    """kafka-go hands out nil for a zero-length key, value or header value as for a null
+    one (read.go readNewBytes allocates only when n > 0), whatever the broker sends; what
+    kafka-go reads is compared with null and empty both as b"". (The confluent-kafka
+    cross-check of what kafka-go produced tells null from empty.)"""
+    return {
+        p: [
+            replace(
+                r,
+                key=_blur(r.key),
+                value=_blur(r.value),
+                headers=tuple((k, _blur(v)) for k, v in r.headers),
+            )
+            for r in rs
+        ]
+        for p, rs in by_partition.items()
+    }
+
+
+def expected(ds: Dataset, lib: str) -> dict[int, list[Rec]]:
+    """The records as `lib` should read them, at offsets 0, 1, 2, ... per partition."""
+    exp = with_offsets(ds.by_partition())
+    return blur_nulls(exp) if lib == "kafkago" else exp
+
+
+def records_of(lines: list[Any]) -> list[Rec]:
+    return [to_rec(x) for x in lines if x["type"] == "record"]
 
 
 def go_produce(gobin: Path, lib: str, bootstrap: str, ds: Dataset, codec: str, tmp: Path) -> None:
@@ -155,7 +182,8 @@ def go_consume(gobin: Path, lib: str, bootstrap: str, ds: Dataset) -> dict[int, 
         gobin, lib, "consume", bootstrap, ds.topic,
         "-partitions", str(ds.partitions), "-n", str(len(ds.records)),
     )  # fmt: skip
-    return group_by_partition(records_of(lines, lib), ds.partitions)
+    got = group_by_partition(records_of(lines), ds.partitions)
+    return blur_nulls(got) if lib == "kafkago" else got
 
 
 # --------------------------------------------------------------------------- Python cross-check
@@ -232,7 +260,7 @@ def test_produce_and_read_back(
     create_topics(target.bootstrap, [ds.topic], ds.partitions)
     go_produce(gokafka, lib, target.bootstrap, ds, codec, workdir)
     got = go_consume(gokafka, lib, target.bootstrap, ds)
-    assert_same_records(with_offsets(ds.by_partition()), got, f"{lib} {codec}")
+    assert_same_records(expected(ds, lib), got, f"{lib} {codec}")
     datasets[(lib, codec)] = ds
 
 
@@ -278,7 +306,7 @@ class Member:
             return list(self.lines)
 
     def records(self) -> list[Rec]:
-        return records_of(self.snapshot(), self.lib)
+        return records_of(self.snapshot())
 
     def of_type(self, kind: str) -> list[Any]:
         return [x for x in self.snapshot() if x["type"] == kind]
@@ -335,6 +363,40 @@ def committed_offsets(bootstrap: str, group: str) -> tuple[dict[int, int], str]:
     return {tp.partition: tp.offset for tp in offs.topic_partitions}, desc.state.name
 
 
+def wait_for_assignment(bootstrap: str, group: str, members: list[Member], lib: str) -> None:
+    """Bounded wait until DescribeGroups shows the group Stable with both members and the
+    topic's partitions split between them (every member owns at least one)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 45
+    last: object = None
+    while True:
+        try:
+            desc = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+            owned = [
+                sorted(tp.partition for tp in m.assignment.topic_partitions) for m in desc.members
+            ]
+            last = (desc.state.name, owned)
+            parts = sorted(p for o in owned for p in o)
+            if (
+                desc.state.name == "STABLE"
+                and len(owned) == 2
+                and all(owned)
+                and parts == list(range(GROUP_PARTITIONS))
+            ):
+                return
+        except Exception as e:  # the group may not exist yet
+            last = e
+        if time.monotonic() > deadline or any(m.proc.poll() is not None for m in members):
+            pytest.fail(
+                f"{lib}: group {group} not stable with two members owning "
+                f"{GROUP_PARTITIONS} partitions; last DescribeGroups: {last}\n"
+                + "\n".join(m.describe(f"member {i}") for i, m in enumerate(members))
+            )
+        time.sleep(0.2)
+
+
 @pytest.mark.parametrize("lib", LIBS)
 def test_consumer_group_two_members(
     target: TargetBroker,
@@ -344,19 +406,23 @@ def test_consumer_group_two_members(
     members: list[Member],
     lib: str,
 ) -> None:
+    """Both members join first (so each surely owns partitions), then the records are
+    produced; each member prints and commits what it processed; SIGTERM when all are seen."""
     ds = make_dataset(f"e2e-go-{lib}-group-{SUFFIX}", n=RECORDS, partitions=GROUP_PARTITIONS)
     create_topics(target.bootstrap, [ds.topic], ds.partitions)
-    go_produce(gokafka, lib, target.bootstrap, ds, "lz4", workdir)
     group = f"e2e-go-{lib}-g-{SUFFIX}"
     for i in range(2):
         cmd = go_args(gokafka, lib, "group", target.bootstrap, ds.topic, "-group", group)
         members.append(Member(lib, cmd, workdir / f"{group}-member{i}.stderr"))
 
-    def seen() -> set[tuple[int, int]]:
-        return {(r.partition, r.offset) for m in members for r in m.records()}
-
     def state() -> str:
         return "\n".join(m.describe(f"member {i}") for i, m in enumerate(members))
+
+    wait_for_assignment(target.bootstrap, group, members, lib)
+    go_produce(gokafka, lib, target.bootstrap, ds, "lz4", workdir)
+
+    def seen() -> set[tuple[int, int]]:
+        return {(r.partition, r.offset) for m in members for r in m.records()}
 
     deadline = time.monotonic() + 60
     while len(seen()) < len(ds.records):
@@ -374,7 +440,9 @@ def test_consumer_group_two_members(
             prev = by_pos.setdefault((r.partition, r.offset), r)
             assert prev == r, f"{lib}: offset {r.partition}/{r.offset} read differently: {prev} {r}"
     got = group_by_partition(by_pos.values(), ds.partitions)
-    assert_same_records(with_offsets(ds.by_partition()), got, f"{lib} group")
+    if lib == "kafkago":
+        got = blur_nulls(got)
+    assert_same_records(expected(ds, lib), got, f"{lib} group")
     counts = [len(m.records()) for m in members]
     assert all(counts), f"{lib}: one member processed nothing ({counts})\n{state()}"
 
@@ -412,9 +480,7 @@ def test_read_again_after_restart(
     for codec, ds in mine.items():
         got = go_consume(gokafka, lib, target.bootstrap, ds)
         try:
-            assert_same_records(
-                with_offsets(ds.by_partition()), got, f"{lib} {codec} after restart"
-            )
+            assert_same_records(expected(ds, lib), got, f"{lib} {codec} after restart")
         except AssertionError as e:
             failures.append(str(e))
     if lib in groups:

@@ -40,17 +40,12 @@ func kafkagoCodec(codec string) (kafka.Compression, error) {
 	return 0, fmt.Errorf("unknown codec %q", codec)
 }
 
-// keyBalancer sends each record to the partition the input file names, looked up by key
-// (the Writer ignores Message.Partition; keys are unique in the test data).
-type keyBalancer struct{ byKey map[string]int }
+// fixedPartition is the Balancer of a Writer that writes to one partition only: the Writer
+// ignores Message.Partition, and a Balancer sees nothing that could say where a record
+// with a null key belongs, so the records of each partition get their own Writer.
+type fixedPartition int
 
-func (b keyBalancer) Balance(m kafka.Message, partitions ...int) int {
-	p, ok := b.byKey[string(m.Key)]
-	if !ok {
-		panic(fmt.Sprintf("no partition for key %q", m.Key))
-	}
-	return p
-}
+func (p fixedPartition) Balance(kafka.Message, ...int) int { return int(p) }
 
 func kafkagoProduce(ctx context.Context, o options, recs []Record) error {
 	codec, err := kafkagoCodec(o.codec)
@@ -58,47 +53,57 @@ func kafkagoProduce(ctx context.Context, o options, recs []Record) error {
 		return err
 	}
 	logger, errLogger := kafkagoLoggers(o)
-	bal := keyBalancer{byKey: make(map[string]int, len(recs))}
-	msgs := make([]kafka.Message, 0, len(recs))
+	byPartition := map[int32][]kafka.Message{}
 	for _, r := range recs {
-		if _, dup := bal.byKey[string(r.Key)]; dup || r.Key == nil {
-			return fmt.Errorf("kafkago produce needs unique non-null keys (key %q)", r.Key)
-		}
-		bal.byKey[string(r.Key)] = int(r.Partition)
 		m := kafka.Message{Key: r.Key, Value: r.Value, Time: time.UnixMilli(r.Timestamp)}
 		for _, h := range r.Headers {
 			m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
 		}
-		msgs = append(msgs, m)
+		byPartition[r.Partition] = append(byPartition[r.Partition], m)
 	}
-	w := &kafka.Writer{
-		Addr:         kafka.TCP(o.brokers...),
-		Topic:        o.topic,
-		Balancer:     bal,
-		RequiredAcks: kafka.RequireAll,
-		Compression:  codec,
-		BatchTimeout: 10 * time.Millisecond, // the default 1s only slows the last batch down
-		Logger:       logger,
-		ErrorLogger:  errLogger,
-	}
-	err = w.WriteMessages(ctx, msgs...)
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
-	var werrs kafka.WriteErrors
-	if errors.As(err, &werrs) {
-		n, first := 0, error(nil)
-		for _, e := range werrs {
-			if e != nil {
-				if first == nil {
-					first = e
-				}
-				n++
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for p, msgs := range byPartition {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &kafka.Writer{
+				Addr:         kafka.TCP(o.brokers...),
+				Topic:        o.topic,
+				Balancer:     fixedPartition(p),
+				RequiredAcks: kafka.RequireAll,
+				Compression:  codec,
+				BatchTimeout: 10 * time.Millisecond, // the default 1s only delays the last batch
+				Logger:       logger,
+				ErrorLogger:  errLogger,
 			}
-		}
-		return fmt.Errorf("%d of %d records failed, first: %w", n, len(msgs), first)
+			err := w.WriteMessages(ctx, msgs...)
+			if cerr := w.Close(); err == nil {
+				err = cerr
+			}
+			var werrs kafka.WriteErrors
+			if errors.As(err, &werrs) {
+				n, first := 0, error(nil)
+				for _, e := range werrs {
+					if e != nil {
+						if first == nil {
+							first = e
+						}
+						n++
+					}
+				}
+				err = fmt.Errorf("%d of %d records failed, first: %w", n, len(msgs), first)
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("partition %d: %w", p, err))
+				mu.Unlock()
+			}
+		}()
 	}
-	return err
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func fromKafkago(m kafka.Message) Record {
