@@ -29,11 +29,16 @@ class FrameDecoder:
         self._need = -1  # size of the frame being read, -1 while reading its size
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytearray]:
-        self._buf += data
-        # frames are mutable copies: the log patches offsets into produced batches in
-        # place, so the one copy made here is the only one before the disk write
+        # Frames are mutable copies: the log patches offsets into produced batches
+        # in place, so the copy made here is the only one before the disk write.
+        # When nothing is buffered (the common case) frames are cut straight from
+        # `data` and only an incomplete tail is kept.
+        if self._buf:
+            self._buf += data
+            buf: bytes | bytearray | memoryview = self._buf
+        else:
+            buf = data
         frames: list[bytearray] = []
-        buf = self._buf
         pos = 0
         n = len(buf)
         while True:
@@ -52,11 +57,14 @@ class FrameDecoder:
                 pos += 4
             if n - pos < self._need:
                 break
-            frames.append(buf[pos : pos + self._need])
+            frames.append(bytearray(memoryview(buf)[pos : pos + self._need]))
             pos += self._need
             self._need = -1
-        if pos:
-            del buf[:pos]
+        if buf is self._buf:
+            if pos:
+                del self._buf[:pos]
+        elif pos < n:
+            self._buf += memoryview(buf)[pos:]
         return frames
 
     @property
