@@ -10,7 +10,7 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: run test venv venv-test lint typecheck generate check-generated kcat java-deps spark-deps pytest bench clean
+.PHONY: run test venv venv-test lint typecheck generate check-generated kcat java-deps go-deps spark-deps pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ kcat:
 java-deps:
 	$(MAKE) -C tests/java jars
 
+# Go client tests (tests/clients/go): module downloads; without Go those tests skip.
+go-deps:
+	@command -v go >/dev/null || { echo "go not found: the Go client tests will skip"; exit 0; }; \
+	cd tests/clients/go && go mod download
+
 # PySpark (the `spark` extra) and the Kafka connector jars for tests/spark and examples/spark.
 $(VENV)/.installed-spark: $(VENV)/.installed pyproject.toml
 	$(BIN)/pip install -q -e '.[spark]'
@@ -53,16 +58,16 @@ spark-deps: $(VENV)/.installed-spark
 	$(MAKE) -C spark jars
 
 lint: venv-test
-	$(BIN)/ruff check jocko_py tests tools cmd
+	$(BIN)/ruff check jocko_py tests tools cmd examples bench
 	$(BIN)/lint-imports
 
 typecheck: venv-test
 	$(BIN)/mypy
 
-pytest: venv-test kcat java-deps spark-deps
+pytest: venv-test kcat java-deps go-deps spark-deps
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
-test: venv-test kcat java-deps check-generated lint typecheck pytest
+test: venv-test kcat java-deps go-deps check-generated lint typecheck pytest
 
 bench: venv
 	$(MAKE) -C bench all
