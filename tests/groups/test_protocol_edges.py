@@ -135,7 +135,7 @@ def test_member_id_required_then_join_sync(broker: BrokerProcess) -> None:
     r2 = join(broker, "g-mid", r.member_id)
     assert r2.error_code == 0
     assert r2.generation_id == 1 and r2.leader == r.member_id
-    assert [m.member_id for m in r2.members] == [r.member_id]
+    assert [(m.member_id, m.metadata) for m in r2.members] == [(r.member_id, SUBSCRIPTION)]
     assert r2.protocol_name == "range" and r2.protocol_type == "consumer"
     # v3 joins get their member id in one round trip
     r3 = join(broker, "g-v3", version=3)
@@ -158,6 +158,83 @@ def test_unknown_member_and_generation_errors(broker: BrokerProcess) -> None:
     assert commit(broker, "g-gen", gen, mid) == E.NONE
     # a stable member's sync again returns its assignment
     assert sync(broker, "g-gen", gen, mid).assignment == b"A1"
+
+
+def subscription(user_data: bytes) -> bytes:
+    """ConsumerProtocolSubscription v0 for topic "other" with the given user data."""
+    return SUBSCRIPTION[:-4] + len(user_data).to_bytes(4, "big") + user_data
+
+
+def test_leader_gets_every_members_subscription(broker: BrokerProcess,
+                                                pool: cf.ThreadPoolExecutor) -> None:
+    """The leader's JoinGroup response carries each member's metadata bytes, as sent
+    for the selected protocol (and not another protocol's)."""
+    g = "g-leader-md"
+    md_a, md_b = subscription(b"member-a"), subscription(b"member-b \x00\xff")
+    protos_a = [{"name": "range", "metadata": md_a},
+                {"name": "roundrobin", "metadata": subscription(b"not-this")}]
+    protos_b = [{"name": "range", "metadata": md_b}]
+    a, gen = stable_single(broker, g, protocols=protos_a)
+    fut_b = pool.submit(join_new, broker, g, protocols=protos_b)
+    deadline = time.monotonic() + 10
+    while heartbeat(broker, g, gen, a) != E.REBALANCE_IN_PROGRESS:
+        assert time.monotonic() < deadline, "b's join did not start a rebalance"
+        time.sleep(0.05)
+    ra = join(broker, g, a, protocols=protos_a)
+    rb_ = fut_b.result(10)
+    assert ra.error_code == rb_.error_code == 0
+    assert ra.leader == a and ra.protocol_name == "range"
+    assert {m.member_id: m.metadata for m in ra.members} == {a: md_a, rb_.member_id: md_b}
+    assert rb_.members == []
+    assert leave(broker, g, a, rb_.member_id) == [E.NONE, E.NONE]
+
+
+def leave(b: BrokerProcess, group: str, *members: str) -> list[int]:
+    with Client(b.bootstrap) as c:
+        r = c.request(13, 5, {"group_id": group, "members": [
+            {"member_id": m, "group_instance_id": None, "reason": None} for m in members]})
+    return [int(m.error_code) for m in r.members]
+
+
+def test_sync_checks_member_and_generation_before_protocol(broker: BrokerProcess) -> None:
+    """Kafka (3.9, checked against the reference broker) answers SyncGroup in this order:
+    unknown member, then generation, then protocol type/name."""
+    g = "g-sync-order"
+    mid, gen = stable_single(broker, g)
+
+    def sync_p(member: str, generation: int, ptype: str, pname: str) -> int:
+        with Client(broker.bootstrap) as c:
+            return int(c.request(14, 5, {
+                "group_id": g, "generation_id": generation, "member_id": member,
+                "group_instance_id": None, "protocol_type": ptype, "protocol_name": pname,
+                "assignments": []}).error_code)
+
+    assert sync_p("ghost", gen, "connect", "range") == E.UNKNOWN_MEMBER_ID
+    assert sync_p("ghost", gen, "consumer", "roundrobin") == E.UNKNOWN_MEMBER_ID
+    assert sync_p(mid, gen + 1, "connect", "range") == E.ILLEGAL_GENERATION
+    assert sync_p(mid, gen, "connect", "range") == E.INCONSISTENT_GROUP_PROTOCOL
+    assert sync_p(mid, gen, "consumer", "roundrobin") == E.INCONSISTENT_GROUP_PROTOCOL
+    assert sync_p(mid, gen, "consumer", "range") == E.NONE
+    assert leave(broker, g, mid) == [E.NONE]
+
+
+def test_simple_commit_to_empty_group_ignores_member_id(broker: BrokerProcess) -> None:
+    """Generation -1 is a simple commit: Kafka 3.9 accepts it into an Empty (or new)
+    group even with a member id; with a generation the member must exist."""
+    g = "g-simple-mid"
+    assert commit(broker, g, -1, "someone") == E.NONE  # new group
+    assert commit(broker, g, -1, "someone-else", offset=6) == E.NONE  # Empty group
+    assert commit(broker, g, 3, "someone") == E.UNKNOWN_MEMBER_ID
+    assert commit(broker, "g-simple-none", 1, "someone") == E.ILLEGAL_GENERATION
+    with Client(broker.bootstrap) as c:
+        f = c.request(9, 5, {"group_id": g, "topics": [
+            {"name": "t", "partition_indexes": [0]}]})
+    assert f.topics[0].partitions[0].committed_offset == 6
+    # a group with members: only its members may commit
+    mid, gen = stable_single(broker, "g-simple-active")
+    assert commit(broker, "g-simple-active", -1, "someone") == E.UNKNOWN_MEMBER_ID
+    assert commit(broker, "g-simple-active", -1, "") == E.UNKNOWN_MEMBER_ID
+    assert leave(broker, "g-simple-active", mid) == [E.NONE]
 
 
 def test_rebalance_in_progress(broker: BrokerProcess, pool: cf.ThreadPoolExecutor) -> None:
@@ -324,8 +401,55 @@ def test_find_coordinator_and_internal_topic(broker: BrokerProcess) -> None:
         assert t.is_internal and len(t.partitions) == 50
     from jocko_py.protocol import records as rb
 
-    with Client(broker.bootstrap) as c, pytest.raises(KafkaError):
+    with Client(broker.bootstrap) as c, pytest.raises(KafkaError) as ei:
         c.produce("__consumer_offsets", 0, rb.build_batch([rb.NewRecord(b"k", b"v")]))
+    # Kafka 3.9 answers INVALID_TOPIC_EXCEPTION ("Cannot append to internal topic")
+    assert ei.value.code == E.INVALID_TOPIC_EXCEPTION
+
+
+def test_internal_topic_admin_answers_like_kafka(broker: BrokerProcess) -> None:
+    """What Apache Kafka 3.9 (KRaft) answers for admin operations on
+    `__consumer_offsets`, checked against the reference broker: DeleteRecords is
+    refused (INVALID_TOPIC_EXCEPTION), CreateTopics finds it existing, config
+    changes (even cleanup.policy) and CreatePartitions are accepted. Changes are
+    validate-only here; what an added partition does to the groups is in
+    test_durability.py."""
+    from jocko_py.broker.group.offsets_store import partition_for
+
+    topic, g = "__consumer_offsets", "g-internal-admin"
+    assert commit(broker, g, -1, "", offset=17) == E.NONE
+    with Client(broker.bootstrap) as c:
+        n = len(c.metadata([topic]).topics[0].partitions)
+        part = partition_for(g, n)
+        start = c.list_offset(topic, part, -2)[0]
+        assert c.list_offset(topic, part, -1)[0] > start
+        r = c.request(21, 2, {"topics": [{"name": topic, "partitions": [
+            {"partition_index": part, "offset": -1}]}], "timeout_ms": 30000})
+        p = r.topics[0].partitions[0]
+        assert (p.error_code, p.low_watermark) == (E.INVALID_TOPIC_EXCEPTION, -1)
+        assert c.list_offset(topic, part, -2)[0] == start, "records were deleted"
+        r = c.request(19, 7, {"topics": [{
+            "name": topic, "num_partitions": 3, "replication_factor": 1, "assignments": [],
+            "configs": [{"name": "cleanup.policy", "value": "delete"}]}],
+            "timeout_ms": 30000, "validate_only": False})
+        assert r.topics[0].error_code == E.TOPIC_ALREADY_EXISTS
+        r = c.request(44, 1, {"resources": [{"resource_type": 2, "resource_name": topic,
+                                             "configs": [{"name": "cleanup.policy",
+                                                          "config_operation": 0,
+                                                          "value": "delete"}]}],
+                              "validate_only": True})
+        assert r.responses[0].error_code == E.NONE
+        r = c.request(33, 2, {"resources": [{"resource_type": 2, "resource_name": topic,
+                                             "configs": [{"name": "cleanup.policy",
+                                                          "value": "delete"}]}],
+                              "validate_only": True})
+        assert r.responses[0].error_code == E.NONE
+        r = c.request(37, 3, {"topics": [{"name": topic, "count": n + 10, "assignments": None}],
+                              "timeout_ms": 30000, "validate_only": True})
+        assert r.results[0].error_code == E.NONE
+        assert len(c.metadata([topic]).topics[0].partitions) == n
+        assert {x.name: x.value for x in c.describe_configs(topic)}["cleanup.policy"] == \
+            "compact"
 
 
 def test_member_that_never_syncs_is_removed(broker: BrokerProcess) -> None:

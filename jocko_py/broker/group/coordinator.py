@@ -420,9 +420,7 @@ class GroupCoordinator:
             return SyncResult(E.UNKNOWN_MEMBER_ID)
         if g.is_(S.DEAD):
             return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
-        if (protocol_type is not None and protocol_type != g.protocol_type) or \
-                (protocol_name is not None and protocol_name != g.protocol_name):
-            return SyncResult(E.INCONSISTENT_GROUP_PROTOCOL)
+        # Kafka's order: fenced instance, unknown member, generation, then protocol
         if instance_id is not None:
             cur = g.static_member_id(instance_id)
             if cur is not None and cur != member_id:
@@ -432,6 +430,9 @@ class GroupCoordinator:
             return SyncResult(E.UNKNOWN_MEMBER_ID)
         if generation_id != g.generation_id:
             return SyncResult(E.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != g.protocol_type) or \
+                (protocol_name is not None and protocol_name != g.protocol_name):
+            return SyncResult(E.INCONSISTENT_GROUP_PROTOCOL)
         if g.is_(S.EMPTY):
             return SyncResult(E.UNKNOWN_MEMBER_ID)
         if g.is_(S.PREPARING_REBALANCE):
@@ -612,7 +613,11 @@ class GroupCoordinator:
             g = self.groups[group_id] = Group(group_id, now_ms())
         if g.is_(S.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
-        if generation_id >= 0 or member_id or instance_id is not None:
+        if generation_id < 0 and g.is_(S.EMPTY):
+            # a simple commit (admin client, or a consumer that assigns partitions
+            # itself): Kafka accepts it into an Empty group whatever the member id
+            pass
+        elif generation_id >= 0 or member_id or instance_id is not None:
             if instance_id is not None:
                 cur = g.static_member_id(instance_id)
                 if cur is not None and cur != member_id:

@@ -3,6 +3,9 @@
 Raises each partition's log start offset to the requested offset (-1 means the
 high watermark); whole segments below it are deleted. An offset beyond the
 high watermark gets OFFSET_OUT_OF_RANGE. Returns the new low watermark.
+Internal topics (`__consumer_offsets`) are refused with INVALID_TOPIC_EXCEPTION,
+as Kafka does ("Cannot delete records of internal topic"): the group
+coordinator's state would otherwise silently lose its durable copy.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.topics import INTERNAL_TOPICS
 from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
 from jocko_py.protocol.errors import ErrorCode
 
@@ -24,7 +28,9 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             out: dict[str, Any] = {"partition_index": rp.partition_index, "low_watermark": -1,
                                    "error_code": 0}
             p = replicas.get(t.name, rp.partition_index)
-            if p is None:
+            if t.name in INTERNAL_TOPICS:
+                out["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
+            elif p is None:
                 out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 offset = p.high_watermark if rp.offset == -1 else rp.offset
