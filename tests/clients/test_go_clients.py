@@ -76,7 +76,7 @@ SUFFIX = unique_suffix()
 def gokafka() -> Path:
     """`go build` once per session (incremental: quick when nothing changed)."""
     GO_BIN.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, GOFLAGS="-mod=mod")
+    env = dict(os.environ, GOFLAGS="-mod=mod -buildvcs=false")
     proc = subprocess.run(
         ["go", "build", "-o", str(GO_BIN), "."],
         cwd=GO_MODULE, env=env, capture_output=True, text=True, timeout=300, check=False,
