@@ -11,6 +11,7 @@ import pytest
 
 from jocko_py.broker.group.coordinator import GroupConfig, GroupCoordinator
 from jocko_py.broker.group.offsets_store import (
+    OFFSETS_TOPIC,
     decode_group_value,
     decode_key,
     decode_offset_value,
@@ -23,6 +24,9 @@ from jocko_py.broker.group.offsets_store import (
 )
 from jocko_py.broker.group.state import Group, GroupState, Member, OffsetAndMetadata
 from jocko_py.client import Client
+from jocko_py.commitlog.config import LogConfig
+from jocko_py.commitlog.log import Log
+from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode as E
 from tests.groups.test_protocol_edges import GROUP_OVERRIDES, commit, heartbeat, stable_single
 from tests.support.broker import BrokerProcess
@@ -149,6 +153,15 @@ def fetch(b: BrokerProcess, group: str) -> int:
     return int(r.topics[0].partitions[0].committed_offset)
 
 
+def fetch_full(b: BrokerProcess, group: str) -> tuple[int, int, str | None]:
+    """(offset, leader epoch, metadata) of t-0, with OffsetFetch v8."""
+    with Client(b.bootstrap) as c:
+        r = c.request(9, 8, {"groups": [{"group_id": group, "topics": [
+            {"name": "t", "partition_indexes": [0]}]}], "require_stable": False})
+    p = r.groups[0].topics[0].partitions[0]
+    return int(p.committed_offset), int(p.committed_leader_epoch), p.metadata
+
+
 @pytest.mark.timeout(60)
 def test_stable_group_and_retention_survive_restart(broker: BrokerProcess) -> None:
     mid, gen = stable_single(broker, "g-dur")
@@ -169,7 +182,8 @@ def test_stable_group_and_retention_survive_restart(broker: BrokerProcess) -> No
     broker.start()
     # the stable group is back with its member and generation: heartbeats just work
     assert heartbeat(broker, "g-dur", gen, mid) == E.NONE
-    assert fetch(broker, "g-dur") == 11
+    # the commit's metadata and leader epoch came back too (commit() sends 3, "md")
+    assert fetch_full(broker, "g-dur") == (11, 3, "md")
     assert fetch(broker, "g-ret") == -1
     with Client(broker.bootstrap) as c:
         d = c.request(15, 5, {"groups": ["g-dur"], "include_authorized_operations": False})
@@ -182,7 +196,109 @@ def test_stable_group_and_retention_survive_restart(broker: BrokerProcess) -> No
     assert broker.proc is not None
     broker.kill()
     broker.start()
-    assert fetch(broker, "g-dur") == 12
+    assert fetch_full(broker, "g-dur") == (12, 3, "md")
+
+
+def simple_commit(b: BrokerProcess, group: str, offset: int) -> int:
+    with Client(b.bootstrap) as c:
+        r = c.request(8, 9, {"group_id": group, "generation_id_or_member_epoch": -1,
+                             "member_id": "", "group_instance_id": None, "topics": [
+                                 {"name": "t", "partitions": [{
+                                     "partition_index": 0, "committed_offset": offset,
+                                     "committed_leader_epoch": 3,
+                                     "committed_metadata": f"md{offset}"}]}]})
+    return int(r.topics[0].partitions[0].error_code)
+
+
+def offsets_topic_end(b: BrokerProcess, partition: int) -> int:
+    with Client(b.bootstrap) as c:
+        return c.list_offset(OFFSETS_TOPIC, partition, -1)[0]
+
+
+@pytest.mark.timeout(90)
+def test_partitions_added_to_offsets_topic_do_not_move_groups(tmp_path: Any) -> None:
+    """Kafka 3.9 accepts CreatePartitions on `__consumer_offsets`. The coordinator keeps
+    the partition count it started with; after a restart the new count applies and
+    the group's records are in two partitions: the newest must still win."""
+    g = "g-grow-4"
+    old_p, new_p = partition_for(g, 50), partition_for(g, 60)
+    assert (old_p, new_p) == (10, 0)  # reloading in partition order would pick the older
+    b = BrokerProcess(tmp_path / "data", overrides=GROUP_OVERRIDES)
+    b.start()
+    try:
+        with Client(b.bootstrap) as c:
+            assert c.request(10, 3, {"key": g, "key_type": 0}).error_code == 0
+            c.create_topic("t", 1)
+        assert simple_commit(b, g, 1) == E.NONE
+        with Client(b.bootstrap) as c:
+            r = c.request(37, 3, {"topics": [{"name": OFFSETS_TOPIC, "count": 60,
+                                              "assignments": None}],
+                                  "timeout_ms": 30000, "validate_only": False})
+            assert r.results[0].error_code == E.NONE  # as Kafka answers
+            assert len(c.metadata([OFFSETS_TOPIC]).topics[0].partitions) == 60
+        assert simple_commit(b, g, 2) == E.NONE
+        # still written where the group lives while this broker runs
+        assert (offsets_topic_end(b, old_p), offsets_topic_end(b, new_p)) == (2, 0)
+        assert fetch_full(b, g) == (2, 3, "md2")
+        b.restart()
+        assert fetch_full(b, g) == (2, 3, "md2")
+        assert simple_commit(b, g, 3) == E.NONE
+        assert offsets_topic_end(b, new_p) == 1  # the new count applies after a restart
+        b.restart()
+        assert fetch_full(b, g) == (3, 3, "md3")
+        assert simple_commit(b, g, 4) == E.NONE
+        b.kill()
+        b.start()
+        assert fetch_full(b, g) == (4, 3, "md4")
+    finally:
+        b.stop()
+
+
+@pytest.mark.timeout(90)
+def test_offsets_retention_minutes_from_broker_config(tmp_path: Any) -> None:
+    """`offsets.retention.minutes` given to the broker expires the offsets of an Empty
+    group. The smallest setting is one minute, so commits made 70 s and 52 s ago are
+    written into `__consumer_offsets` while the broker is stopped (the coordinator
+    stamps commits with its own clock); a fresh commit stays."""
+    b = BrokerProcess(tmp_path / "data", overrides={
+        **GROUP_OVERRIDES, "offsets.retention.minutes": "1",
+        "offsets.retention.check.interval.ms": "200"})
+    b.start()
+    try:
+        with Client(b.bootstrap) as c:
+            assert c.request(10, 3, {"key": "x", "key_type": 0}).error_code == 0
+            c.create_topic("t", 1)
+        assert simple_commit(b, "g-fresh", 5) == E.NONE
+        b.stop_gracefully()
+        now = int(time.time() * 1000)
+        for g, age_ms in (("g-old", 70_000), ("g-recent", 52_000)):
+            ts = now - age_ms
+            lg = Log.open(tmp_path / "data" / f"{OFFSETS_TOPIC}-{partition_for(g, 50)}",
+                          LogConfig(cleanup_policy=("compact",)))
+            lg.append(rb.build_batch([rb.NewRecord(
+                offset_key(g, "t", 0), offset_value(OffsetAndMetadata(7, 1, "m", ts)), (), ts)]),
+                0)
+            lg.close()
+        b.start()
+        t0 = time.monotonic()
+        deadline = t0 + 5
+        while fetch(b, "g-old") != -1:
+            assert time.monotonic() < deadline, "a commit 70 s old outlived a 1-minute retention"
+            time.sleep(0.1)
+        # 52 s old: 8 s left
+        assert fetch_full(b, "g-recent") == (7, 1, "m")
+        while fetch(b, "g-recent") != -1:
+            assert time.monotonic() < t0 + 15, "a commit outlived a 1-minute retention"
+            time.sleep(0.2)
+        expired_after = time.monotonic() - t0
+        assert expired_after > 4, \
+            f"a commit 52 s old expired {expired_after:.1f}s later: retention under 1 minute"
+        assert fetch_full(b, "g-fresh") == (5, 3, "md5")
+        with Client(b.bootstrap) as c:
+            names = {x.group_id for x in c.request(16, 4, {"states_filter": []}).groups}
+        assert "g-fresh" in names and not names & {"g-old", "g-recent"}
+    finally:
+        b.stop()
 
 
 @pytest.mark.timeout(60)

@@ -16,13 +16,23 @@ value starts with an int16 version, followed by the versioned struct.
 The partition of a group is Kafka's `abs(javaStringHashCode(group)) % partitions`
 (`Utils.abs` masks the sign bit). The topic is compacted, so the latest record
 per key is what survives.
+
+Partition count: as Kafka's coordinator, the store reads the topic's partition
+count once (when it first sees the topic in this process) and keeps it, so a
+CreatePartitions on `__consumer_offsets` (which Kafka 3.9 accepts) does not move
+a group to another partition while the broker runs. After a restart the new
+count applies and a group's records may sit in two partitions; `load()` merges
+the partitions by record timestamp (each partition in offset order), so the
+newest record of every key wins whatever the partition numbers.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import struct
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -177,11 +187,14 @@ class OffsetsStore:
         self.num_partitions = max(1, broker.config.int("offsets.topic.num.partitions"))
         self.replication_factor = max(1, broker.config.int("offsets.topic.replication.factor"))
         self.segment_bytes = broker.config.get("offsets.topic.segment.bytes") or "104857600"
+        self.pinned = False
 
     def topic_exists(self) -> bool:
         t = self.broker.topics.image.topics.get(OFFSETS_TOPIC)
-        if t is not None:
+        if t is not None and not self.pinned:
+            # read once, as Kafka does: partitions added later must not move groups
             self.num_partitions = len(t.partitions)
+            self.pinned = True
         return t is not None
 
     def ensure_topic(self) -> None:
@@ -223,36 +236,51 @@ class OffsetsStore:
         return ErrorCode.NONE
 
     def load(self) -> LoadedState:
-        """Replay every partition of the topic into groups with their offsets."""
+        """Replay every partition of the topic into groups with their offsets.
+
+        Partitions are merged by record timestamp (see the module docstring); a
+        group's records normally all sit in one partition, where offset order
+        is what counts, and `heapq.merge` never reorders one partition's records.
+        """
         out = LoadedState()
         if not self.topic_exists():
             return out
         now = time.monotonic()
         groups = out.groups
         t0 = time.monotonic()
-        for idx in range(self.num_partitions):
-            p = self.broker.replicas.get(OFFSETS_TOPIC, idx)
-            if p is None:
-                continue
-            lg = p.log
-            start = lg.log_start_offset
-            for seg in list(lg.segments):
-                for pos, h in seg.iter_headers():
-                    if h.is_control or h.next_offset <= start:
-                        continue
-                    data = seg.read_batch_at(pos, h)
-                    for rec in rb.decode_records(data, h):
-                        if rec.offset < start or rec.key is None:
-                            continue
-                        out.records += 1
-                        try:
-                            self._apply(groups, rec.key, rec.value, now)
-                        except Exception:
-                            log.exception("[partition=%s] skipping undecodable record at %d",
-                                          p.name, rec.offset)
+        t = self.broker.topics.image.topics.get(OFFSETS_TOPIC)
+        count = max(self.num_partitions, len(t.partitions) if t is not None else 0)
+        streams = [self._records(idx) for idx in range(count)]
+        for _ts, name, offset, key, value in heapq.merge(*streams, key=lambda r: r[0]):
+            out.records += 1
+            try:
+                self._apply(groups, key, value, now)
+            except Exception:
+                log.exception("[partition=%s] skipping undecodable record at %d", name, offset)
         log.info("loaded %d groups from %d records of %s in %.2fs", len(groups), out.records,
                  OFFSETS_TOPIC, time.monotonic() - t0)
         return out
+
+    def _records(self, idx: int) -> Iterator[tuple[int, str, int, bytes, bytes | None]]:
+        p = self.broker.replicas.get(OFFSETS_TOPIC, idx)
+        if p is None:
+            return
+        lg = p.log
+        start = lg.log_start_offset
+        for seg in list(lg.segments):
+            for pos, h in seg.iter_headers():
+                if h.is_control or h.next_offset <= start:
+                    continue
+                data = seg.read_batch_at(pos, h)
+                try:
+                    recs = rb.decode_records(data, h)
+                except Exception:
+                    log.exception("[partition=%s] skipping undecodable batch", p.name)
+                    continue
+                for rec in recs:
+                    if rec.offset < start or rec.key is None:
+                        continue
+                    yield rec.timestamp, p.name, rec.offset, rec.key, rec.value
 
     @staticmethod
     def _apply(groups: dict[str, Group], key: bytes, value: bytes | None, now: float) -> None:
