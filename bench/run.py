@@ -20,6 +20,7 @@ import atexit
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import platform
 import re
@@ -32,7 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -162,10 +163,17 @@ def java_tool(main: str, *args: str, heap: list[str] = TOOL_HEAP) -> list[str]:
     ]
 
 
+RESERVED_PORTS = {9092, 19092}  # other jobs on this machine use these: never take them
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free ephemeral loopback port (the kernel picks it), never one of RESERVED_PORTS."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in RESERVED_PORTS:
+            return port
 
 
 def progress(msg: str) -> None:
@@ -405,8 +413,10 @@ class Scenario:
     acks: str = "1"
     consume: bool = False
     seconds: float = 20.0
-    group: str = "main"  # "main" | "size" | "partitions" | "latency"
+    group: str = "main"  # "main" | "sweep" | "latency"
     rate: int = 0
+    warmup_records: int = 0  # e2e: unrecorded load sent and read back before the clock starts
+    discard_s: int = 2  # e2e: first seconds of the measured phase not counted
 
 
 @dataclass
@@ -420,10 +430,16 @@ class Scale:
     partitions: tuple[int, ...] = (1, 10, 100, 1000)
     main: bool = True
     sweep_reps: int = 0  # 0: same as reps
+    calib_s: float = 5.0  # unrecorded calibration run per broker and main produce shape
+    aim: float = 1.3  # record count = aim x seconds x the rate known for that broker and shape
+    e2e_warmup_records: int = 100_000  # same warm-up load on both brokers before e2e
+    e2e_discard_s: int = 2
 
 
 FULL = Scale(sweep_reps=2, reps=3, produce_s=20, sweep_s=10, e2e_s=20, e2e_rate=1000)
-QUICK = Scale(reps=1, produce_s=6, sweep_s=4, e2e_s=8, e2e_rate=1000)
+QUICK = Scale(
+    reps=1, produce_s=6, sweep_s=4, e2e_s=8, e2e_rate=1000, calib_s=3, e2e_warmup_records=50_000
+)
 SMOKE = Scale(
     reps=1,
     produce_s=2,
@@ -433,7 +449,14 @@ SMOKE = Scale(
     sizes=(1024,),
     partitions=(1,),
     main=False,
+    calib_s=2,
+    e2e_warmup_records=5_000,
+    e2e_discard_s=1,
 )
+
+
+def size_label(size: int) -> str:
+    return f"{size // 1024}KiB" if size % 1024 == 0 else f"{size}B"
 
 
 def scenarios(scale: Scale) -> list[Scenario]:
@@ -461,36 +484,25 @@ def scenarios(scale: Scale) -> list[Scenario]:
             seconds=scale.e2e_s,
             group="latency",
             rate=scale.e2e_rate,
+            warmup_records=scale.e2e_warmup_records,
+            discard_s=scale.e2e_discard_s,
         )
     )
-    for size in scale.sizes:
-        if size == 1024:
-            continue  # produce-1KiB-acks1-p1 is that point
-        out.append(
-            Scenario(
-                f"sweep-size-{size}B-p1",
-                "produce",
-                size,
-                1,
-                "1",
-                seconds=scale.sweep_s,
-                group="size",
+    # The sweep is the full grid, every point its own case (acks=1, produce only). 1 KiB first:
+    # its rates seed the record counts of the other sizes.
+    for size in sorted(scale.sizes, key=lambda z: (z != 1024, z)):
+        for parts in scale.partitions:
+            out.append(
+                Scenario(
+                    f"sweep-{size_label(size)}-p{parts}",
+                    "produce",
+                    size,
+                    parts,
+                    "1",
+                    seconds=scale.sweep_s,
+                    group="sweep",
+                )
             )
-        )
-    for parts in scale.partitions:
-        if parts == 1:
-            continue
-        out.append(
-            Scenario(
-                f"sweep-partitions-1KiB-p{parts}",
-                "produce",
-                1024,
-                parts,
-                "1",
-                seconds=scale.sweep_s,
-                group="partitions",
-            )
-        )
     return out
 
 
@@ -518,6 +530,8 @@ def parse_producer(out: str, timed_out: bool) -> dict[str, float]:
             "max_latency_ms": float(m[5]),
             "p50_latency_ms": float(m[6]),
             "p99_latency_ms": float(m[8]),
+            # The produce phase's own duration (first send to last ack), without JVM start.
+            "duration_s": float(m[1]) / float(m[2]) if float(m[2]) else 0.0,
         }
     # Killed at the time limit: the 5-s windows it printed still give a throughput.
     wins = PP_WINDOW.findall(out)
@@ -530,6 +544,7 @@ def parse_producer(out: str, timed_out: bool) -> dict[str, float]:
         "records": n,
         "records_per_s": n / secs if secs else 0.0,
         "mb_per_s": mb / secs if secs else 0.0,
+        "duration_s": secs,
         "partial": 1.0,
     }
 
@@ -549,6 +564,7 @@ def parse_consumer(out: str) -> dict[str, float]:
                     "records_per_s": float(row["nMsg.sec"]),
                     "rebalance_ms": float(row["rebalance.time.ms"]),
                     "fetch_mb_per_s": float(row["fetch.MB.sec"]),
+                    "duration_s": float(row["fetch.time.ms"]) / 1000,
                     "fetch_records_per_s": float(row["fetch.nMsg.sec"]),
                 }
     return {}
@@ -558,6 +574,10 @@ E2E = re.compile(
     r"E2E sent=(\d+) received=(\d+) measured=(\d+) start_offset=\d+ "
     r"p50_ms=([\d.NaN]+) p99_ms=([\d.NaN]+) p999_ms=([\d.NaN]+) "
     r"max_ms=([\d.NaN]+) avg_ms=([\d.NaN]+)"
+)
+E2E_EXTRA = re.compile(
+    r"\b(send_p50_ms|send_p99_ms|send_p999_ms|send_max_ms|warmup_records|"
+    r"warmup_received|warmup_ms)=([\d.NaN]+)"
 )
 
 
@@ -574,6 +594,7 @@ def parse_e2e(out: str) -> dict[str, float]:
         "p999_ms": float(m[6]),
         "max_ms": float(m[7]),
         "avg_ms": float(m[8]),
+        **{k: float(v) for k, v in E2E_EXTRA.findall(out)},
     }
 
 
@@ -599,31 +620,53 @@ class CaseResult:
     topic_ready_s: float | None = None  # after create: until every partition took a write
     error: str = ""
     workdir: str = ""
+    flags: list[str] = field(default_factory=list)  # e.g. "short": produce phase under target
 
 
 class RateBook:
-    """Remembers each broker's produce rate so the next run's record count fills `seconds`."""
+    """Remembers each broker's produce rate per shape so the next run's record count fills its
+    target time. Unknown shapes borrow the nearest known shape of the same broker (same record
+    size and closest partition count, else 1 KiB scaled gently by record size)."""
 
     GUESS_MB_S = {"kafka": 15.0, "jocko-py": 15.0}
 
     def __init__(self) -> None:
         self.rates: dict[tuple[str, int, str, int], float] = {}
-        self.mb: dict[str, float] = {}
 
-    def count(self, label: str, broker: str, sc: Scenario) -> int:
+    def known(self, label: str, sc: Scenario) -> bool:
+        return (label, sc.size, sc.acks, sc.partitions) in self.rates
+
+    def estimate_rps(self, label: str, broker: str, sc: Scenario) -> float:
         rps = self.rates.get((label, sc.size, sc.acks, sc.partitions))
-        if rps is None:
-            mb = self.mb.get(label, self.GUESS_MB_S.get(broker, 10.0))
-            # Small records cost per-record, big ones per-byte: scale the 1 KiB rate gently.
-            factor = {100: 0.25, 10240: 1.5}.get(sc.size, 1.0)
-            rps = mb * factor * 1024 * 1024 / sc.size
-        return max(2000, int(rps * sc.seconds))
+        if rps is not None:
+            return rps
+
+        def dist(k: tuple[str, int, str, int]) -> tuple[int, float, int]:
+            return (
+                int(k[1] != sc.size),
+                abs(math.log(k[3]) - math.log(sc.partitions)),
+                int(k[2] != sc.acks),
+            )
+
+        mine = [k for k in self.rates if k[0] == label]
+        if mine:
+            k = min(mine, key=dist)
+            if k[1] == sc.size:
+                return self.rates[k]
+            mb = self.rates[k] * k[1] / 1048576
+            mb /= {100: 0.25, 10240: 1.5}.get(k[1], 1.0)
+        else:
+            mb = self.GUESS_MB_S.get(broker, 10.0)
+        # Small records cost per record, big ones per byte: scale the 1 KiB rate gently.
+        factor = {100: 0.25, 10240: 1.5}.get(sc.size, 1.0)
+        return mb * factor * 1048576 / sc.size
+
+    def count(self, label: str, broker: str, sc: Scenario, seconds: float) -> int:
+        return max(2000, int(self.estimate_rps(label, broker, sc) * seconds))
 
     def learn(self, label: str, sc: Scenario, res: dict[str, float]) -> None:
         if res.get("records_per_s"):
             self.rates[(label, sc.size, sc.acks, sc.partitions)] = res["records_per_s"]
-            if sc.size == 1024:
-                self.mb[label] = res["mb_per_s"]
 
 
 def loadavg() -> float:
@@ -721,8 +764,18 @@ def _readline(proc: subprocess.Popen[bytes], timeout: float) -> str:
     return box[0] if box else ""
 
 
-def run_case(b: Broker, sc: Scenario, rep: int, book: RateBook, keep: bool) -> CaseResult:
-    case_dir = WORK / f"{sc.key}.{b.label}.{rep}"
+def run_case(
+    b: Broker,
+    sc: Scenario,
+    rep: int,
+    book: RateBook,
+    keep: bool,
+    aim: float = 1.0,
+    tag: str = "",
+) -> CaseResult:
+    """One fresh broker, one scenario. Produce runs send aim x sc.seconds worth of records at
+    the rate `book` knows for this broker and shape."""
+    case_dir = WORK / f"{sc.key}.{b.label}.{tag or rep}"
     shutil.rmtree(case_dir, ignore_errors=True)
     case_dir.mkdir(parents=True)
     res = CaseResult(
@@ -750,7 +803,7 @@ def run_case(b: Broker, sc: Scenario, rep: int, book: RateBook, keep: bool) -> C
             res.topic_ready_s = wait_topic_ready(b, topic, sc.partitions, tlog)
             rss.phase = "load"
             if sc.kind == "produce":
-                _produce_and_consume(b, sc, topic, book, res, tlog)
+                _produce_and_consume(b, sc, topic, book, res, tlog, aim)
             else:
                 rc, out, _ = run_tool(
                     java_tool(
@@ -762,12 +815,15 @@ def run_case(b: Broker, sc: Scenario, rep: int, book: RateBook, keep: bool) -> C
                         str(int(sc.seconds)),
                         str(sc.size),
                         sc.acks,
-                        "2",
+                        str(sc.discard_s),
+                        str(sc.warmup_records),
                     ),
-                    timeout=sc.seconds + 120,
+                    timeout=sc.seconds + 180,
                     log=tlog,
                 )
                 res.e2e = parse_e2e(out)
+                if res.e2e and sc.rate:
+                    res.e2e["duration_s"] = res.e2e["measured"] / sc.rate
                 if rc != 0 or not res.e2e:
                     raise RuntimeError(f"e2e tool failed rc={rc}: {out[-1500:]}")
             rss.phase = "done"
@@ -787,10 +843,16 @@ def run_case(b: Broker, sc: Scenario, rep: int, book: RateBook, keep: bool) -> C
 
 
 def _produce_and_consume(
-    b: Broker, sc: Scenario, topic: str, book: RateBook, res: CaseResult, tlog: Path
+    b: Broker,
+    sc: Scenario,
+    topic: str,
+    book: RateBook,
+    res: CaseResult,
+    tlog: Path,
+    aim: float = 1.0,
 ) -> None:
-    n = book.count(b.label, b.name, sc)
-    limit = max(3 * sc.seconds, 30.0)
+    n = book.count(b.label, b.name, sc, aim * sc.seconds)
+    limit = max(3 * aim * sc.seconds, 30.0)
     assert b.proc is not None
     pid = b.proc.pid
     c0 = cpu_s(pid)
@@ -894,6 +956,7 @@ class Figure:
     get: Callable[[CaseResult], float | None]
     scenarios: tuple[str, ...] = ()  # empty: every scenario
     target: str = ""
+    duration: Callable[[CaseResult], float | None] | None = None  # the measured phase, s
 
 
 def _g(part: str, key: str) -> Callable[[CaseResult], float | None]:
@@ -912,21 +975,28 @@ def _topic_total(r: CaseResult) -> float | None:
 
 def figures(scs: list[Scenario]) -> list[Figure]:
     figs: list[Figure] = []
-    for sc in scs:
-        if sc.group == "main":
-            figs.append(
-                Figure(
-                    f"{sc.key}.produce_mb_s",
-                    f"produce {sc.key[8:]}",
-                    "MB/s",
-                    True,
-                    _g("produce", "mb_per_s"),
-                    (sc.key,),
-                    ">= 0.5",
-                )
+    p_dur, c_dur, e_dur = (
+        _g("produce", "duration_s"),
+        _g("consume", "duration_s"),
+        _g("e2e", "duration_s"),
+    )
+    main = [sc for sc in scs if sc.group == "main"]
+    sweep = [sc for sc in scs if sc.group == "sweep"]
+    for sc in main:
+        figs.append(
+            Figure(
+                f"{sc.key}.produce_mb_s",
+                f"produce {sc.key[8:]}",
+                "MB/s",
+                True,
+                _g("produce", "mb_per_s"),
+                (sc.key,),
+                ">= 0.5",
+                p_dur,
             )
-    for sc in scs:
-        if sc.group == "main" and sc.consume:
+        )
+    for sc in main:
+        if sc.consume:
             figs.append(
                 Figure(
                     f"{sc.key}.consume_mb_s",
@@ -936,22 +1006,23 @@ def figures(scs: list[Scenario]) -> list[Figure]:
                     _g("consume", "fetch_mb_per_s"),
                     (sc.key,),
                     ">= 0.5",
+                    c_dur,
                 )
             )
-    for sc in scs:
-        if sc.group == "main":
-            figs.append(
-                Figure(
-                    f"{sc.key}.produce_cpu",
-                    f"broker CPU per MB produced {sc.key[8:]}",
-                    "ms/MB",
-                    False,
-                    _g("produce", "broker_cpu_ms_per_mb"),
-                    (sc.key,),
-                )
+    for sc in main:
+        figs.append(
+            Figure(
+                f"{sc.key}.produce_cpu",
+                f"broker CPU per MB produced {sc.key[8:]}",
+                "ms/MB",
+                False,
+                _g("produce", "broker_cpu_ms_per_mb"),
+                (sc.key,),
+                duration=p_dur,
             )
-    for sc in scs:
-        if sc.group == "main" and sc.consume:
+        )
+    for sc in main:
+        if sc.consume:
             figs.append(
                 Figure(
                     f"{sc.key}.consume_cpu",
@@ -960,44 +1031,64 @@ def figures(scs: list[Scenario]) -> list[Figure]:
                     False,
                     _g("consume", "broker_cpu_ms_per_mb"),
                     (sc.key,),
+                    duration=c_dur,
                 )
             )
     for sc in scs:
         if sc.group == "latency":
-            for k, t in (("p50_ms", ""), ("p99_ms", "<= 2"), ("p999_ms", "")):
+            for k, t, what in (
+                ("p50_ms", "", ""),
+                ("p99_ms", "<= 2", ""),
+                ("p999_ms", "", ""),
+                ("send_p99_ms", "", ", from actual send"),
+            ):
+                name = k.removeprefix("send_")[:-3]
                 figs.append(
                     Figure(
                         f"{sc.key}.{k}",
-                        f"e2e latency {k[:-3]} ({sc.rate}/s, 1 KiB)",
+                        f"e2e latency {name} ({sc.rate}/s, 1 KiB{what})",
                         "ms",
                         False,
                         _g("e2e", k),
                         (sc.key,),
                         t,
+                        e_dur,
                     )
                 )
-    for sc in scs:
-        if sc.group in ("size", "partitions"):
-            figs.append(
-                Figure(
-                    f"{sc.key}.produce_mb_s",
-                    f"produce {sc.key[6:]}",
-                    "MB/s",
-                    True,
-                    _g("produce", "mb_per_s"),
-                    (sc.key,),
-                )
+    for sc in sweep:
+        figs.append(
+            Figure(
+                f"{sc.key}.produce_mb_s",
+                f"produce {sc.key}",
+                "MB/s",
+                True,
+                _g("produce", "mb_per_s"),
+                (sc.key,),
+                duration=p_dur,
             )
-    for sc in scs:
-        if sc.group == "partitions" and sc.partitions >= 100:
+        )
+    for sc in sweep:
+        figs.append(
+            Figure(
+                f"{sc.key}.produce_cpu",
+                f"broker CPU per MB produced {sc.key}",
+                "ms/MB",
+                False,
+                _g("produce", "broker_cpu_ms_per_mb"),
+                (sc.key,),
+                duration=p_dur,
+            )
+        )
+    for parts in sorted({sc.partitions for sc in sweep}):
+        if parts >= 100:
             figs.append(
                 Figure(
-                    f"{sc.key}.topic_create_s",
-                    f"{sc.partitions}-partition topic: TopicCommand + until all writable",
+                    f"topic_create_p{parts}_s",
+                    f"{parts}-partition topic: TopicCommand + until all writable",
                     "s",
                     False,
                     _topic_total,
-                    (sc.key,),
+                    tuple(sc.key for sc in sweep if sc.partitions == parts),
                 )
             )
     main_keys = tuple(sc.key for sc in scs if sc.group == "main")
@@ -1047,11 +1138,17 @@ def summarize(
     rows = []
     for f in figures(scs):
         vals: dict[str, list[float]] = {base: [], cont: []}
+        durs: list[float] = []
+        short = 0
         for r in results:
             if r.ok and r.label in vals and (not f.scenarios or r.scenario in f.scenarios):
                 v = f.get(r)
                 if v is not None:
                     vals[r.label].append(v)
+                    d = f.duration(r) if f.duration else None
+                    if d is not None:
+                        durs.append(d)
+                    short += "short" in r.flags
         med = {k: (statistics.median(v) if v else None) for k, v in vals.items()}
         b, c = med[base], med[cont]
         ratio = (c / b) if (b and c is not None) else None
@@ -1074,6 +1171,8 @@ def summarize(
                 "target": f.target,
                 "met": met,
                 "higher_better": f.higher_better,
+                "min_duration_s": min(durs) if durs else None,
+                "short_runs": short,
             }
         )
     return rows
@@ -1098,8 +1197,10 @@ def write_results(
     mode: str,
     out_stem: Path,
     finished: str | None = None,
+    extra: dict[str, list[Any]] | None = None,
 ) -> list[dict[str, Any]]:
     rows = summarize(results, scs, base, cont)
+    extra = extra or {}
     loads = [r.loadavg_1m for r in results]
     doc = {
         "started_utc": started.isoformat(timespec="seconds"),
@@ -1125,6 +1226,14 @@ def write_results(
         "figures": rows,
         "scenarios": [asdict(s) for s in scs],
         "runs": [asdict(r) for r in results],
+        # Unrecorded: calibration runs (rate per broker and main shape) and runs repeated
+        # because their produce phase was shorter than the target.
+        "calibration_runs": [
+            r if isinstance(r, dict) else asdict(r) for r in extra.get("calibration", [])
+        ],
+        "discarded_runs": [
+            r if isinstance(r, dict) else asdict(r) for r in extra.get("discarded", [])
+        ],
     }
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     out_stem.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
@@ -1136,16 +1245,20 @@ def write_results(
 
 def table_md(rows: list[dict[str, Any]], base: str, cont: str) -> str:
     lines = [
-        f"| figure | unit | {base} | {cont} | {cont} / {base} | target | met |",
-        "|---|---|---:|---:|---:|---|---|",
+        f"| figure | unit | {base} | {cont} | {cont} / {base} | target | met | shortest run, s |",
+        "|---|---|---:|---:|---:|---|---|---:|",
     ]
     for r in rows:
         ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}"
         met = {True: "yes", False: "**no**", None: ""}[r["met"]]
         n = f" (n={r['n_base']}/{r['n_contender']})"
+        d = r.get("min_duration_s")
+        dur = "" if d is None else f"{d:.1f}"
+        if r.get("short_runs"):
+            dur += f" ({r['short_runs']} short)"
         lines.append(
             f"| {r['title']}{n} | {r['unit']} | {_fmt(r['base'], r['unit'])} | "
-            f"{_fmt(r['contender'], r['unit'])} | {ratio} | {r['target']} | {met} |"
+            f"{_fmt(r['contender'], r['unit'])} | {ratio} | {r['target']} | {met} | {dur} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -1161,17 +1274,27 @@ def render_md(doc: dict[str, Any], rows: list[dict[str, Any]], stem: Path) -> st
         f"1-min loadavg before each run: min {la['min']:.2f}, median {la['median']:.2f}, "
         f"max {la['max']:.2f} (the machine is shared; high values mean noisy numbers).\n",
         f"Medians of {sc['reps']} alternating run(s) per broker "
-        f"({sc['sweep_reps'] or sc['reps']} for the sweeps); every run is a fresh broker "
-        f"process and data dir. Produce runs target {sc['produce_s']} s (main) / "
-        f"{sc['sweep_s']} s (sweeps); e2e latency is open-loop at a fixed rate for "
-        f"{sc['e2e_s']} s (first 2 s discarded).\n",
+        f"({sc['sweep_reps'] or sc['reps']} for the sweep grid); every run is a fresh broker "
+        f"process and data dir. Produce runs must last at least {sc['produce_s']:g} s (main) / "
+        f"{sc['sweep_s']:g} s (sweep) of produce phase (records / rate, without JVM start): "
+        f"record counts aim at {sc.get('aim', 1.3):g}x that from the broker's rate for the shape "
+        f"(main shapes: an unrecorded {sc.get('calib_s', 5):g}-s calibration run per broker "
+        "first), a shorter run is repeated once and, if still short, flagged "
+        f"({len(doc.get('discarded_runs', []))} run(s) repeated). The last column is the "
+        "shortest measured phase among the runs behind a figure. E2e latency is open-loop at "
+        f"a fixed rate for {sc['e2e_s']} s after the same warm-up on both brokers "
+        f"({sc.get('e2e_warmup_records', 0):,} records produced and read back, unrecorded; "
+        f"then the first {sc.get('e2e_discard_s', 2)} s discarded), measured from each record's "
+        "*scheduled* send time (no coordinated omission); the `from actual send` row is the "
+        "same records measured from the moment `send()` was called.\n",
         table_md(rows, base, cont),
         "Ratios are contender / base: for throughput higher is better, for latency, memory, "
         "CPU and start-up time lower is better. *Broker CPU per MB* is the broker process "
         "tree's user+system CPU time (from /proc) during the tool run divided by the MB moved: "
         "it measures the broker's own cost even when the shared machine, not the broker, limits "
         "throughput (the JSON has `broker_cpu_util`, CPU seconds per wall second, per run).\n",
-        f"Chart of the sweeps: `{stem.with_suffix('.png').name}`. Raw runs: "
+        f"Chart of the sweep grid (throughput and broker CPU per MB against partitions, one "
+        f"line per record size and broker): `{stem.with_suffix('.png').name}`. Raw runs: "
         f"`{stem.with_suffix('.json').name}`.\n",
         "## Settings\n",
         f"- Both: one broker on loopback, `log.segment.bytes={SEGMENT_BYTES}`, default flush "
@@ -1203,49 +1326,53 @@ def chart(results: list[CaseResult], scs: list[Scenario], base: str, cont: str, 
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-    def med(label: str, key: str) -> float | None:
+    def med(label: str, key: str, field_: str) -> float | None:
         xs = [
-            r.produce.get("mb_per_s", 0.0)
+            r.produce.get(field_, 0.0)
             for r in results
-            if r.ok and r.label == label and r.scenario == key
+            if r.ok and r.label == label and r.scenario == key and r.produce.get(field_)
         ]
         return statistics.median(xs) if xs else None
 
-    main_p1 = next(
-        (s for s in scs if s.group == "main" and s.acks == "1" and s.partitions == 1), None
-    )
-    size_pts = sorted(
-        [(s.size, s.key) for s in scs if s.group == "size"]
-        + ([(1024, main_p1.key)] if main_p1 else [])
-    )
-    part_pts = sorted(
-        [(s.partitions, s.key) for s in scs if s.group == "partitions"]
-        + ([(1, main_p1.key)] if main_p1 else [])
-    )
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, pts, xlabel in (
-        (axes[0], size_pts, "record size (bytes), 1 partition"),
-        (axes[1], part_pts, "partitions, 1 KiB records"),
+    sweep = [s for s in scs if s.group == "sweep"]
+    sizes = sorted({s.size for s in sweep})
+    colors = {
+        size: c
+        for size, c in zip(sizes, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=False)
+    }
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    for ax, field_, ylabel in (
+        (axes[0], "mb_per_s", "produce MB/s (acks=1, median)"),
+        (axes[1], "broker_cpu_ms_per_mb", "broker CPU ms per MB produced (median)"),
     ):
-        for label, style in ((base, "o-"), (cont, "s-")):
-            xs = [x for x, k in pts if med(label, k) is not None]
-            ys = [med(label, k) for x, k in pts if med(label, k) is not None]
-            if xs:
-                ax.plot(xs, ys, style, label=label)
+        for size in sizes:
+            pts = sorted((s.partitions, s.key) for s in sweep if s.size == size)
+            for label, style in ((base, "o--"), (cont, "s-")):
+                xy = [(x, med(label, k, field_)) for x, k in pts]
+                xy = [(x, y) for x, y in xy if y is not None]
+                if xy:
+                    ax.plot(
+                        [x for x, _ in xy],
+                        [y for _, y in xy],
+                        style,
+                        color=colors.get(size),
+                        label=f"{label}, {size_label(size)}",
+                    )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         for axis in (ax.xaxis, ax.yaxis):
             axis.set_major_formatter(FormatStrFormatter("%g"))
             axis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("produce MB/s (acks=1, median)")
+        ax.set_xlabel("partitions")
+        ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, ncol=2)
     loads = [r.loadavg_1m for r in results]
     la = statistics.median(loads) if loads else 0.0
     fig.suptitle(
-        f"ProducerPerformance throughput sweeps ({base} vs {cont}; "
+        f"ProducerPerformance sweep: record size x partitions ({base} dashed, {cont} solid; "
         f"{os.cpu_count()} cores, median 1-min loadavg {la:.1f})"
     )
     fig.tight_layout()
@@ -1268,7 +1395,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--reps", type=int, help="repetitions per scenario and broker")
     p.add_argument("--only", default="", help="comma-separated substrings of scenario keys")
-    p.add_argument("--out", default="", help="result file stem (default bench/results/<date>)")
+    p.add_argument(
+        "--out", default="", help="result file stem (default bench/results/<UTC date>T<HHMM>)"
+    )
     p.add_argument("--keep", action="store_true", help="keep broker data dirs of good runs")
     p.add_argument(
         "--jocko-override",
@@ -1316,6 +1445,9 @@ def render_only(path: Path) -> int:
     for r in doc["runs"]:
         r.setdefault("topic_ready_s", None)
         results.append(CaseResult(**r))
+    if any(s["group"] in ("size", "partitions") for s in doc["scenarios"]):
+        print("results file predates the sweep grid; not re-rendered", file=sys.stderr)
+        return 2
     scs = [Scenario(**s) for s in doc["scenarios"]]
     scale = Scale(**{k: tuple(v) if isinstance(v, list) else v for k, v in doc["scale"].items()})
     started = dt.datetime.fromisoformat(doc["started_utc"])
@@ -1331,6 +1463,10 @@ def render_only(path: Path) -> int:
         doc["mode"],
         stem,
         finished=doc.get("finished_utc"),
+        extra={
+            "calibration": doc.get("calibration_runs", []),
+            "discarded": doc.get("discarded_runs", []),
+        },
     )
     print(table_md(rows, doc["base"], doc["contender"]))
     if doc["mode"] == "full" and doc["contender"] == "jocko-py":
@@ -1382,7 +1518,7 @@ def main(argv: list[str] | None = None) -> int:
             ov[k] = v
         cont_b = JockoBroker("jocko-py", ov)
     started = dt.datetime.now(dt.UTC)
-    stem = Path(args.out) if args.out else RESULTS / started.strftime("%Y-%m-%d")
+    stem = Path(args.out) if args.out else RESULTS / started.strftime("%Y-%m-%dT%H%M")
     if not stem.is_absolute():
         stem = REPO / stem
     hw = hardware()
@@ -1392,14 +1528,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     book = RateBook()
     results: list[CaseResult] = []
+    extra: dict[str, list[CaseResult]] = {"calibration": [], "discarded": []}
 
     def reps_of(sc: Scenario) -> int:
-        sweep = sc.group in ("size", "partitions") and scale.sweep_reps
+        sweep = sc.group == "sweep" and scale.sweep_reps
         return scale.sweep_reps if sweep else scale.reps
+
+    def target_s(sc: Scenario) -> float:
+        return scale.produce_s if sc.group == "main" else sc.seconds
 
     total = sum(reps_of(sc) for sc in scs) * 2
     with cleanup_guard():
         for i, sc in enumerate(scs):
+            if sc.kind == "produce" and sc.group == "main":
+                # Unrecorded calibration run per broker and shape: the measured runs' record
+                # counts then aim at `aim` x the target time from this broker's own rate.
+                calib = replace(sc, seconds=scale.calib_s, consume=False)
+                for b in (base_b, cont_b):
+                    if book.known(b.label, sc):
+                        continue
+                    progress(f"[calibrate] {sc.key} | {b.label} | {scale.calib_s:g} s")
+                    r = run_case(b, calib, -1, book, args.keep, tag="calib")
+                    extra["calibration"].append(r)
+                    progress("  " + _brief(r))
             for rep in range(reps_of(sc)):
                 order = [base_b, cont_b] if (i + rep) % 2 == 0 else [cont_b, base_b]
                 for b in order:
@@ -1407,11 +1558,38 @@ def main(argv: list[str] | None = None) -> int:
                         f"[{len(results) + 1}/{total}] {sc.key} | {b.label} | "
                         f"run {rep + 1}/{reps_of(sc)} | loadavg {loadavg():.2f}"
                     )
-                    r = run_case(b, sc, rep, book, args.keep)
+                    r = run_case(b, sc, rep, book, args.keep, aim=scale.aim)
+                    dur = r.produce.get("duration_s", 0.0)
+                    if r.ok and sc.kind == "produce" and dur < target_s(sc):
+                        # Too short (the rate estimate was low): once more, now that the book
+                        # has this run's rate; a run still short is flagged in the results.
+                        progress(
+                            f"  {_brief(r)}\n  produce phase {dur:.1f} s < "
+                            f"{target_s(sc):g} s: repeating the run"
+                        )
+                        r.flags.append(f"short:{dur:.1f}s")
+                        extra["discarded"].append(r)
+                        r = run_case(b, sc, rep, book, args.keep, aim=scale.aim)
+                        dur = r.produce.get("duration_s", 0.0)
+                        if r.ok and dur < target_s(sc):
+                            r.flags.append("short")
                     results.append(r)
                     progress("  " + _brief(r))
-            write_results(results, scs, scale, base_b.label, cont_b.label, hw, started, mode, stem)
-    rows = write_results(results, scs, scale, base_b.label, cont_b.label, hw, started, mode, stem)
+            write_results(
+                results,
+                scs,
+                scale,
+                base_b.label,
+                cont_b.label,
+                hw,
+                started,
+                mode,
+                stem,
+                extra=extra,
+            )
+    rows = write_results(
+        results, scs, scale, base_b.label, cont_b.label, hw, started, mode, stem, extra=extra
+    )
     print(table_md(rows, base_b.label, cont_b.label))
     if mode == "full" and cont_b.name == "jocko-py" and not args.only:
         update_readme(stem.with_suffix(".json"))
@@ -1425,7 +1603,8 @@ def _brief(r: CaseResult) -> str:
         parts.append(
             f"produce {r.produce.get('mb_per_s', 0):.1f} MB/s "
             f"({r.produce.get('records_per_s', 0):,.0f} rec/s, "
-            f"{r.produce.get('wall_s', 0):.0f} s)"
+            f"{r.produce.get('duration_s', 0):.1f} s produce phase, "
+            f"{r.produce.get('wall_s', 0):.0f} s wall)"
         )
     if r.produce.get("broker_cpu_s") is not None:
         parts.append(
@@ -1437,7 +1616,8 @@ def _brief(r: CaseResult) -> str:
     if r.e2e:
         parts.append(
             f"e2e p50 {r.e2e['p50_ms']:.2f} p99 {r.e2e['p99_ms']:.2f} "
-            f"p99.9 {r.e2e['p999_ms']:.2f} ms"
+            f"p99.9 {r.e2e['p999_ms']:.2f} ms (from actual send: p99 "
+            f"{r.e2e.get('send_p99_ms', float('nan')):.2f} ms)"
         )
     if r.rss_load:
         parts.append(f"RSS peak {r.rss_load['peak_mb']:.0f} MB")

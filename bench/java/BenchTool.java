@@ -12,11 +12,18 @@
 //       are acknowledged (the client retries NOT_LEADER / UNKNOWN_TOPIC while the broker is
 //       still creating the partitions' logs). Prints "TOPIC_READY <ms>".
 //
-//   e2e <bootstrap> <topic> <rate/s> <seconds> <record-size> <acks> <warmup-s>
-//       Open-loop end-to-end latency at a fixed rate: one thread produces a record every
-//       1/rate s carrying System.nanoTime() in its first 8 bytes; a consumer (assign, from the
-//       end) computes receive time minus send time. Same JVM, same monotonic clock, microsecond
-//       resolution. Prints one "E2E ..." line with percentiles in ms.
+//   e2e <bootstrap> <topic> <rate/s> <seconds> <record-size> <acks> <discard-s> <warmup-records>
+//       Open-loop end-to-end latency at a fixed rate. First a warm-up: <warmup-records> records
+//       sent as fast as the producer takes them and read back by the consumer (both the produce
+//       and the fetch path of the broker, and the client JVM, run hot before the clock starts;
+//       the same record count on every broker). Then one thread sends a record every 1/rate s
+//       for <seconds> s; each record carries its *scheduled* send time, its actual send time and
+//       its sequence number. A consumer in the same JVM (assign, from the end) computes receive
+//       time minus scheduled time (the reported figure: a client-side stall delays every record
+//       scheduled during it, so stalls are not hidden - no coordinated omission) and receive
+//       time minus actual send time (reported as send_*). Same monotonic clock, microsecond
+//       resolution; the first <discard-s> s of the measured phase are discarded. Prints one
+//       "E2E ..." line with percentiles in ms.
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.Arrays;
@@ -49,7 +56,8 @@ public final class BenchTool {
                 break;
             case "e2e":
                 e2e(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
-                    Integer.parseInt(args[5]), args[6], Integer.parseInt(args[7]));
+                    Integer.parseInt(args[5]), args[6], Integer.parseInt(args[7]),
+                    args.length > 8 ? Integer.parseInt(args[8]) : 0);
                 break;
             default:
                 usage();
@@ -58,7 +66,7 @@ public final class BenchTool {
 
     private static void usage() {
         System.err.println("usage: BenchTool first-produce BOOTSTRAP TOPIC TIMEOUT_MS | "
-            + "e2e BOOTSTRAP TOPIC RATE SECONDS SIZE ACKS WARMUP_S");
+            + "e2e BOOTSTRAP TOPIC RATE SECONDS SIZE ACKS DISCARD_S [WARMUP_RECORDS]");
         System.exit(2);
     }
 
@@ -137,7 +145,7 @@ public final class BenchTool {
     }
 
     private static void e2e(String bootstrap, String topic, int rate, int seconds, int size,
-                            String acks, int warmupS) throws Exception {
+                            String acks, int discardS, int warmupRecords) throws Exception {
         Properties cp = new Properties();
         cp.put("bootstrap.servers", bootstrap);
         cp.put("key.deserializer", ByteArrayDeserializer.class.getName());
@@ -146,9 +154,11 @@ public final class BenchTool {
         cp.put("auto.offset.reset", "latest");
         TopicPartition tp = new TopicPartition(topic, 0);
         int total = rate * seconds;
-        int warm = rate * warmupS;
-        long[] lat = new long[total];
+        int warm = rate * discardS;
+        long[] lat = new long[total];      // receive - scheduled send time
+        long[] sendLat = new long[total];  // receive - actual send time
         AtomicLong received = new AtomicLong();
+        AtomicLong warmReceived = new AtomicLong();
         AtomicBoolean stop = new AtomicBoolean();
         KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(cp);
         consumer.assign(Collections.singletonList(tp));
@@ -160,19 +170,43 @@ public final class BenchTool {
                 long now = System.nanoTime();
                 for (ConsumerRecord<byte[], byte[]> r : recs) {
                     ByteBuffer b = ByteBuffer.wrap(r.value());
+                    long scheduled = b.getLong();
                     long sent = b.getLong();
                     int seq = b.getInt();
                     if (seq >= 0 && seq < total) {
-                        lat[seq] = now - sent;
+                        lat[seq] = now - scheduled;
+                        sendLat[seq] = now - sent;
+                        received.incrementAndGet();
+                    } else {
+                        warmReceived.incrementAndGet();
                     }
-                    received.incrementAndGet();
                 }
             }
             consumer.close();
         }, "e2e-consumer");
         reader.start();
+        int len = Math.max(size, 20);
+        long warmMs = 0;
         try (KafkaProducer<byte[], byte[]> producer =
                  new KafkaProducer<>(producerProps(bootstrap, acks))) {
+            if (warmupRecords > 0) {
+                long w0 = System.nanoTime();
+                for (int i = 0; i < warmupRecords; i++) {
+                    byte[] v = new byte[len];
+                    ByteBuffer b = ByteBuffer.wrap(v);
+                    b.putLong(0L);
+                    b.putLong(0L);
+                    b.putInt(-1);
+                    producer.send(new ProducerRecord<>(topic, 0, null, v));
+                }
+                producer.flush();
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+                while (warmReceived.get() < warmupRecords && System.nanoTime() < deadline) {
+                    Thread.sleep(10);
+                }
+                warmMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - w0);
+                Thread.sleep(1000);  // let the broker and the consumer settle
+            }
             long interval = 1_000_000_000L / rate;
             long next = System.nanoTime();
             for (int i = 0; i < total; i++) {
@@ -180,8 +214,9 @@ public final class BenchTool {
                 if (wait > 0) {
                     TimeUnit.NANOSECONDS.sleep(wait);
                 }
-                byte[] v = new byte[Math.max(size, 12)];
+                byte[] v = new byte[len];
                 ByteBuffer b = ByteBuffer.wrap(v);
+                b.putLong(next);
                 b.putLong(System.nanoTime());
                 b.putInt(i);
                 producer.send(new ProducerRecord<>(topic, 0, null, v));
@@ -195,23 +230,35 @@ public final class BenchTool {
         }
         stop.set(true);
         reader.join(10_000);
+        long[] got = measured(lat, warm, total);
+        long[] gotSend = measured(sendLat, warm, total);
+        int n = got.length;
+        System.out.printf("E2E sent=%d received=%d measured=%d start_offset=%d "
+                + "p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f avg_ms=%.3f "
+                + "send_p50_ms=%.3f send_p99_ms=%.3f send_p999_ms=%.3f send_max_ms=%.3f "
+                + "warmup_records=%d warmup_received=%d warmup_ms=%d%n",
+            total, received.get(), n, startOffset, pct(got, 50), pct(got, 99), pct(got, 99.9),
+            n > 0 ? got[n - 1] / 1e6 : Double.NaN, avg(got),
+            pct(gotSend, 50), pct(gotSend, 99), pct(gotSend, 99.9),
+            gotSend.length > 0 ? gotSend[gotSend.length - 1] / 1e6 : Double.NaN,
+            warmupRecords, warmReceived.get(), warmMs);
+        System.out.flush();
+        if (n < (total - warm) * 0.99) {
+            System.exit(1);
+        }
+    }
+
+    private static long[] measured(long[] lat, int from, int to) {
         int n = 0;
-        long[] xs = new long[total - warm];
-        for (int i = warm; i < total; i++) {
+        long[] xs = new long[to - from];
+        for (int i = from; i < to; i++) {
             if (lat[i] > 0) {
                 xs[n++] = lat[i];
             }
         }
         long[] got = Arrays.copyOf(xs, n);
         Arrays.sort(got);
-        System.out.printf("E2E sent=%d received=%d measured=%d start_offset=%d "
-                + "p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f avg_ms=%.3f%n",
-            total, received.get(), n, startOffset, pct(got, 50), pct(got, 99), pct(got, 99.9),
-            n > 0 ? got[n - 1] / 1e6 : Double.NaN, avg(got));
-        System.out.flush();
-        if (n < (total - warm) * 0.99) {
-            System.exit(1);
-        }
+        return got;
     }
 
     private static double pct(long[] sorted, double p) {
