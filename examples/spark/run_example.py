@@ -127,7 +127,10 @@ def main() -> None:
         res = run(spark, args.bootstrap, args.workdir / run_id, run_id)
     finally:
         spark.stop()
+    print_result(res)
 
+
+def print_result(res: Result) -> None:
     def hm(ms: int) -> str:
         return time.strftime("%H:%M", time.gmtime(ms / 1000))
 

@@ -12,12 +12,15 @@ first offset whose timestamp is at or after T", and offset ranges end exclusive.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import pytest
 
 from tests.support.broker import REPO
 
@@ -66,9 +69,20 @@ def _iso_ms(s: str) -> int:
     return int(datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp() * 1000)
 
 
-def test_example_pipeline_matches_plain_python(spark: Any, bootstrap: str, tmp_path: Path) -> None:
+def test_example_pipeline_matches_plain_python(
+    spark: Any, bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     example = load_example()
     res = example.run(spark, bootstrap, tmp_path / "example")
+
+    # what the script prints: one line per window total, the counts, both batch summaries
+    example.print_result(res)
+    out = capsys.readouterr().out
+    assert f"{len(res.parquet_totals)} window totals in Parquet, {len(res.kafka_totals)} in topic" in out
+    summary_lines = [ln for ln in out.splitlines() if ln.startswith("  ") and " events " in ln]
+    assert len(summary_lines) == len(res.by_offsets) + len(res.by_time)
+    window_lines = [ln for ln in out.splitlines() if re.match(r"\d\d:\d\d-\d\d:\d\d ", ln)]
+    assert len(window_lines) == len(res.parquet_totals)
 
     late = res.second[-1]
     assert late.event_time_ms < max(e.event_time_ms for e in res.first) - WATERMARK_MS

@@ -144,6 +144,34 @@ def test_stream_written_to_topic_is_read_in_partition_order(
         want = [(r.key, r.value, r.headers) for r in produced if r.partition == p]
         have = [(r.key, r.value, r.headers) for r in got[p]]
         assert have == want, f"partition {p}: {len(have)} records, expected {len(want)}"
+    _assert_idempotent_batches(bootstrap, dst, 3)
+
+
+def _assert_idempotent_batches(bootstrap: str, topic: str, partitions: int) -> None:
+    """On the broker side: every stored batch carries a producer id and epoch, and each
+    producer's sequence numbers run on from 0 without gaps, per partition (Spark may
+    use more than one cached producer, each with its own id)."""
+    from jocko_py.client import Client
+    from jocko_py.protocol import records as rb
+
+    with Client(bootstrap) as c:
+        for p in range(partitions):
+            offset, next_seq, hw = 0, {}, -1
+            while True:
+                resp = c.fetch(topic, p, offset, max_wait_ms=0)
+                hw = int(resp.high_watermark)
+                buf = bytes(resp.records or b"")
+                batches = list(rb.iter_batches(buf, validate_crc=True, allow_partial_tail=True))
+                if not batches:
+                    break
+                for _, h in batches:
+                    assert h.producer_id >= 0 and h.producer_epoch >= 0, h
+                    want = next_seq.get(h.producer_id, 0)
+                    assert h.base_sequence == want, f"partition {p}: {h}, expected seq {want}"
+                    next_seq[h.producer_id] = want + h.last_offset_delta + 1
+                    offset = h.base_offset + h.last_offset_delta + 1
+            assert offset == hw > 0, (p, offset, hw)
+            assert sum(next_seq.values()) == offset
 
 
 def test_batch_fail_on_data_loss_after_delete_records(
