@@ -2,8 +2,10 @@
 
 Unit tests drive `jocko_py.commitlog.cleaner.clean_log` on a real `Log` and
 compare with a model (latest offset per key over the cleaned range); an
-end-to-end test produces to a `cleanup.policy=compact` topic on a broker and
-reads it back with kafka-python.
+end-to-end test produces to a `cleanup.policy=compact` topic on a broker (small
+segments, a fast cleaner and delete.retention.ms set through the broker's
+config) and reads it back with kafka-python, watching a tombstone stay for
+delete.retention.ms and go after.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.log import Log
 from jocko_py.commitlog.manager import LogManager
 from jocko_py.protocol import records as rb
-from tests.groups.harness import create_topic, wait_until
+from tests.groups.harness import BROKER_OVERRIDES, create_topic, wait_until
 from tests.support.broker import BrokerProcess
 
 NOW = 1_700_000_000_000
@@ -137,44 +139,73 @@ def test_cleaner_checkpoint(tmp_path: Path) -> None:
     mgr.close_all()
 
 
-@pytest.mark.timeout(60)
-def test_compacted_topic_end_to_end(gbroker: BrokerProcess) -> None:
+DELETE_RETENTION_MS = 8000
+
+
+@pytest.mark.timeout(120)
+def test_compacted_topic_end_to_end(tmp_path: Path) -> None:
+    """On a running broker: the latest value per key survives, a key with no newer value
+    is never lost, and a tombstone is kept for delete.retention.ms after the cleaner
+    first saw it (KIP-534: the horizon is the cleaning time + delete.retention.ms,
+    so it is at least that long after the tombstone was written), then removed."""
     from kafka import KafkaConsumer, KafkaProducer
 
-    create_topic(gbroker.bootstrap, "compacted", 1, {
-        "cleanup.policy": "compact", "segment.bytes": "1024",
-        "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1500"})
-    p = KafkaProducer(bootstrap_servers=gbroker.bootstrap, linger_ms=0)
-    latest: dict[str, str | None] = {}
-    for i in range(300):
-        k = f"key{i % 10}"
-        v: str | None = None if (i % 10 == 3 and i > 250) else f"value{i}"
-        p.send("compacted", key=k.encode(), value=v.encode() if v else None).get(10)
-        latest[k] = v
-    p.send("compacted", key=b"lonely", value=b"only-once").get(10)
-    latest["lonely"] = "only-once"
-    for i in range(40):  # roll past the tombstone so its segment can be cleaned
-        p.send("compacted", key=b"filler", value=b"f%d" % i).get(10)
-    latest["filler"] = "f39"
-    p.close()
+    b = BrokerProcess(tmp_path / "data", overrides={
+        **BROKER_OVERRIDES, "log.cleaner.backoff.ms": "200",
+        "log.cleaner.min.cleanable.ratio": "0.01",
+        "log.cleaner.delete.retention.ms": str(DELETE_RETENTION_MS)})
+    b.start()
+    try:
+        create_topic(b.bootstrap, "compacted", 1, {"cleanup.policy": "compact",
+                                                   "segment.bytes": "1024"})
+        p = KafkaProducer(bootstrap_servers=b.bootstrap, linger_ms=0)
+        latest: dict[str, str | None] = {}
+        for i in range(300):
+            k = f"key{i % 10}"
+            v: str | None = None if (i % 10 == 3 and i > 250) else f"value{i}"
+            p.send("compacted", key=k.encode(), value=v.encode() if v else None).get(10)
+            latest[k] = v
+        p.send("compacted", key=b"lonely", value=b"only-once").get(10)
+        latest["lonely"] = "only-once"
+        for i in range(40):  # roll past the tombstone so its segment can be cleaned
+            p.send("compacted", key=b"filler", value=b"f%d" % i).get(10)
+        latest["filler"] = "f39"
+        p.close()
+        written = time.monotonic()  # the cleaner cannot have seen the tombstone before
 
-    def read() -> list[tuple[str, str | None]]:
-        c = KafkaConsumer("compacted", bootstrap_servers=gbroker.bootstrap,
-                          auto_offset_reset="earliest", enable_auto_commit=False,
-                          consumer_timeout_ms=1500)
-        out = [(m.key.decode(), m.value.decode() if m.value is not None else None) for m in c]
-        c.close()
-        return out
+        def read() -> list[tuple[str, str | None]]:
+            c = KafkaConsumer("compacted", bootstrap_servers=b.bootstrap,
+                              auto_offset_reset="earliest", enable_auto_commit=False,
+                              consumer_timeout_ms=1000)
+            out = [(m.key.decode(), m.value.decode() if m.value is not None else None)
+                   for m in c]
+            c.close()
+            return out
 
-    wait_until(lambda: len(read()) < 100, 30, "the cleaner to compact the topic", 0.5)
-    recs = read()
-    seen: dict[str, str | None] = {}
-    for k, v in recs:
-        seen[k] = v
-    assert seen == {k: v for k, v in latest.items() if k in seen}
-    assert set(latest) - set(seen) <= {"key3"}, "a key with no newer value was lost"
-    assert ("lonely", "only-once") in recs
-    # the tombstone for key3 disappears once delete.retention.ms has passed
-    time.sleep(1.6)
-    wait_until(lambda: all(k != "key3" for k, _ in read()), 20,
-               "the key3 tombstone to be removed", 0.5)
+        wait_until(lambda: len(read()) < 100, 30, "the cleaner to compact the topic", 0.3)
+        recs = read()
+        seen: dict[str, str | None] = {}
+        for k, v in recs:
+            seen[k] = v
+        # compacted: the latest value of every key, the tombstone included
+        assert seen == latest, "a key lost its latest value (or the tombstone went early)"
+        assert len(recs) < 100 and ("lonely", "only-once") in recs
+        assert [v for k, v in recs if k == "key3"] == [None]
+        # the tombstone stays until delete.retention.ms has passed
+        checks = 0
+        while time.monotonic() < written + DELETE_RETENTION_MS / 1000 - 0.5:
+            assert ("key3", None) in read(), \
+                f"tombstone removed {time.monotonic() - written:.1f}s after it was written"
+            checks += 1
+            time.sleep(0.3)
+        assert checks >= 2
+        # ... and then it goes, with nothing else changed
+        wait_until(lambda: all(k != "key3" for k, _ in read()), 20,
+                   "the key3 tombstone to be removed", 0.3)
+        gone_s = time.monotonic() - written
+        final = dict(read())
+        assert final == {k: v for k, v in latest.items() if k != "key3"}
+        print(f"tombstone removed {gone_s:.1f}s after it was written "
+              f"(delete.retention.ms={DELETE_RETENTION_MS})")
+    finally:
+        b.stop()

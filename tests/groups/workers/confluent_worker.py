@@ -28,19 +28,29 @@ def main() -> None:
     conf["partition.assignment.strategy"] = "cooperative-sticky" if cooperative else "range"
     consumer = Consumer(conf)
 
+    # the assignment is tracked here rather than read back with c.assignment(): during
+    # close() librdkafka calls on_revoke while the handle is being destroyed, and
+    # c.assignment() then raises _DESTROY ("Failed to get assignment")
+    owned: set[int] = set()
+
     def on_assign(c: Any, parts: Any) -> None:
         if cooperative:
             c.incremental_assign(parts)
+            owned.update(tp.partition for tp in parts)
         else:
             c.assign(parts)
-        out.assignment(tp.partition for tp in c.assignment())
+            owned.clear()
+            owned.update(tp.partition for tp in parts)
+        out.assignment(owned)
 
     def on_revoke(c: Any, parts: Any) -> None:
         if cooperative:
             c.incremental_unassign(parts)
+            owned.difference_update(tp.partition for tp in parts)
         else:
             c.unassign()
-        out.assignment(tp.partition for tp in c.assignment())
+            owned.clear()
+        out.assignment(owned)
 
     consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke,
                        on_lost=on_revoke)
