@@ -5,7 +5,10 @@ committed offset, the log end offset, the lag and the owning member;
 `reset-offsets` moves a group's committed offsets to the earliest or latest
 offset, to the first offset at or after a timestamp, or to an explicit offset
 (clamped to the log range). Resetting needs an inactive (Empty) group and only
-prints the plan unless `--execute` is given.
+prints the plan unless `--execute` is given. The plan shows per partition the
+previously committed offset, the new offset, the log end offset and the lag
+the group will have once the new offset is committed (Kafka's tool prints only
+the new offset).
 """
 
 from __future__ import annotations
@@ -186,9 +189,10 @@ def cmd_reset(adm: GroupAdmin, args: argparse.Namespace) -> int:
         print("Error: give --topic TOPIC[:P,P] or --all-topics", file=sys.stderr)
         return 2
     plan: dict[tuple[str, int], int] = {}
+    ends: dict[tuple[str, int], int] = {}
     for t, p in targets:
         start = adm.offset_for(t, p, -2)
-        end = adm.offset_for(t, p, -1)
+        end = ends[(t, p)] = adm.offset_for(t, p, -1)
         if args.to_earliest:
             new = start
         elif args.to_latest:
@@ -200,8 +204,13 @@ def cmd_reset(adm: GroupAdmin, args: argparse.Namespace) -> int:
         else:
             new = min(max(args.to_offset, start), end)
         plan[(t, p)] = new
-    rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
-    rows += [[group, t, str(p), str(o)] for (t, p), o in sorted(plan.items())]
+    rows = [["GROUP", "TOPIC", "PARTITION", "PREVIOUS-OFFSET", "NEW-OFFSET",
+             "LOG-END-OFFSET", "LAG"]]
+    for (t, p), o in sorted(plan.items()):
+        prev = committed.get((t, p))
+        end = ends[(t, p)]
+        rows.append([group, t, str(p), "-" if prev is None else str(prev), str(o), str(end),
+                     str(max(end - o, 0))])
     _table(rows)
     if not args.execute:
         print("(dry run: add --execute to commit these offsets)")

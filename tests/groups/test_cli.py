@@ -58,12 +58,31 @@ def test_groups_cli(gbroker: BrokerProcess) -> None:
         assert res.returncode == 0, res.stdout + res.stderr
         return committed_offsets(gbroker.bootstrap, "cli-g", "cli-t", 2)
 
+    def plan(out: subprocess.CompletedProcess[str]) -> list[list[str]]:
+        lines = out.stdout.splitlines()
+        assert lines[0].split() == ["GROUP", "TOPIC", "PARTITION", "PREVIOUS-OFFSET",
+                                    "NEW-OFFSET", "LOG-END-OFFSET", "LAG"], out.stdout
+        return [line.split()[1:] for line in lines if line.startswith("cli-g ")]
+
+    # the plan: previous committed offset, new offset, log end offset, lag after the reset
     dry = cli(gbroker, "reset-offsets", "cli-g", "--topic", "cli-t", "--to-earliest")
     assert dry.returncode == 0 and "dry run" in dry.stdout
+    assert plan(dry) == [["cli-t", "0", "3", "0", "10", "10"],
+                         ["cli-t", "1", "10", "0", "10", "10"]], dry.stdout
     assert committed_offsets(gbroker.bootstrap, "cli-g", "cli-t", 2) == {0: 3, 1: 10}
+    with Client(gbroker.bootstrap) as c:
+        c.create_topic("cli-u", 1)
+        c.produce("cli-u", 0, rb.build_batch([rb.NewRecord(None, b"u%d" % i) for i in range(5)]))
+    dry = cli(gbroker, "reset-offsets", "cli-g", "--topic", "cli-u", "--to-offset", "2")
+    assert plan(dry) == [["cli-u", "0", "-", "2", "5", "3"]], dry.stdout  # nothing committed
     assert reset("--to-earliest") == {0: 0, 1: 0}
     assert reset("--to-latest") == {0: 10, 1: 10}
-    assert reset("--to-offset", "4") == {0: 4, 1: 4}
+    res = cli(gbroker, "reset-offsets", "cli-g", "--topic", "cli-t", "--to-offset", "4",
+              "--execute")
+    assert res.returncode == 0 and "dry run" not in res.stdout
+    assert plan(res) == [["cli-t", "0", "10", "4", "10", "6"],
+                         ["cli-t", "1", "10", "4", "10", "6"]], res.stdout
+    assert committed_offsets(gbroker.bootstrap, "cli-g", "cli-t", 2) == {0: 4, 1: 4}
     assert reset("--to-offset", "99") == {0: 10, 1: 10}
     when = datetime.fromtimestamp((T0 + 5500) / 1000, UTC).isoformat()
     assert reset("--to-datetime", when) == {0: 6, 1: 6}
