@@ -38,8 +38,8 @@ from __future__ import annotations
 import enum
 import struct
 import time
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple, TypeAlias
 
 import crc32c
 
@@ -436,11 +436,28 @@ def validate_record_structure(
         data = compression.decompress(header.compression, mv, limit=max_decompressed)
     else:
         data = mv
-    pos, end, n = 0, len(data), 0
+    err, n, bad_length, remaining = _walk(data, require_keys)
+    if err == 1:
+        raise CorruptRecordError(f"record {n}: a varint runs past the end of the record")
+    if err == 2:
+        raise CorruptRecordError(f"record {n}: a varint is too long")
+    if err == 3:
+        raise CorruptRecordError(f"record {n} claims {bad_length} bytes, {remaining} left")
+    if err == 4:
+        raise InvalidRecordError("Compacted topic cannot accept message without key")
+    if n != header.records_count:
+        raise InvalidRecordError(
+            f"batch says {header.records_count} records but holds {n}"
+        )
+
+
+def walk_records_py(data: Buffer, require_keys: bool) -> tuple[int, int, int, int]:
+    """The pure-Python walk, used when the C extension (`_recwalk.c`, same
+    contract: see there) is not built: ``(err, n, bad_length, remaining)``."""
+    pos, end, n = 0, len(memoryview(data)), 0
     while pos < end:
         # the record length is a zig-zag varint; the one- and two-byte forms
-        # (records under 8 KiB) are decoded inline: this loop is the produce
-        # path's only per-record work
+        # (records under 8 KiB) are decoded inline
         b0 = data[pos]
         if b0 < 0x80:
             length = (b0 >> 1) ^ -(b0 & 1)
@@ -450,25 +467,36 @@ def validate_record_structure(
             length = (z >> 1) ^ -(z & 1)
             pos += 2
         else:
-            length, pos = _read_varint(data, pos, end, 5)
+            try:
+                length, pos = _read_varint(data, pos, end, 5)
+            except CorruptRecordError as e:
+                return (1 if "past the end" in str(e) else 2), n, 0, 0
         if length <= 0 or length > end - pos:
-            raise CorruptRecordError(f"record {n} claims {length} bytes, {end - pos} left")
+            return 3, n, length, end - pos
         if require_keys:
             # attributes int8, timestampDelta varlong, offsetDelta varint, keyLength
             rec_end = pos + length
-            _, p = _read_varint(data, pos + 1, rec_end, 10)
-            _, p = _read_varint(data, p, rec_end, 5)
-            key_length, _ = _read_varint(data, p, rec_end, 5)
+            try:
+                _, p = _read_varint(data, pos + 1, rec_end, 10)
+                _, p = _read_varint(data, p, rec_end, 5)
+                key_length, _ = _read_varint(data, p, rec_end, 5)
+            except CorruptRecordError as e:
+                return (1 if "past the end" in str(e) else 2), n, 0, end - pos
             if key_length < 0:
-                raise InvalidRecordError(
-                    "Compacted topic cannot accept message without key"
-                )
+                return 4, n, 0, end - pos
         pos += length
         n += 1
-    if n != header.records_count:
-        raise InvalidRecordError(
-            f"batch says {header.records_count} records but holds {n}"
-        )
+    return 0, n, 0, 0
+
+
+WalkFn: TypeAlias = Callable[[Buffer, bool], tuple[int, int, int, int]]
+walk_records_native: WalkFn | None
+try:  # the C form of the walk (setup.py builds it; optional)
+    from jocko_py.protocol._recwalk import walk as walk_records_native
+except ImportError:  # pragma: no cover - depends on the build
+    walk_records_native = None
+
+_walk: WalkFn = walk_records_native if walk_records_native is not None else walk_records_py
 
 
 def decode_records(
