@@ -142,7 +142,10 @@ class Gen:
             dflt = default_value(f, nullable, self.common)
             tagged = present and flex and v in parse_range(f.get("taggedVersions"), self.hi)
             if not present:
-                parts.append(f"KField({fname!r}, None, {dflt})")
+                # a non-ignorable field this version cannot carry must not be set
+                # (Kafka throws UnsupportedVersionException when serializing it)
+                ign = "" if f.get("ignorable") else ", ignorable=False"
+                parts.append(f"KField({fname!r}, None, {dflt}{ign})")
             elif tagged:
                 parts.append(
                     f"KField({fname!r}, {self.type_expr(f, v)}, {dflt}, tag={f['tag']})")

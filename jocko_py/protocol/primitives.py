@@ -24,7 +24,7 @@ from construct import Construct
 
 from jocko_py.protocol import wire
 
-_IMPORT = "from jocko_py.protocol.wire import *\n"
+_IMPORT = "from jocko_py.protocol.wire import *\nfrom jocko_py.protocol.primitives import check_absent\n"
 
 
 def _ensure_import(code: Any) -> None:
@@ -145,6 +145,23 @@ class KField:
     subcon: Construct | None  # None: absent in this version
     default: Any = None
     tag: int | None = None  # set for tagged fields of flexible versions
+    # absent fields only: False when the spec does not mark the field ignorable,
+    # so building a message that sets it to a non-default value is an error
+    ignorable: bool = True
+
+
+class FieldNotInVersion(ValueError):
+    """A non-ignorable field has a non-default value in a version that cannot
+    carry it (Kafka: UnsupportedVersionException at serialization). A bug of
+    the code that built the message, never of the peer."""
+
+
+def check_absent(obj: Any, name: str, default: Any, sname: str) -> None:
+    if name in obj and obj[name] != default:
+        raise FieldNotInVersion(
+            f"{sname}.{name}={obj[name]!r} cannot be sent in this version "
+            f"(non-ignorable field; default {default!r})"
+        )
 
 
 def _fresh(default: Any) -> Any:
@@ -179,6 +196,7 @@ class KStruct(Construct):  # type: ignore[misc]
         self.flagbuildnone = True
         self.wired = [f for f in fields if f.subcon is not None and f.tag is None]
         self.absent = [f for f in fields if f.subcon is None]
+        self.strict_absent = [f for f in self.absent if not f.ignorable]
         self.tagged = sorted(
             (f for f in fields if f.subcon is not None and f.tag is not None),
             key=lambda f: f.tag or 0,
@@ -212,6 +230,8 @@ class KStruct(Construct):  # type: ignore[misc]
         for f in self.wired:
             assert f.subcon is not None
             f.subcon._build(obj.get(f.name, f.default), stream, context, path)
+        for f in self.strict_absent:
+            check_absent(obj, f.name, f.default, self.sname)
         if self.flexible:
             entries: list[tuple[int, str, Any, Any]] = []
             for f in self.tagged:
@@ -261,6 +281,11 @@ class KStruct(Construct):  # type: ignore[misc]
             assert f.subcon is not None
             lines.append(f"    obj = objdict.get({f.name!r}, {_default_src(f.default)})")
             lines.append(f"    {f.subcon._compilebuild(code)}")
+        for f in self.strict_absent:
+            lines.append(
+                f"    if {f.name!r} in objdict: check_absent(objdict, {f.name!r}, "
+                f"{_default_src(f.default)}, {self.sname!r})"
+            )
         if self.flexible:
             if self.tagged:
                 entries = ", ".join(

@@ -352,3 +352,25 @@ def test_replies_before_a_malformed_frame_are_still_sent(broker: BrokerProcess) 
             c.read_frame()
     finally:
         c.close()
+
+
+# -- fields a version cannot carry (no broker needed) ---------------------------------
+
+
+def test_non_ignorable_field_a_version_cannot_carry_is_an_error() -> None:
+    """kafka-protocol README: a non-ignorable field that a version cannot carry must
+    raise an error when it has a non-default value (Kafka: UnsupportedVersionException);
+    its default, or an ignorable field, is silently left out as Kafka does."""
+    from jocko_py.protocol.primitives import FieldNotInVersion
+
+    # AllowAutoTopicCreation exists from Metadata v4 and is not ignorable
+    with pytest.raises(FieldNotInVersion, match="allow_auto_topic_creation"):
+        codec.encode_request(METADATA, 3, 1, "q", {"topics": None,
+                                                  "allow_auto_topic_creation": False})
+    codec.encode_request(METADATA, 3, 1, "q", {"topics": None, "allow_auto_topic_creation": True})
+    codec.encode_request(METADATA, 4, 1, "q", {"topics": None, "allow_auto_topic_creation": False})
+    # ThrottleTimeMs (v3+) is ignorable: dropped from a v0 response without complaint
+    body = {"throttle_time_ms": 5, "brokers": [], "topics": []}
+    out = b"".join(bytes(p) for p in codec.encode_response_parts(METADATA, 0, 7, body))
+    corr, resp = codec.decode_response(METADATA, 0, out[4:])  # after the size prefix
+    assert corr == 7 and resp.brokers == []

@@ -111,9 +111,12 @@ async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
         else:
             res.update(error_code=ErrorCode.INVALID_REQUEST,
                        error_message=f"Unsupported resource type {r.resource_type}")
-        if not (ctx.version >= 1 and req.include_synonyms):
-            for c in res["configs"]:
+        for c in res["configs"]:
+            if not (ctx.version >= 1 and req.include_synonyms):
                 c["synonyms"] = []
+            if ctx.version >= 1:
+                # v1+ carry config_source instead; IsDefault is v0 only (not ignorable)
+                del c["is_default"]
         results.append(res)
     return {"throttle_time_ms": 0, "results": results}
 

@@ -33,7 +33,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 out["error_code"] = epoch_error
             else:
                 ts = rp.timestamp
-                out["leader_epoch"] = p.leader_epoch
+                if ctx.version >= 4:  # LeaderEpoch is v4+ and not ignorable
+                    out["leader_epoch"] = p.leader_epoch
                 if ts == LATEST:
                     out["offset"] = p.high_watermark
                 elif ts == EARLIEST:

@@ -11,7 +11,7 @@ LISTENERS = ['broker', 'zkBroker']
 
 def request_v0() -> KStruct:
     return KStruct('AddPartitionsToTxnRequest', [
-        KField('transactions', None, []),
+        KField('transactions', None, [], ignorable=False),
         KField('v3_and_below_transactional_id', String, ''),
         KField('v3_and_below_producer_id', Int64, 0),
         KField('v3_and_below_producer_epoch', Int16, 0),
@@ -24,7 +24,7 @@ def request_v0() -> KStruct:
 
 def request_v1() -> KStruct:
     return KStruct('AddPartitionsToTxnRequest', [
-        KField('transactions', None, []),
+        KField('transactions', None, [], ignorable=False),
         KField('v3_and_below_transactional_id', String, ''),
         KField('v3_and_below_producer_id', Int64, 0),
         KField('v3_and_below_producer_epoch', Int16, 0),
@@ -37,7 +37,7 @@ def request_v1() -> KStruct:
 
 def request_v2() -> KStruct:
     return KStruct('AddPartitionsToTxnRequest', [
-        KField('transactions', None, []),
+        KField('transactions', None, [], ignorable=False),
         KField('v3_and_below_transactional_id', String, ''),
         KField('v3_and_below_producer_id', Int64, 0),
         KField('v3_and_below_producer_epoch', Int16, 0),
@@ -50,7 +50,7 @@ def request_v2() -> KStruct:
 
 def request_v3() -> KStruct:
     return KStruct('AddPartitionsToTxnRequest', [
-        KField('transactions', None, []),
+        KField('transactions', None, [], ignorable=False),
         KField('v3_and_below_transactional_id', CompactString, ''),
         KField('v3_and_below_producer_id', Int64, 0),
         KField('v3_and_below_producer_epoch', Int16, 0),
@@ -73,10 +73,10 @@ def request_v4() -> KStruct:
         KField('partitions', KArray('carray', Int32), []),
     ], True)), []),
     ], True)), []),
-        KField('v3_and_below_transactional_id', None, ''),
-        KField('v3_and_below_producer_id', None, 0),
-        KField('v3_and_below_producer_epoch', None, 0),
-        KField('v3_and_below_topics', None, []),
+        KField('v3_and_below_transactional_id', None, '', ignorable=False),
+        KField('v3_and_below_producer_id', None, 0, ignorable=False),
+        KField('v3_and_below_producer_epoch', None, 0, ignorable=False),
+        KField('v3_and_below_topics', None, [], ignorable=False),
     ], True)
 
 
@@ -92,10 +92,10 @@ def request_v5() -> KStruct:
         KField('partitions', KArray('carray', Int32), []),
     ], True)), []),
     ], True)), []),
-        KField('v3_and_below_transactional_id', None, ''),
-        KField('v3_and_below_producer_id', None, 0),
-        KField('v3_and_below_producer_epoch', None, 0),
-        KField('v3_and_below_topics', None, []),
+        KField('v3_and_below_transactional_id', None, '', ignorable=False),
+        KField('v3_and_below_producer_id', None, 0, ignorable=False),
+        KField('v3_and_below_producer_epoch', None, 0, ignorable=False),
+        KField('v3_and_below_topics', None, [], ignorable=False),
     ], True)
 
 
@@ -107,7 +107,7 @@ def response_v0() -> KStruct:
     return KStruct('AddPartitionsToTxnResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', None, 0),
-        KField('results_by_transaction', None, []),
+        KField('results_by_transaction', None, [], ignorable=False),
         KField('results_by_topic_v3_and_below', KArray('array', KStruct('AddPartitionsToTxnTopicResult', [
         KField('name', String, ''),
         KField('results_by_partition', KArray('array', KStruct('AddPartitionsToTxnPartitionResult', [
@@ -122,7 +122,7 @@ def response_v1() -> KStruct:
     return KStruct('AddPartitionsToTxnResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', None, 0),
-        KField('results_by_transaction', None, []),
+        KField('results_by_transaction', None, [], ignorable=False),
         KField('results_by_topic_v3_and_below', KArray('array', KStruct('AddPartitionsToTxnTopicResult', [
         KField('name', String, ''),
         KField('results_by_partition', KArray('array', KStruct('AddPartitionsToTxnPartitionResult', [
@@ -137,7 +137,7 @@ def response_v2() -> KStruct:
     return KStruct('AddPartitionsToTxnResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', None, 0),
-        KField('results_by_transaction', None, []),
+        KField('results_by_transaction', None, [], ignorable=False),
         KField('results_by_topic_v3_and_below', KArray('array', KStruct('AddPartitionsToTxnTopicResult', [
         KField('name', String, ''),
         KField('results_by_partition', KArray('array', KStruct('AddPartitionsToTxnPartitionResult', [
@@ -152,7 +152,7 @@ def response_v3() -> KStruct:
     return KStruct('AddPartitionsToTxnResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', None, 0),
-        KField('results_by_transaction', None, []),
+        KField('results_by_transaction', None, [], ignorable=False),
         KField('results_by_topic_v3_and_below', KArray('carray', KStruct('AddPartitionsToTxnTopicResult', [
         KField('name', CompactString, ''),
         KField('results_by_partition', KArray('carray', KStruct('AddPartitionsToTxnPartitionResult', [
@@ -177,7 +177,7 @@ def response_v4() -> KStruct:
     ], True)), []),
     ], True)), []),
     ], True)), []),
-        KField('results_by_topic_v3_and_below', None, []),
+        KField('results_by_topic_v3_and_below', None, [], ignorable=False),
     ], True)
 
 
@@ -195,7 +195,7 @@ def response_v5() -> KStruct:
     ], True)), []),
     ], True)), []),
     ], True)), []),
-        KField('results_by_topic_v3_and_below', None, []),
+        KField('results_by_topic_v3_and_below', None, [], ignorable=False),
     ], True)
 
 

@@ -16,7 +16,7 @@ def request_v0() -> KStruct:
         KField('current_metadata_offset', Int64, 0),
         KField('want_fence', Bool, False),
         KField('want_shut_down', Bool, False),
-        KField('offline_log_dirs', None, []),
+        KField('offline_log_dirs', None, [], ignorable=False),
     ], True)
 
 

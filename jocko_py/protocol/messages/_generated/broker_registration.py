@@ -26,7 +26,7 @@ def request_v0() -> KStruct:
         KField('max_supported_version', Int16, 0),
     ], True)), []),
         KField('rack', CompactNullableString, ''),
-        KField('is_migrating_zk_broker', None, False),
+        KField('is_migrating_zk_broker', None, False, ignorable=False),
         KField('log_dirs', None, []),
         KField('previous_broker_epoch', None, -1),
     ], True)

@@ -18,7 +18,7 @@ def request_v0() -> KStruct:
         KField('rack_id', CompactNullableString, None),
         KField('rebalance_timeout_ms', Int32, -1),
         KField('subscribed_topic_names', KArray('cnarray', CompactString), None),
-        KField('subscribed_topic_regex', None, None),
+        KField('subscribed_topic_regex', None, None, ignorable=False),
         KField('server_assignor', CompactNullableString, None),
         KField('topic_partitions', KArray('cnarray', KStruct('TopicPartitions', [
         KField('topic_id', Uuid, ZERO_UUID),

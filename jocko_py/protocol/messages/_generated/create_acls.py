@@ -14,7 +14,7 @@ def request_v0() -> KStruct:
         KField('creations', KArray('array', KStruct('AclCreation', [
         KField('resource_type', Int8, 0),
         KField('resource_name', String, ''),
-        KField('resource_pattern_type', None, 3),
+        KField('resource_pattern_type', None, 3, ignorable=False),
         KField('principal', String, ''),
         KField('host', String, ''),
         KField('operation', Int8, 0),

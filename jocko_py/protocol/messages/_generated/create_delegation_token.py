@@ -11,8 +11,8 @@ LISTENERS = ['broker', 'controller', 'zkBroker']
 
 def request_v0() -> KStruct:
     return KStruct('CreateDelegationTokenRequest', [
-        KField('owner_principal_type', None, ''),
-        KField('owner_principal_name', None, ''),
+        KField('owner_principal_type', None, '', ignorable=False),
+        KField('owner_principal_name', None, '', ignorable=False),
         KField('renewers', KArray('array', KStruct('CreatableRenewers', [
         KField('principal_type', String, ''),
         KField('principal_name', String, ''),
@@ -23,8 +23,8 @@ def request_v0() -> KStruct:
 
 def request_v1() -> KStruct:
     return KStruct('CreateDelegationTokenRequest', [
-        KField('owner_principal_type', None, ''),
-        KField('owner_principal_name', None, ''),
+        KField('owner_principal_type', None, '', ignorable=False),
+        KField('owner_principal_name', None, '', ignorable=False),
         KField('renewers', KArray('array', KStruct('CreatableRenewers', [
         KField('principal_type', String, ''),
         KField('principal_name', String, ''),
@@ -35,8 +35,8 @@ def request_v1() -> KStruct:
 
 def request_v2() -> KStruct:
     return KStruct('CreateDelegationTokenRequest', [
-        KField('owner_principal_type', None, ''),
-        KField('owner_principal_name', None, ''),
+        KField('owner_principal_type', None, '', ignorable=False),
+        KField('owner_principal_name', None, '', ignorable=False),
         KField('renewers', KArray('carray', KStruct('CreatableRenewers', [
         KField('principal_type', CompactString, ''),
         KField('principal_name', CompactString, ''),
@@ -66,8 +66,8 @@ def response_v0() -> KStruct:
         KField('error_code', Int16, 0),
         KField('principal_type', String, ''),
         KField('principal_name', String, ''),
-        KField('token_requester_principal_type', None, ''),
-        KField('token_requester_principal_name', None, ''),
+        KField('token_requester_principal_type', None, '', ignorable=False),
+        KField('token_requester_principal_name', None, '', ignorable=False),
         KField('issue_timestamp_ms', Int64, 0),
         KField('expiry_timestamp_ms', Int64, 0),
         KField('max_timestamp_ms', Int64, 0),
@@ -82,8 +82,8 @@ def response_v1() -> KStruct:
         KField('error_code', Int16, 0),
         KField('principal_type', String, ''),
         KField('principal_name', String, ''),
-        KField('token_requester_principal_type', None, ''),
-        KField('token_requester_principal_name', None, ''),
+        KField('token_requester_principal_type', None, '', ignorable=False),
+        KField('token_requester_principal_name', None, '', ignorable=False),
         KField('issue_timestamp_ms', Int64, 0),
         KField('expiry_timestamp_ms', Int64, 0),
         KField('max_timestamp_ms', Int64, 0),
@@ -98,8 +98,8 @@ def response_v2() -> KStruct:
         KField('error_code', Int16, 0),
         KField('principal_type', CompactString, ''),
         KField('principal_name', CompactString, ''),
-        KField('token_requester_principal_type', None, ''),
-        KField('token_requester_principal_name', None, ''),
+        KField('token_requester_principal_type', None, '', ignorable=False),
+        KField('token_requester_principal_name', None, '', ignorable=False),
         KField('issue_timestamp_ms', Int64, 0),
         KField('expiry_timestamp_ms', Int64, 0),
         KField('max_timestamp_ms', Int64, 0),

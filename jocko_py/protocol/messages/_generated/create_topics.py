@@ -25,7 +25,7 @@ def request_v0() -> KStruct:
     ], False)), []),
     ], False)), []),
         KField('timeout_ms', Int32, 60000),
-        KField('validate_only', None, False),
+        KField('validate_only', None, False, ignorable=False),
     ], False)
 
 

@@ -13,8 +13,8 @@ def schema_v0() -> KStruct:
         KField('broker_id', Int32, 0),
         KField('broker_epoch', Int64, 0),
         KField('fenced', Int8, 0, tag=0),
-        KField('in_controlled_shutdown', None, 0),
-        KField('log_dirs', None, []),
+        KField('in_controlled_shutdown', None, 0, ignorable=False),
+        KField('log_dirs', None, [], ignorable=False),
     ], True)
 
 
@@ -24,7 +24,7 @@ def schema_v1() -> KStruct:
         KField('broker_epoch', Int64, 0),
         KField('fenced', Int8, 0, tag=0),
         KField('in_controlled_shutdown', Int8, 0, tag=1),
-        KField('log_dirs', None, []),
+        KField('log_dirs', None, [], ignorable=False),
     ], True)
 
 

@@ -14,11 +14,11 @@ def schema_v0() -> KStruct:
         KField('leader_id', Int32, 0),
         KField('voters', KArray('carray', KStruct('Voter', [
         KField('voter_id', Int32, 0),
-        KField('voter_directory_id', None, ZERO_UUID),
+        KField('voter_directory_id', None, ZERO_UUID, ignorable=False),
     ], True)), []),
         KField('granting_voters', KArray('carray', KStruct('Voter', [
         KField('voter_id', Int32, 0),
-        KField('voter_directory_id', None, ZERO_UUID),
+        KField('voter_directory_id', None, ZERO_UUID, ignorable=False),
     ], True)), []),
     ], True)
 

@@ -18,9 +18,9 @@ def schema_v0() -> KStruct:
         KField('removing_replicas', KArray('cnarray', Int32), None, tag=3),
         KField('adding_replicas', KArray('cnarray', Int32), None, tag=4),
         KField('leader_recovery_state', Int8, -1, tag=5),
-        KField('directories', None, None),
-        KField('eligible_leader_replicas', None, None),
-        KField('last_known_elr', None, None),
+        KField('directories', None, None, ignorable=False),
+        KField('eligible_leader_replicas', None, None, ignorable=False),
+        KField('last_known_elr', None, None, ignorable=False),
     ], True)
 
 
@@ -35,8 +35,8 @@ def schema_v1() -> KStruct:
         KField('adding_replicas', KArray('cnarray', Int32), None, tag=4),
         KField('leader_recovery_state', Int8, -1, tag=5),
         KField('directories', KArray('cnarray', Uuid), None, tag=8),
-        KField('eligible_leader_replicas', None, None),
-        KField('last_known_elr', None, None),
+        KField('eligible_leader_replicas', None, None, ignorable=False),
+        KField('last_known_elr', None, None, ignorable=False),
     ], True)
 
 

@@ -20,9 +20,9 @@ def schema_v0() -> KStruct:
         KField('leader_recovery_state', Int8, 0, tag=0),
         KField('leader_epoch', Int32, -1),
         KField('partition_epoch', Int32, -1),
-        KField('directories', None, []),
-        KField('eligible_leader_replicas', None, None),
-        KField('last_known_elr', None, None),
+        KField('directories', None, [], ignorable=False),
+        KField('eligible_leader_replicas', None, None, ignorable=False),
+        KField('last_known_elr', None, None, ignorable=False),
     ], True)
 
 
@@ -39,8 +39,8 @@ def schema_v1() -> KStruct:
         KField('leader_epoch', Int32, -1),
         KField('partition_epoch', Int32, -1),
         KField('directories', KArray('carray', Uuid), []),
-        KField('eligible_leader_replicas', None, None),
-        KField('last_known_elr', None, None),
+        KField('eligible_leader_replicas', None, None, ignorable=False),
+        KField('last_known_elr', None, None, ignorable=False),
     ], True)
 
 

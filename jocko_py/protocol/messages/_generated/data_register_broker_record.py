@@ -11,7 +11,7 @@ API_KEY = 0
 def schema_v0() -> KStruct:
     return KStruct('RegisterBrokerRecord', [
         KField('broker_id', Int32, 0),
-        KField('is_migrating_zk_broker', None, False),
+        KField('is_migrating_zk_broker', None, False, ignorable=False),
         KField('incarnation_id', Uuid, ZERO_UUID),
         KField('broker_epoch', Int64, 0),
         KField('end_points', KArray('carray', KStruct('BrokerEndpoint', [
@@ -27,15 +27,15 @@ def schema_v0() -> KStruct:
     ], True)), []),
         KField('rack', CompactNullableString, ''),
         KField('fenced', Bool, True),
-        KField('in_controlled_shutdown', None, False),
-        KField('log_dirs', None, []),
+        KField('in_controlled_shutdown', None, False, ignorable=False),
+        KField('log_dirs', None, [], ignorable=False),
     ], True)
 
 
 def schema_v1() -> KStruct:
     return KStruct('RegisterBrokerRecord', [
         KField('broker_id', Int32, 0),
-        KField('is_migrating_zk_broker', None, False),
+        KField('is_migrating_zk_broker', None, False, ignorable=False),
         KField('incarnation_id', Uuid, ZERO_UUID),
         KField('broker_epoch', Int64, 0),
         KField('end_points', KArray('carray', KStruct('BrokerEndpoint', [
@@ -52,7 +52,7 @@ def schema_v1() -> KStruct:
         KField('rack', CompactNullableString, ''),
         KField('fenced', Bool, True),
         KField('in_controlled_shutdown', Bool, False),
-        KField('log_dirs', None, []),
+        KField('log_dirs', None, [], ignorable=False),
     ], True)
 
 
@@ -76,7 +76,7 @@ def schema_v2() -> KStruct:
         KField('rack', CompactNullableString, ''),
         KField('fenced', Bool, True),
         KField('in_controlled_shutdown', Bool, False),
-        KField('log_dirs', None, []),
+        KField('log_dirs', None, [], ignorable=False),
     ], True)
 
 

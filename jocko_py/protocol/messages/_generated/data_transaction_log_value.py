@@ -11,8 +11,8 @@ API_KEY = None
 def schema_v0() -> KStruct:
     return KStruct('TransactionLogValue', [
         KField('producer_id', Int64, 0),
-        KField('previous_producer_id', None, -1),
-        KField('next_producer_id', None, -1),
+        KField('previous_producer_id', None, -1, ignorable=False),
+        KField('next_producer_id', None, -1, ignorable=False),
         KField('producer_epoch', Int16, 0),
         KField('transaction_timeout_ms', Int32, 0),
         KField('transaction_status', Int8, 0),
@@ -22,15 +22,15 @@ def schema_v0() -> KStruct:
     ], False)), []),
         KField('transaction_last_update_timestamp_ms', Int64, 0),
         KField('transaction_start_timestamp_ms', Int64, 0),
-        KField('client_transaction_version', None, 0),
+        KField('client_transaction_version', None, 0, ignorable=False),
     ], False)
 
 
 def schema_v1() -> KStruct:
     return KStruct('TransactionLogValue', [
         KField('producer_id', Int64, 0),
-        KField('previous_producer_id', None, -1),
-        KField('next_producer_id', None, -1),
+        KField('previous_producer_id', None, -1, ignorable=False),
+        KField('next_producer_id', None, -1, ignorable=False),
         KField('producer_epoch', Int16, 0),
         KField('transaction_timeout_ms', Int32, 0),
         KField('transaction_status', Int8, 0),
@@ -40,7 +40,7 @@ def schema_v1() -> KStruct:
     ], True)), []),
         KField('transaction_last_update_timestamp_ms', Int64, 0),
         KField('transaction_start_timestamp_ms', Int64, 0),
-        KField('client_transaction_version', None, 0),
+        KField('client_transaction_version', None, 0, ignorable=False),
     ], True)
 
 

@@ -14,7 +14,7 @@ def request_v0() -> KStruct:
         KField('filters', KArray('array', KStruct('DeleteAclsFilter', [
         KField('resource_type_filter', Int8, 0),
         KField('resource_name_filter', NullableString, ''),
-        KField('pattern_type_filter', None, 3),
+        KField('pattern_type_filter', None, 3, ignorable=False),
         KField('principal_filter', NullableString, ''),
         KField('host_filter', NullableString, ''),
         KField('operation', Int8, 0),
@@ -80,7 +80,7 @@ def response_v0() -> KStruct:
         KField('error_message', NullableString, ''),
         KField('resource_type', Int8, 0),
         KField('resource_name', String, ''),
-        KField('pattern_type', None, 3),
+        KField('pattern_type', None, 3, ignorable=False),
         KField('principal', String, ''),
         KField('host', String, ''),
         KField('operation', Int8, 0),

@@ -11,7 +11,7 @@ LISTENERS = ['broker', 'controller', 'zkBroker']
 
 def request_v0() -> KStruct:
     return KStruct('DeleteTopicsRequest', [
-        KField('topics', None, []),
+        KField('topics', None, [], ignorable=False),
         KField('topic_names', KArray('array', String), []),
         KField('timeout_ms', Int32, 0),
     ], False)
@@ -19,7 +19,7 @@ def request_v0() -> KStruct:
 
 def request_v1() -> KStruct:
     return KStruct('DeleteTopicsRequest', [
-        KField('topics', None, []),
+        KField('topics', None, [], ignorable=False),
         KField('topic_names', KArray('array', String), []),
         KField('timeout_ms', Int32, 0),
     ], False)
@@ -27,7 +27,7 @@ def request_v1() -> KStruct:
 
 def request_v2() -> KStruct:
     return KStruct('DeleteTopicsRequest', [
-        KField('topics', None, []),
+        KField('topics', None, [], ignorable=False),
         KField('topic_names', KArray('array', String), []),
         KField('timeout_ms', Int32, 0),
     ], False)
@@ -35,7 +35,7 @@ def request_v2() -> KStruct:
 
 def request_v3() -> KStruct:
     return KStruct('DeleteTopicsRequest', [
-        KField('topics', None, []),
+        KField('topics', None, [], ignorable=False),
         KField('topic_names', KArray('array', String), []),
         KField('timeout_ms', Int32, 0),
     ], False)
@@ -43,7 +43,7 @@ def request_v3() -> KStruct:
 
 def request_v4() -> KStruct:
     return KStruct('DeleteTopicsRequest', [
-        KField('topics', None, []),
+        KField('topics', None, [], ignorable=False),
         KField('topic_names', KArray('carray', CompactString), []),
         KField('timeout_ms', Int32, 0),
     ], True)
@@ -51,7 +51,7 @@ def request_v4() -> KStruct:
 
 def request_v5() -> KStruct:
     return KStruct('DeleteTopicsRequest', [
-        KField('topics', None, []),
+        KField('topics', None, [], ignorable=False),
         KField('topic_names', KArray('carray', CompactString), []),
         KField('timeout_ms', Int32, 0),
     ], True)

@@ -13,7 +13,7 @@ def request_v0() -> KStruct:
     return KStruct('DescribeAclsRequest', [
         KField('resource_type_filter', Int8, 0),
         KField('resource_name_filter', NullableString, ''),
-        KField('pattern_type_filter', None, 3),
+        KField('pattern_type_filter', None, 3, ignorable=False),
         KField('principal_filter', NullableString, ''),
         KField('host_filter', NullableString, ''),
         KField('operation', Int8, 0),
@@ -69,7 +69,7 @@ def response_v0() -> KStruct:
         KField('resources', KArray('array', KStruct('DescribeAclsResource', [
         KField('resource_type', Int8, 0),
         KField('resource_name', String, ''),
-        KField('pattern_type', None, 3),
+        KField('pattern_type', None, 3, ignorable=False),
         KField('acls', KArray('array', KStruct('AclDescription', [
         KField('principal', String, ''),
         KField('host', String, ''),

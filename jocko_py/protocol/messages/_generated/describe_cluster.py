@@ -12,7 +12,7 @@ LISTENERS = ['broker', 'controller', 'zkBroker']
 def request_v0() -> KStruct:
     return KStruct('DescribeClusterRequest', [
         KField('include_cluster_authorized_operations', Bool, False),
-        KField('endpoint_type', None, 1),
+        KField('endpoint_type', None, 1, ignorable=False),
     ], True)
 
 
@@ -32,7 +32,7 @@ def response_v0() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', Int16, 0),
         KField('error_message', CompactNullableString, None),
-        KField('endpoint_type', None, 1),
+        KField('endpoint_type', None, 1, ignorable=False),
         KField('cluster_id', CompactString, ''),
         KField('controller_id', Int32, -1),
         KField('brokers', KArray('carray', KStruct('DescribeClusterBroker', [

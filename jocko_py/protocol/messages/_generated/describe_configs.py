@@ -16,8 +16,8 @@ def request_v0() -> KStruct:
         KField('resource_name', String, ''),
         KField('configuration_keys', KArray('narray', String), []),
     ], False)), []),
-        KField('include_synonyms', None, False),
-        KField('include_documentation', None, False),
+        KField('include_synonyms', None, False, ignorable=False),
+        KField('include_documentation', None, False, ignorable=False),
     ], False)
 
 
@@ -29,7 +29,7 @@ def request_v1() -> KStruct:
         KField('configuration_keys', KArray('narray', String), []),
     ], False)), []),
         KField('include_synonyms', Bool, False),
-        KField('include_documentation', None, False),
+        KField('include_documentation', None, False, ignorable=False),
     ], False)
 
 
@@ -41,7 +41,7 @@ def request_v2() -> KStruct:
         KField('configuration_keys', KArray('narray', String), []),
     ], False)), []),
         KField('include_synonyms', Bool, False),
-        KField('include_documentation', None, False),
+        KField('include_documentation', None, False, ignorable=False),
     ], False)
 
 
@@ -108,7 +108,7 @@ def response_v1() -> KStruct:
         KField('name', String, ''),
         KField('value', NullableString, ''),
         KField('read_only', Bool, False),
-        KField('is_default', None, False),
+        KField('is_default', None, False, ignorable=False),
         KField('config_source', Int8, -1),
         KField('is_sensitive', Bool, False),
         KField('synonyms', KArray('array', KStruct('DescribeConfigsSynonym', [
@@ -135,7 +135,7 @@ def response_v2() -> KStruct:
         KField('name', String, ''),
         KField('value', NullableString, ''),
         KField('read_only', Bool, False),
-        KField('is_default', None, False),
+        KField('is_default', None, False, ignorable=False),
         KField('config_source', Int8, -1),
         KField('is_sensitive', Bool, False),
         KField('synonyms', KArray('array', KStruct('DescribeConfigsSynonym', [
@@ -162,7 +162,7 @@ def response_v3() -> KStruct:
         KField('name', String, ''),
         KField('value', NullableString, ''),
         KField('read_only', Bool, False),
-        KField('is_default', None, False),
+        KField('is_default', None, False, ignorable=False),
         KField('config_source', Int8, -1),
         KField('is_sensitive', Bool, False),
         KField('synonyms', KArray('array', KStruct('DescribeConfigsSynonym', [
@@ -189,7 +189,7 @@ def response_v4() -> KStruct:
         KField('name', CompactString, ''),
         KField('value', CompactNullableString, ''),
         KField('read_only', Bool, False),
-        KField('is_default', None, False),
+        KField('is_default', None, False, ignorable=False),
         KField('config_source', Int8, -1),
         KField('is_sensitive', Bool, False),
         KField('synonyms', KArray('carray', KStruct('DescribeConfigsSynonym', [

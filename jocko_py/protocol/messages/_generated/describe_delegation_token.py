@@ -55,8 +55,8 @@ def response_v0() -> KStruct:
         KField('tokens', KArray('array', KStruct('DescribedDelegationToken', [
         KField('principal_type', String, ''),
         KField('principal_name', String, ''),
-        KField('token_requester_principal_type', None, ''),
-        KField('token_requester_principal_name', None, ''),
+        KField('token_requester_principal_type', None, '', ignorable=False),
+        KField('token_requester_principal_name', None, '', ignorable=False),
         KField('issue_timestamp', Int64, 0),
         KField('expiry_timestamp', Int64, 0),
         KField('max_timestamp', Int64, 0),
@@ -77,8 +77,8 @@ def response_v1() -> KStruct:
         KField('tokens', KArray('array', KStruct('DescribedDelegationToken', [
         KField('principal_type', String, ''),
         KField('principal_name', String, ''),
-        KField('token_requester_principal_type', None, ''),
-        KField('token_requester_principal_name', None, ''),
+        KField('token_requester_principal_type', None, '', ignorable=False),
+        KField('token_requester_principal_name', None, '', ignorable=False),
         KField('issue_timestamp', Int64, 0),
         KField('expiry_timestamp', Int64, 0),
         KField('max_timestamp', Int64, 0),
@@ -99,8 +99,8 @@ def response_v2() -> KStruct:
         KField('tokens', KArray('carray', KStruct('DescribedDelegationToken', [
         KField('principal_type', CompactString, ''),
         KField('principal_name', CompactString, ''),
-        KField('token_requester_principal_type', None, ''),
-        KField('token_requester_principal_name', None, ''),
+        KField('token_requester_principal_type', None, '', ignorable=False),
+        KField('token_requester_principal_name', None, '', ignorable=False),
         KField('issue_timestamp', Int64, 0),
         KField('expiry_timestamp', Int64, 0),
         KField('max_timestamp', Int64, 0),

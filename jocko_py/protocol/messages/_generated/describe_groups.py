@@ -12,21 +12,21 @@ LISTENERS = ['broker', 'zkBroker']
 def request_v0() -> KStruct:
     return KStruct('DescribeGroupsRequest', [
         KField('groups', KArray('array', String), []),
-        KField('include_authorized_operations', None, False),
+        KField('include_authorized_operations', None, False, ignorable=False),
     ], False)
 
 
 def request_v1() -> KStruct:
     return KStruct('DescribeGroupsRequest', [
         KField('groups', KArray('array', String), []),
-        KField('include_authorized_operations', None, False),
+        KField('include_authorized_operations', None, False, ignorable=False),
     ], False)
 
 
 def request_v2() -> KStruct:
     return KStruct('DescribeGroupsRequest', [
         KField('groups', KArray('array', String), []),
-        KField('include_authorized_operations', None, False),
+        KField('include_authorized_operations', None, False, ignorable=False),
     ], False)
 
 
@@ -72,7 +72,7 @@ def response_v0() -> KStruct:
         KField('member_metadata', Bytes, b''),
         KField('member_assignment', Bytes, b''),
     ], False)), []),
-        KField('authorized_operations', None, -2147483648),
+        KField('authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
     ], False)
 
@@ -94,7 +94,7 @@ def response_v1() -> KStruct:
         KField('member_metadata', Bytes, b''),
         KField('member_assignment', Bytes, b''),
     ], False)), []),
-        KField('authorized_operations', None, -2147483648),
+        KField('authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
     ], False)
 
@@ -116,7 +116,7 @@ def response_v2() -> KStruct:
         KField('member_metadata', Bytes, b''),
         KField('member_assignment', Bytes, b''),
     ], False)), []),
-        KField('authorized_operations', None, -2147483648),
+        KField('authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
     ], False)
 

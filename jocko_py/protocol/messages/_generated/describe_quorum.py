@@ -61,21 +61,21 @@ def response_v0() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('current_voters', KArray('carray', KStruct('ReplicaState', [
         KField('replica_id', Int32, 0),
-        KField('replica_directory_id', None, ZERO_UUID),
+        KField('replica_directory_id', None, ZERO_UUID, ignorable=False),
         KField('log_end_offset', Int64, 0),
         KField('last_fetch_timestamp', None, -1),
         KField('last_caught_up_timestamp', None, -1),
     ], True)), []),
         KField('observers', KArray('carray', KStruct('ReplicaState', [
         KField('replica_id', Int32, 0),
-        KField('replica_directory_id', None, ZERO_UUID),
+        KField('replica_directory_id', None, ZERO_UUID, ignorable=False),
         KField('log_end_offset', Int64, 0),
         KField('last_fetch_timestamp', None, -1),
         KField('last_caught_up_timestamp', None, -1),
     ], True)), []),
     ], True)), []),
     ], True)), []),
-        KField('nodes', None, []),
+        KField('nodes', None, [], ignorable=False),
     ], True)
 
 
@@ -94,21 +94,21 @@ def response_v1() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('current_voters', KArray('carray', KStruct('ReplicaState', [
         KField('replica_id', Int32, 0),
-        KField('replica_directory_id', None, ZERO_UUID),
+        KField('replica_directory_id', None, ZERO_UUID, ignorable=False),
         KField('log_end_offset', Int64, 0),
         KField('last_fetch_timestamp', Int64, -1),
         KField('last_caught_up_timestamp', Int64, -1),
     ], True)), []),
         KField('observers', KArray('carray', KStruct('ReplicaState', [
         KField('replica_id', Int32, 0),
-        KField('replica_directory_id', None, ZERO_UUID),
+        KField('replica_directory_id', None, ZERO_UUID, ignorable=False),
         KField('log_end_offset', Int64, 0),
         KField('last_fetch_timestamp', Int64, -1),
         KField('last_caught_up_timestamp', Int64, -1),
     ], True)), []),
     ], True)), []),
     ], True)), []),
-        KField('nodes', None, []),
+        KField('nodes', None, [], ignorable=False),
     ], True)
 
 

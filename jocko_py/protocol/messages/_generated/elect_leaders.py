@@ -11,7 +11,7 @@ LISTENERS = ['broker', 'controller', 'zkBroker']
 
 def request_v0() -> KStruct:
     return KStruct('ElectLeadersRequest', [
-        KField('election_type', None, 0),
+        KField('election_type', None, 0, ignorable=False),
         KField('topic_partitions', KArray('narray', KStruct('TopicPartitions', [
         KField('topic', String, ''),
         KField('partitions', KArray('array', Int32), []),
@@ -49,7 +49,7 @@ REQUEST_FLEXIBLE_FROM = 2
 def response_v0() -> KStruct:
     return KStruct('ElectLeadersResponse', [
         KField('throttle_time_ms', Int32, 0),
-        KField('error_code', None, 0),
+        KField('error_code', None, 0, ignorable=False),
         KField('replica_election_results', KArray('array', KStruct('ReplicaElectionResult', [
         KField('topic', String, ''),
         KField('partition_result', KArray('array', KStruct('PartitionResult', [

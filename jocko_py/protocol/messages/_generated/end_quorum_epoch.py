@@ -66,7 +66,7 @@ def response_v0() -> KStruct:
         KField('leader_epoch', Int32, 0),
     ], False)), []),
     ], False)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 

@@ -13,7 +13,7 @@ def request_v0() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', None, 2147483647),
@@ -27,13 +27,13 @@ def request_v0() -> KStruct:
         KField('partition', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1),
+        KField('last_fetched_epoch', None, -1, ignorable=False),
         KField('log_start_offset', None, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
     ], False)), []),
     ], False)), []),
-        KField('forgotten_topics_data', None, []),
+        KField('forgotten_topics_data', None, [], ignorable=False),
         KField('rack_id', None, ''),
     ], False)
 
@@ -42,7 +42,7 @@ def request_v1() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', None, 2147483647),
@@ -56,13 +56,13 @@ def request_v1() -> KStruct:
         KField('partition', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1),
+        KField('last_fetched_epoch', None, -1, ignorable=False),
         KField('log_start_offset', None, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
     ], False)), []),
     ], False)), []),
-        KField('forgotten_topics_data', None, []),
+        KField('forgotten_topics_data', None, [], ignorable=False),
         KField('rack_id', None, ''),
     ], False)
 
@@ -71,7 +71,7 @@ def request_v2() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', None, 2147483647),
@@ -85,13 +85,13 @@ def request_v2() -> KStruct:
         KField('partition', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1),
+        KField('last_fetched_epoch', None, -1, ignorable=False),
         KField('log_start_offset', None, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
     ], False)), []),
     ], False)), []),
-        KField('forgotten_topics_data', None, []),
+        KField('forgotten_topics_data', None, [], ignorable=False),
         KField('rack_id', None, ''),
     ], False)
 
@@ -100,7 +100,7 @@ def request_v3() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -114,13 +114,13 @@ def request_v3() -> KStruct:
         KField('partition', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1),
+        KField('last_fetched_epoch', None, -1, ignorable=False),
         KField('log_start_offset', None, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
     ], False)), []),
     ], False)), []),
-        KField('forgotten_topics_data', None, []),
+        KField('forgotten_topics_data', None, [], ignorable=False),
         KField('rack_id', None, ''),
     ], False)
 
@@ -129,7 +129,7 @@ def request_v4() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -143,13 +143,13 @@ def request_v4() -> KStruct:
         KField('partition', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1),
+        KField('last_fetched_epoch', None, -1, ignorable=False),
         KField('log_start_offset', None, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
     ], False)), []),
     ], False)), []),
-        KField('forgotten_topics_data', None, []),
+        KField('forgotten_topics_data', None, [], ignorable=False),
         KField('rack_id', None, ''),
     ], False)
 
@@ -158,7 +158,7 @@ def request_v5() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -172,13 +172,13 @@ def request_v5() -> KStruct:
         KField('partition', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1),
+        KField('last_fetched_epoch', None, -1, ignorable=False),
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
     ], False)), []),
     ], False)), []),
-        KField('forgotten_topics_data', None, []),
+        KField('forgotten_topics_data', None, [], ignorable=False),
         KField('rack_id', None, ''),
     ], False)
 
@@ -187,7 +187,7 @@ def request_v6() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -201,13 +201,13 @@ def request_v6() -> KStruct:
         KField('partition', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1),
+        KField('last_fetched_epoch', None, -1, ignorable=False),
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
     ], False)), []),
     ], False)), []),
-        KField('forgotten_topics_data', None, []),
+        KField('forgotten_topics_data', None, [], ignorable=False),
         KField('rack_id', None, ''),
     ], False)
 
@@ -216,7 +216,7 @@ def request_v7() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -230,7 +230,7 @@ def request_v7() -> KStruct:
         KField('partition', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1),
+        KField('last_fetched_epoch', None, -1, ignorable=False),
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
@@ -249,7 +249,7 @@ def request_v8() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -263,7 +263,7 @@ def request_v8() -> KStruct:
         KField('partition', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1),
+        KField('last_fetched_epoch', None, -1, ignorable=False),
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
@@ -282,7 +282,7 @@ def request_v9() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -296,7 +296,7 @@ def request_v9() -> KStruct:
         KField('partition', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1),
+        KField('last_fetched_epoch', None, -1, ignorable=False),
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
@@ -315,7 +315,7 @@ def request_v10() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -329,7 +329,7 @@ def request_v10() -> KStruct:
         KField('partition', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1),
+        KField('last_fetched_epoch', None, -1, ignorable=False),
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
@@ -348,7 +348,7 @@ def request_v11() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', None, None),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -362,7 +362,7 @@ def request_v11() -> KStruct:
         KField('partition', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1),
+        KField('last_fetched_epoch', None, -1, ignorable=False),
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
@@ -381,7 +381,7 @@ def request_v12() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', CompactNullableString, None, tag=0),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -414,7 +414,7 @@ def request_v13() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', CompactNullableString, None, tag=0),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -447,7 +447,7 @@ def request_v14() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', CompactNullableString, None, tag=0),
         KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}),
+        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
         KField('max_wait_ms', Int32, 0),
         KField('min_bytes', Int32, 0),
         KField('max_bytes', Int32, 2147483647),
@@ -479,7 +479,7 @@ def request_v14() -> KStruct:
 def request_v15() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', CompactNullableString, None, tag=0),
-        KField('replica_id', None, -1),
+        KField('replica_id', None, -1, ignorable=False),
         KField('replica_state', KStruct('ReplicaState', [
         KField('replica_id', Int32, -1),
         KField('replica_epoch', Int64, -1),
@@ -515,7 +515,7 @@ def request_v15() -> KStruct:
 def request_v16() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', CompactNullableString, None, tag=0),
-        KField('replica_id', None, -1),
+        KField('replica_id', None, -1, ignorable=False),
         KField('replica_state', KStruct('ReplicaState', [
         KField('replica_id', Int32, -1),
         KField('replica_epoch', Int64, -1),
@@ -551,7 +551,7 @@ def request_v16() -> KStruct:
 def request_v17() -> KStruct:
     return KStruct('FetchRequest', [
         KField('cluster_id', CompactNullableString, None, tag=0),
-        KField('replica_id', None, -1),
+        KField('replica_id', None, -1, ignorable=False),
         KField('replica_state', KStruct('ReplicaState', [
         KField('replica_id', Int32, -1),
         KField('replica_epoch', Int64, -1),
@@ -592,7 +592,7 @@ def response_v0() -> KStruct:
     return KStruct('FetchResponse', [
         KField('throttle_time_ms', None, 0),
         KField('error_code', None, 0),
-        KField('session_id', None, 0),
+        KField('session_id', None, 0, ignorable=False),
         KField('responses', KArray('array', KStruct('FetchableTopicResponse', [
         KField('topic', String, ''),
         KField('topic_id', None, ZERO_UUID),
@@ -602,15 +602,15 @@ def response_v0() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', None, -1),
         KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
         KField('aborted_transactions', None, []),
-        KField('preferred_read_replica', None, -1),
+        KField('preferred_read_replica', None, -1, ignorable=False),
         KField('records', Records, None),
     ], False)), []),
     ], False)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -618,7 +618,7 @@ def response_v1() -> KStruct:
     return KStruct('FetchResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', None, 0),
-        KField('session_id', None, 0),
+        KField('session_id', None, 0, ignorable=False),
         KField('responses', KArray('array', KStruct('FetchableTopicResponse', [
         KField('topic', String, ''),
         KField('topic_id', None, ZERO_UUID),
@@ -628,15 +628,15 @@ def response_v1() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', None, -1),
         KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
         KField('aborted_transactions', None, []),
-        KField('preferred_read_replica', None, -1),
+        KField('preferred_read_replica', None, -1, ignorable=False),
         KField('records', Records, None),
     ], False)), []),
     ], False)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -644,7 +644,7 @@ def response_v2() -> KStruct:
     return KStruct('FetchResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', None, 0),
-        KField('session_id', None, 0),
+        KField('session_id', None, 0, ignorable=False),
         KField('responses', KArray('array', KStruct('FetchableTopicResponse', [
         KField('topic', String, ''),
         KField('topic_id', None, ZERO_UUID),
@@ -654,15 +654,15 @@ def response_v2() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', None, -1),
         KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
         KField('aborted_transactions', None, []),
-        KField('preferred_read_replica', None, -1),
+        KField('preferred_read_replica', None, -1, ignorable=False),
         KField('records', Records, None),
     ], False)), []),
     ], False)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -670,7 +670,7 @@ def response_v3() -> KStruct:
     return KStruct('FetchResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', None, 0),
-        KField('session_id', None, 0),
+        KField('session_id', None, 0, ignorable=False),
         KField('responses', KArray('array', KStruct('FetchableTopicResponse', [
         KField('topic', String, ''),
         KField('topic_id', None, ZERO_UUID),
@@ -680,15 +680,15 @@ def response_v3() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', None, -1),
         KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
         KField('aborted_transactions', None, []),
-        KField('preferred_read_replica', None, -1),
+        KField('preferred_read_replica', None, -1, ignorable=False),
         KField('records', Records, None),
     ], False)), []),
     ], False)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -696,7 +696,7 @@ def response_v4() -> KStruct:
     return KStruct('FetchResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', None, 0),
-        KField('session_id', None, 0),
+        KField('session_id', None, 0, ignorable=False),
         KField('responses', KArray('array', KStruct('FetchableTopicResponse', [
         KField('topic', String, ''),
         KField('topic_id', None, ZERO_UUID),
@@ -706,18 +706,18 @@ def response_v4() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
     ], False)), []),
-        KField('preferred_read_replica', None, -1),
+        KField('preferred_read_replica', None, -1, ignorable=False),
         KField('records', Records, None),
     ], False)), []),
     ], False)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -725,7 +725,7 @@ def response_v5() -> KStruct:
     return KStruct('FetchResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', None, 0),
-        KField('session_id', None, 0),
+        KField('session_id', None, 0, ignorable=False),
         KField('responses', KArray('array', KStruct('FetchableTopicResponse', [
         KField('topic', String, ''),
         KField('topic_id', None, ZERO_UUID),
@@ -735,18 +735,18 @@ def response_v5() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
     ], False)), []),
-        KField('preferred_read_replica', None, -1),
+        KField('preferred_read_replica', None, -1, ignorable=False),
         KField('records', Records, None),
     ], False)), []),
     ], False)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -754,7 +754,7 @@ def response_v6() -> KStruct:
     return KStruct('FetchResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', None, 0),
-        KField('session_id', None, 0),
+        KField('session_id', None, 0, ignorable=False),
         KField('responses', KArray('array', KStruct('FetchableTopicResponse', [
         KField('topic', String, ''),
         KField('topic_id', None, ZERO_UUID),
@@ -764,18 +764,18 @@ def response_v6() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
     ], False)), []),
-        KField('preferred_read_replica', None, -1),
+        KField('preferred_read_replica', None, -1, ignorable=False),
         KField('records', Records, None),
     ], False)), []),
     ], False)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -793,18 +793,18 @@ def response_v7() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
     ], False)), []),
-        KField('preferred_read_replica', None, -1),
+        KField('preferred_read_replica', None, -1, ignorable=False),
         KField('records', Records, None),
     ], False)), []),
     ], False)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -822,18 +822,18 @@ def response_v8() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
     ], False)), []),
-        KField('preferred_read_replica', None, -1),
+        KField('preferred_read_replica', None, -1, ignorable=False),
         KField('records', Records, None),
     ], False)), []),
     ], False)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -851,18 +851,18 @@ def response_v9() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
     ], False)), []),
-        KField('preferred_read_replica', None, -1),
+        KField('preferred_read_replica', None, -1, ignorable=False),
         KField('records', Records, None),
     ], False)), []),
     ], False)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -880,18 +880,18 @@ def response_v10() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
     ], False)), []),
-        KField('preferred_read_replica', None, -1),
+        KField('preferred_read_replica', None, -1, ignorable=False),
         KField('records', Records, None),
     ], False)), []),
     ], False)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -909,9 +909,9 @@ def response_v11() -> KStruct:
         KField('high_watermark', Int64, 0),
         KField('last_stable_offset', Int64, -1),
         KField('log_start_offset', Int64, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}),
+        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
+        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
         KField('aborted_transactions', KArray('narray', KStruct('AbortedTransaction', [
         KField('producer_id', Int64, 0),
         KField('first_offset', Int64, 0),
@@ -920,7 +920,7 @@ def response_v11() -> KStruct:
         KField('records', Records, None),
     ], False)), []),
     ], False)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -958,7 +958,7 @@ def response_v12() -> KStruct:
         KField('records', CompactRecords, None),
     ], True)), []),
     ], True)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], True)
 
 
@@ -996,7 +996,7 @@ def response_v13() -> KStruct:
         KField('records', CompactRecords, None),
     ], True)), []),
     ], True)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], True)
 
 
@@ -1034,7 +1034,7 @@ def response_v14() -> KStruct:
         KField('records', CompactRecords, None),
     ], True)), []),
     ], True)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], True)
 
 
@@ -1072,7 +1072,7 @@ def response_v15() -> KStruct:
         KField('records', CompactRecords, None),
     ], True)), []),
     ], True)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], True)
 
 

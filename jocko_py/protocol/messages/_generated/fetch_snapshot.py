@@ -77,7 +77,7 @@ def response_v0() -> KStruct:
         KField('unaligned_records', CompactRecords, None),
     ], True)), []),
     ], True)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], True)
 
 

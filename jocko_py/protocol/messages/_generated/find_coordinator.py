@@ -12,8 +12,8 @@ LISTENERS = ['broker', 'zkBroker']
 def request_v0() -> KStruct:
     return KStruct('FindCoordinatorRequest', [
         KField('key', String, ''),
-        KField('key_type', None, 0),
-        KField('coordinator_keys', None, []),
+        KField('key_type', None, 0, ignorable=False),
+        KField('coordinator_keys', None, [], ignorable=False),
     ], False)
 
 
@@ -21,7 +21,7 @@ def request_v1() -> KStruct:
     return KStruct('FindCoordinatorRequest', [
         KField('key', String, ''),
         KField('key_type', Int8, 0),
-        KField('coordinator_keys', None, []),
+        KField('coordinator_keys', None, [], ignorable=False),
     ], False)
 
 
@@ -29,7 +29,7 @@ def request_v2() -> KStruct:
     return KStruct('FindCoordinatorRequest', [
         KField('key', String, ''),
         KField('key_type', Int8, 0),
-        KField('coordinator_keys', None, []),
+        KField('coordinator_keys', None, [], ignorable=False),
     ], False)
 
 
@@ -37,13 +37,13 @@ def request_v3() -> KStruct:
     return KStruct('FindCoordinatorRequest', [
         KField('key', CompactString, ''),
         KField('key_type', Int8, 0),
-        KField('coordinator_keys', None, []),
+        KField('coordinator_keys', None, [], ignorable=False),
     ], True)
 
 
 def request_v4() -> KStruct:
     return KStruct('FindCoordinatorRequest', [
-        KField('key', None, ''),
+        KField('key', None, '', ignorable=False),
         KField('key_type', Int8, 0),
         KField('coordinator_keys', KArray('carray', CompactString), []),
     ], True)
@@ -51,7 +51,7 @@ def request_v4() -> KStruct:
 
 def request_v5() -> KStruct:
     return KStruct('FindCoordinatorRequest', [
-        KField('key', None, ''),
+        KField('key', None, '', ignorable=False),
         KField('key_type', Int8, 0),
         KField('coordinator_keys', KArray('carray', CompactString), []),
     ], True)
@@ -59,7 +59,7 @@ def request_v5() -> KStruct:
 
 def request_v6() -> KStruct:
     return KStruct('FindCoordinatorRequest', [
-        KField('key', None, ''),
+        KField('key', None, '', ignorable=False),
         KField('key_type', Int8, 0),
         KField('coordinator_keys', KArray('carray', CompactString), []),
     ], True)
@@ -77,7 +77,7 @@ def response_v0() -> KStruct:
         KField('node_id', Int32, 0),
         KField('host', String, ''),
         KField('port', Int32, 0),
-        KField('coordinators', None, []),
+        KField('coordinators', None, [], ignorable=False),
     ], False)
 
 
@@ -89,7 +89,7 @@ def response_v1() -> KStruct:
         KField('node_id', Int32, 0),
         KField('host', String, ''),
         KField('port', Int32, 0),
-        KField('coordinators', None, []),
+        KField('coordinators', None, [], ignorable=False),
     ], False)
 
 
@@ -101,7 +101,7 @@ def response_v2() -> KStruct:
         KField('node_id', Int32, 0),
         KField('host', String, ''),
         KField('port', Int32, 0),
-        KField('coordinators', None, []),
+        KField('coordinators', None, [], ignorable=False),
     ], False)
 
 
@@ -113,18 +113,18 @@ def response_v3() -> KStruct:
         KField('node_id', Int32, 0),
         KField('host', CompactString, ''),
         KField('port', Int32, 0),
-        KField('coordinators', None, []),
+        KField('coordinators', None, [], ignorable=False),
     ], True)
 
 
 def response_v4() -> KStruct:
     return KStruct('FindCoordinatorResponse', [
         KField('throttle_time_ms', Int32, 0),
-        KField('error_code', None, 0),
+        KField('error_code', None, 0, ignorable=False),
         KField('error_message', None, ''),
-        KField('node_id', None, 0),
-        KField('host', None, ''),
-        KField('port', None, 0),
+        KField('node_id', None, 0, ignorable=False),
+        KField('host', None, '', ignorable=False),
+        KField('port', None, 0, ignorable=False),
         KField('coordinators', KArray('carray', KStruct('Coordinator', [
         KField('key', CompactString, ''),
         KField('node_id', Int32, 0),
@@ -139,11 +139,11 @@ def response_v4() -> KStruct:
 def response_v5() -> KStruct:
     return KStruct('FindCoordinatorResponse', [
         KField('throttle_time_ms', Int32, 0),
-        KField('error_code', None, 0),
+        KField('error_code', None, 0, ignorable=False),
         KField('error_message', None, ''),
-        KField('node_id', None, 0),
-        KField('host', None, ''),
-        KField('port', None, 0),
+        KField('node_id', None, 0, ignorable=False),
+        KField('host', None, '', ignorable=False),
+        KField('port', None, 0, ignorable=False),
         KField('coordinators', KArray('carray', KStruct('Coordinator', [
         KField('key', CompactString, ''),
         KField('node_id', Int32, 0),
@@ -158,11 +158,11 @@ def response_v5() -> KStruct:
 def response_v6() -> KStruct:
     return KStruct('FindCoordinatorResponse', [
         KField('throttle_time_ms', Int32, 0),
-        KField('error_code', None, 0),
+        KField('error_code', None, 0, ignorable=False),
         KField('error_message', None, ''),
-        KField('node_id', None, 0),
-        KField('host', None, ''),
-        KField('port', None, 0),
+        KField('node_id', None, 0, ignorable=False),
+        KField('host', None, '', ignorable=False),
+        KField('port', None, 0, ignorable=False),
         KField('coordinators', KArray('carray', KStruct('Coordinator', [
         KField('key', CompactString, ''),
         KField('node_id', Int32, 0),

@@ -14,7 +14,7 @@ def request_v0() -> KStruct:
         KField('group_id', String, ''),
         KField('generation_id', Int32, 0),
         KField('member_id', String, ''),
-        KField('group_instance_id', None, None),
+        KField('group_instance_id', None, None, ignorable=False),
     ], False)
 
 
@@ -23,7 +23,7 @@ def request_v1() -> KStruct:
         KField('group_id', String, ''),
         KField('generation_id', Int32, 0),
         KField('member_id', String, ''),
-        KField('group_instance_id', None, None),
+        KField('group_instance_id', None, None, ignorable=False),
     ], False)
 
 
@@ -32,7 +32,7 @@ def request_v2() -> KStruct:
         KField('group_id', String, ''),
         KField('generation_id', Int32, 0),
         KField('member_id', String, ''),
-        KField('group_instance_id', None, None),
+        KField('group_instance_id', None, None, ignorable=False),
     ], False)
 
 

@@ -13,8 +13,8 @@ def request_v0() -> KStruct:
     return KStruct('InitProducerIdRequest', [
         KField('transactional_id', NullableString, ''),
         KField('transaction_timeout_ms', Int32, 0),
-        KField('producer_id', None, -1),
-        KField('producer_epoch', None, -1),
+        KField('producer_id', None, -1, ignorable=False),
+        KField('producer_epoch', None, -1, ignorable=False),
     ], False)
 
 
@@ -22,8 +22,8 @@ def request_v1() -> KStruct:
     return KStruct('InitProducerIdRequest', [
         KField('transactional_id', NullableString, ''),
         KField('transaction_timeout_ms', Int32, 0),
-        KField('producer_id', None, -1),
-        KField('producer_epoch', None, -1),
+        KField('producer_id', None, -1, ignorable=False),
+        KField('producer_epoch', None, -1, ignorable=False),
     ], False)
 
 
@@ -31,8 +31,8 @@ def request_v2() -> KStruct:
     return KStruct('InitProducerIdRequest', [
         KField('transactional_id', CompactNullableString, ''),
         KField('transaction_timeout_ms', Int32, 0),
-        KField('producer_id', None, -1),
-        KField('producer_epoch', None, -1),
+        KField('producer_id', None, -1, ignorable=False),
+        KField('producer_epoch', None, -1, ignorable=False),
     ], True)
 
 

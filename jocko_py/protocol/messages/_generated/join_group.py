@@ -15,7 +15,7 @@ def request_v0() -> KStruct:
         KField('session_timeout_ms', Int32, 0),
         KField('rebalance_timeout_ms', None, -1),
         KField('member_id', String, ''),
-        KField('group_instance_id', None, None),
+        KField('group_instance_id', None, None, ignorable=False),
         KField('protocol_type', String, ''),
         KField('protocols', KArray('array', KStruct('JoinGroupRequestProtocol', [
         KField('name', String, ''),
@@ -31,7 +31,7 @@ def request_v1() -> KStruct:
         KField('session_timeout_ms', Int32, 0),
         KField('rebalance_timeout_ms', Int32, -1),
         KField('member_id', String, ''),
-        KField('group_instance_id', None, None),
+        KField('group_instance_id', None, None, ignorable=False),
         KField('protocol_type', String, ''),
         KField('protocols', KArray('array', KStruct('JoinGroupRequestProtocol', [
         KField('name', String, ''),
@@ -47,7 +47,7 @@ def request_v2() -> KStruct:
         KField('session_timeout_ms', Int32, 0),
         KField('rebalance_timeout_ms', Int32, -1),
         KField('member_id', String, ''),
-        KField('group_instance_id', None, None),
+        KField('group_instance_id', None, None, ignorable=False),
         KField('protocol_type', String, ''),
         KField('protocols', KArray('array', KStruct('JoinGroupRequestProtocol', [
         KField('name', String, ''),
@@ -63,7 +63,7 @@ def request_v3() -> KStruct:
         KField('session_timeout_ms', Int32, 0),
         KField('rebalance_timeout_ms', Int32, -1),
         KField('member_id', String, ''),
-        KField('group_instance_id', None, None),
+        KField('group_instance_id', None, None, ignorable=False),
         KField('protocol_type', String, ''),
         KField('protocols', KArray('array', KStruct('JoinGroupRequestProtocol', [
         KField('name', String, ''),
@@ -79,7 +79,7 @@ def request_v4() -> KStruct:
         KField('session_timeout_ms', Int32, 0),
         KField('rebalance_timeout_ms', Int32, -1),
         KField('member_id', String, ''),
-        KField('group_instance_id', None, None),
+        KField('group_instance_id', None, None, ignorable=False),
         KField('protocol_type', String, ''),
         KField('protocols', KArray('array', KStruct('JoinGroupRequestProtocol', [
         KField('name', String, ''),
@@ -181,7 +181,7 @@ def response_v0() -> KStruct:
         KField('protocol_type', None, None),
         KField('protocol_name', String, ''),
         KField('leader', String, ''),
-        KField('skip_assignment', None, False),
+        KField('skip_assignment', None, False, ignorable=False),
         KField('member_id', String, ''),
         KField('members', KArray('array', KStruct('JoinGroupResponseMember', [
         KField('member_id', String, ''),
@@ -199,7 +199,7 @@ def response_v1() -> KStruct:
         KField('protocol_type', None, None),
         KField('protocol_name', String, ''),
         KField('leader', String, ''),
-        KField('skip_assignment', None, False),
+        KField('skip_assignment', None, False, ignorable=False),
         KField('member_id', String, ''),
         KField('members', KArray('array', KStruct('JoinGroupResponseMember', [
         KField('member_id', String, ''),
@@ -217,7 +217,7 @@ def response_v2() -> KStruct:
         KField('protocol_type', None, None),
         KField('protocol_name', String, ''),
         KField('leader', String, ''),
-        KField('skip_assignment', None, False),
+        KField('skip_assignment', None, False, ignorable=False),
         KField('member_id', String, ''),
         KField('members', KArray('array', KStruct('JoinGroupResponseMember', [
         KField('member_id', String, ''),
@@ -235,7 +235,7 @@ def response_v3() -> KStruct:
         KField('protocol_type', None, None),
         KField('protocol_name', String, ''),
         KField('leader', String, ''),
-        KField('skip_assignment', None, False),
+        KField('skip_assignment', None, False, ignorable=False),
         KField('member_id', String, ''),
         KField('members', KArray('array', KStruct('JoinGroupResponseMember', [
         KField('member_id', String, ''),
@@ -253,7 +253,7 @@ def response_v4() -> KStruct:
         KField('protocol_type', None, None),
         KField('protocol_name', String, ''),
         KField('leader', String, ''),
-        KField('skip_assignment', None, False),
+        KField('skip_assignment', None, False, ignorable=False),
         KField('member_id', String, ''),
         KField('members', KArray('array', KStruct('JoinGroupResponseMember', [
         KField('member_id', String, ''),
@@ -271,7 +271,7 @@ def response_v5() -> KStruct:
         KField('protocol_type', None, None),
         KField('protocol_name', String, ''),
         KField('leader', String, ''),
-        KField('skip_assignment', None, False),
+        KField('skip_assignment', None, False, ignorable=False),
         KField('member_id', String, ''),
         KField('members', KArray('array', KStruct('JoinGroupResponseMember', [
         KField('member_id', String, ''),
@@ -289,7 +289,7 @@ def response_v6() -> KStruct:
         KField('protocol_type', None, None),
         KField('protocol_name', CompactString, ''),
         KField('leader', CompactString, ''),
-        KField('skip_assignment', None, False),
+        KField('skip_assignment', None, False, ignorable=False),
         KField('member_id', CompactString, ''),
         KField('members', KArray('carray', KStruct('JoinGroupResponseMember', [
         KField('member_id', CompactString, ''),
@@ -307,7 +307,7 @@ def response_v7() -> KStruct:
         KField('protocol_type', CompactNullableString, None),
         KField('protocol_name', CompactNullableString, ''),
         KField('leader', CompactString, ''),
-        KField('skip_assignment', None, False),
+        KField('skip_assignment', None, False, ignorable=False),
         KField('member_id', CompactString, ''),
         KField('members', KArray('carray', KStruct('JoinGroupResponseMember', [
         KField('member_id', CompactString, ''),
@@ -325,7 +325,7 @@ def response_v8() -> KStruct:
         KField('protocol_type', CompactNullableString, None),
         KField('protocol_name', CompactNullableString, ''),
         KField('leader', CompactString, ''),
-        KField('skip_assignment', None, False),
+        KField('skip_assignment', None, False, ignorable=False),
         KField('member_id', CompactString, ''),
         KField('members', KArray('carray', KStruct('JoinGroupResponseMember', [
         KField('member_id', CompactString, ''),

@@ -12,10 +12,10 @@ LISTENERS = ['zkBroker']
 def request_v0() -> KStruct:
     return KStruct('LeaderAndIsrRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
+        KField('is_k_raft_controller', None, False, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', None, -1),
-        KField('type', None, 0),
+        KField('type', None, 0, ignorable=False),
         KField('ungrouped_partition_states', KArray('array', KStruct('LeaderAndIsrPartitionState', [
         KField('topic_name', String, ''),
         KField('partition_index', Int32, 0),
@@ -28,9 +28,9 @@ def request_v0() -> KStruct:
         KField('adding_replicas', None, []),
         KField('removing_replicas', None, []),
         KField('is_new', None, False),
-        KField('leader_recovery_state', None, 0),
+        KField('leader_recovery_state', None, 0, ignorable=False),
     ], False)), []),
-        KField('topic_states', None, []),
+        KField('topic_states', None, [], ignorable=False),
         KField('live_leaders', KArray('array', KStruct('LeaderAndIsrLiveLeader', [
         KField('broker_id', Int32, 0),
         KField('host_name', String, ''),
@@ -42,10 +42,10 @@ def request_v0() -> KStruct:
 def request_v1() -> KStruct:
     return KStruct('LeaderAndIsrRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
+        KField('is_k_raft_controller', None, False, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', None, -1),
-        KField('type', None, 0),
+        KField('type', None, 0, ignorable=False),
         KField('ungrouped_partition_states', KArray('array', KStruct('LeaderAndIsrPartitionState', [
         KField('topic_name', String, ''),
         KField('partition_index', Int32, 0),
@@ -58,9 +58,9 @@ def request_v1() -> KStruct:
         KField('adding_replicas', None, []),
         KField('removing_replicas', None, []),
         KField('is_new', Bool, False),
-        KField('leader_recovery_state', None, 0),
+        KField('leader_recovery_state', None, 0, ignorable=False),
     ], False)), []),
-        KField('topic_states', None, []),
+        KField('topic_states', None, [], ignorable=False),
         KField('live_leaders', KArray('array', KStruct('LeaderAndIsrLiveLeader', [
         KField('broker_id', Int32, 0),
         KField('host_name', String, ''),
@@ -72,11 +72,11 @@ def request_v1() -> KStruct:
 def request_v2() -> KStruct:
     return KStruct('LeaderAndIsrRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
+        KField('is_k_raft_controller', None, False, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
-        KField('type', None, 0),
-        KField('ungrouped_partition_states', None, []),
+        KField('type', None, 0, ignorable=False),
+        KField('ungrouped_partition_states', None, [], ignorable=False),
         KField('topic_states', KArray('array', KStruct('LeaderAndIsrTopicState', [
         KField('topic_name', String, ''),
         KField('topic_id', None, ZERO_UUID),
@@ -92,7 +92,7 @@ def request_v2() -> KStruct:
         KField('adding_replicas', None, []),
         KField('removing_replicas', None, []),
         KField('is_new', Bool, False),
-        KField('leader_recovery_state', None, 0),
+        KField('leader_recovery_state', None, 0, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('live_leaders', KArray('array', KStruct('LeaderAndIsrLiveLeader', [
@@ -106,11 +106,11 @@ def request_v2() -> KStruct:
 def request_v3() -> KStruct:
     return KStruct('LeaderAndIsrRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
+        KField('is_k_raft_controller', None, False, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
-        KField('type', None, 0),
-        KField('ungrouped_partition_states', None, []),
+        KField('type', None, 0, ignorable=False),
+        KField('ungrouped_partition_states', None, [], ignorable=False),
         KField('topic_states', KArray('array', KStruct('LeaderAndIsrTopicState', [
         KField('topic_name', String, ''),
         KField('topic_id', None, ZERO_UUID),
@@ -126,7 +126,7 @@ def request_v3() -> KStruct:
         KField('adding_replicas', KArray('array', Int32), []),
         KField('removing_replicas', KArray('array', Int32), []),
         KField('is_new', Bool, False),
-        KField('leader_recovery_state', None, 0),
+        KField('leader_recovery_state', None, 0, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('live_leaders', KArray('array', KStruct('LeaderAndIsrLiveLeader', [
@@ -140,11 +140,11 @@ def request_v3() -> KStruct:
 def request_v4() -> KStruct:
     return KStruct('LeaderAndIsrRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
+        KField('is_k_raft_controller', None, False, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
-        KField('type', None, 0),
-        KField('ungrouped_partition_states', None, []),
+        KField('type', None, 0, ignorable=False),
+        KField('ungrouped_partition_states', None, [], ignorable=False),
         KField('topic_states', KArray('carray', KStruct('LeaderAndIsrTopicState', [
         KField('topic_name', CompactString, ''),
         KField('topic_id', None, ZERO_UUID),
@@ -160,7 +160,7 @@ def request_v4() -> KStruct:
         KField('adding_replicas', KArray('carray', Int32), []),
         KField('removing_replicas', KArray('carray', Int32), []),
         KField('is_new', Bool, False),
-        KField('leader_recovery_state', None, 0),
+        KField('leader_recovery_state', None, 0, ignorable=False),
     ], True)), []),
     ], True)), []),
         KField('live_leaders', KArray('carray', KStruct('LeaderAndIsrLiveLeader', [
@@ -174,11 +174,11 @@ def request_v4() -> KStruct:
 def request_v5() -> KStruct:
     return KStruct('LeaderAndIsrRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
+        KField('is_k_raft_controller', None, False, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
         KField('type', Int8, 0),
-        KField('ungrouped_partition_states', None, []),
+        KField('ungrouped_partition_states', None, [], ignorable=False),
         KField('topic_states', KArray('carray', KStruct('LeaderAndIsrTopicState', [
         KField('topic_name', CompactString, ''),
         KField('topic_id', Uuid, ZERO_UUID),
@@ -194,7 +194,7 @@ def request_v5() -> KStruct:
         KField('adding_replicas', KArray('carray', Int32), []),
         KField('removing_replicas', KArray('carray', Int32), []),
         KField('is_new', Bool, False),
-        KField('leader_recovery_state', None, 0),
+        KField('leader_recovery_state', None, 0, ignorable=False),
     ], True)), []),
     ], True)), []),
         KField('live_leaders', KArray('carray', KStruct('LeaderAndIsrLiveLeader', [
@@ -208,11 +208,11 @@ def request_v5() -> KStruct:
 def request_v6() -> KStruct:
     return KStruct('LeaderAndIsrRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
+        KField('is_k_raft_controller', None, False, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
         KField('type', Int8, 0),
-        KField('ungrouped_partition_states', None, []),
+        KField('ungrouped_partition_states', None, [], ignorable=False),
         KField('topic_states', KArray('carray', KStruct('LeaderAndIsrTopicState', [
         KField('topic_name', CompactString, ''),
         KField('topic_id', Uuid, ZERO_UUID),
@@ -246,7 +246,7 @@ def request_v7() -> KStruct:
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
         KField('type', Int8, 0),
-        KField('ungrouped_partition_states', None, []),
+        KField('ungrouped_partition_states', None, [], ignorable=False),
         KField('topic_states', KArray('carray', KStruct('LeaderAndIsrTopicState', [
         KField('topic_name', CompactString, ''),
         KField('topic_id', Uuid, ZERO_UUID),
@@ -285,7 +285,7 @@ def response_v0() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
     ], False)), []),
-        KField('topics', None, []),
+        KField('topics', None, [], ignorable=False),
     ], False)
 
 
@@ -297,7 +297,7 @@ def response_v1() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
     ], False)), []),
-        KField('topics', None, []),
+        KField('topics', None, [], ignorable=False),
     ], False)
 
 
@@ -309,7 +309,7 @@ def response_v2() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
     ], False)), []),
-        KField('topics', None, []),
+        KField('topics', None, [], ignorable=False),
     ], False)
 
 
@@ -321,7 +321,7 @@ def response_v3() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
     ], False)), []),
-        KField('topics', None, []),
+        KField('topics', None, [], ignorable=False),
     ], False)
 
 
@@ -333,14 +333,14 @@ def response_v4() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
     ], True)), []),
-        KField('topics', None, []),
+        KField('topics', None, [], ignorable=False),
     ], True)
 
 
 def response_v5() -> KStruct:
     return KStruct('LeaderAndIsrResponse', [
         KField('error_code', Int16, 0),
-        KField('partition_errors', None, []),
+        KField('partition_errors', None, [], ignorable=False),
         KField('topics', KArray('carray', KStruct('LeaderAndIsrTopicError', [
         KField('topic_id', Uuid, ZERO_UUID),
         KField('partition_errors', KArray('carray', KStruct('LeaderAndIsrPartitionError', [
@@ -355,7 +355,7 @@ def response_v5() -> KStruct:
 def response_v6() -> KStruct:
     return KStruct('LeaderAndIsrResponse', [
         KField('error_code', Int16, 0),
-        KField('partition_errors', None, []),
+        KField('partition_errors', None, [], ignorable=False),
         KField('topics', KArray('carray', KStruct('LeaderAndIsrTopicError', [
         KField('topic_id', Uuid, ZERO_UUID),
         KField('partition_errors', KArray('carray', KStruct('LeaderAndIsrPartitionError', [
@@ -370,7 +370,7 @@ def response_v6() -> KStruct:
 def response_v7() -> KStruct:
     return KStruct('LeaderAndIsrResponse', [
         KField('error_code', Int16, 0),
-        KField('partition_errors', None, []),
+        KField('partition_errors', None, [], ignorable=False),
         KField('topics', KArray('carray', KStruct('LeaderAndIsrTopicError', [
         KField('topic_id', Uuid, ZERO_UUID),
         KField('partition_errors', KArray('carray', KStruct('LeaderAndIsrPartitionError', [

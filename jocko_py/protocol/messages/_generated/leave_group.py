@@ -13,7 +13,7 @@ def request_v0() -> KStruct:
     return KStruct('LeaveGroupRequest', [
         KField('group_id', String, ''),
         KField('member_id', String, ''),
-        KField('members', None, []),
+        KField('members', None, [], ignorable=False),
     ], False)
 
 
@@ -21,7 +21,7 @@ def request_v1() -> KStruct:
     return KStruct('LeaveGroupRequest', [
         KField('group_id', String, ''),
         KField('member_id', String, ''),
-        KField('members', None, []),
+        KField('members', None, [], ignorable=False),
     ], False)
 
 
@@ -29,14 +29,14 @@ def request_v2() -> KStruct:
     return KStruct('LeaveGroupRequest', [
         KField('group_id', String, ''),
         KField('member_id', String, ''),
-        KField('members', None, []),
+        KField('members', None, [], ignorable=False),
     ], False)
 
 
 def request_v3() -> KStruct:
     return KStruct('LeaveGroupRequest', [
         KField('group_id', String, ''),
-        KField('member_id', None, ''),
+        KField('member_id', None, '', ignorable=False),
         KField('members', KArray('array', KStruct('MemberIdentity', [
         KField('member_id', String, ''),
         KField('group_instance_id', NullableString, None),
@@ -48,7 +48,7 @@ def request_v3() -> KStruct:
 def request_v4() -> KStruct:
     return KStruct('LeaveGroupRequest', [
         KField('group_id', CompactString, ''),
-        KField('member_id', None, ''),
+        KField('member_id', None, '', ignorable=False),
         KField('members', KArray('carray', KStruct('MemberIdentity', [
         KField('member_id', CompactString, ''),
         KField('group_instance_id', CompactNullableString, None),
@@ -60,7 +60,7 @@ def request_v4() -> KStruct:
 def request_v5() -> KStruct:
     return KStruct('LeaveGroupRequest', [
         KField('group_id', CompactString, ''),
-        KField('member_id', None, ''),
+        KField('member_id', None, '', ignorable=False),
         KField('members', KArray('carray', KStruct('MemberIdentity', [
         KField('member_id', CompactString, ''),
         KField('group_instance_id', CompactNullableString, None),
@@ -77,7 +77,7 @@ def response_v0() -> KStruct:
     return KStruct('LeaveGroupResponse', [
         KField('throttle_time_ms', None, 0),
         KField('error_code', Int16, 0),
-        KField('members', None, []),
+        KField('members', None, [], ignorable=False),
     ], False)
 
 
@@ -85,7 +85,7 @@ def response_v1() -> KStruct:
     return KStruct('LeaveGroupResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('members', None, []),
+        KField('members', None, [], ignorable=False),
     ], False)
 
 
@@ -93,7 +93,7 @@ def response_v2() -> KStruct:
     return KStruct('LeaveGroupResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('members', None, []),
+        KField('members', None, [], ignorable=False),
     ], False)
 
 

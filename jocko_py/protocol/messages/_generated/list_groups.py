@@ -11,36 +11,36 @@ LISTENERS = ['broker', 'zkBroker']
 
 def request_v0() -> KStruct:
     return KStruct('ListGroupsRequest', [
-        KField('states_filter', None, []),
-        KField('types_filter', None, []),
+        KField('states_filter', None, [], ignorable=False),
+        KField('types_filter', None, [], ignorable=False),
     ], False)
 
 
 def request_v1() -> KStruct:
     return KStruct('ListGroupsRequest', [
-        KField('states_filter', None, []),
-        KField('types_filter', None, []),
+        KField('states_filter', None, [], ignorable=False),
+        KField('types_filter', None, [], ignorable=False),
     ], False)
 
 
 def request_v2() -> KStruct:
     return KStruct('ListGroupsRequest', [
-        KField('states_filter', None, []),
-        KField('types_filter', None, []),
+        KField('states_filter', None, [], ignorable=False),
+        KField('types_filter', None, [], ignorable=False),
     ], False)
 
 
 def request_v3() -> KStruct:
     return KStruct('ListGroupsRequest', [
-        KField('states_filter', None, []),
-        KField('types_filter', None, []),
+        KField('states_filter', None, [], ignorable=False),
+        KField('types_filter', None, [], ignorable=False),
     ], True)
 
 
 def request_v4() -> KStruct:
     return KStruct('ListGroupsRequest', [
         KField('states_filter', KArray('carray', CompactString), []),
-        KField('types_filter', None, []),
+        KField('types_filter', None, [], ignorable=False),
     ], True)
 
 

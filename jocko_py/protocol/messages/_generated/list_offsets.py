@@ -12,7 +12,7 @@ LISTENERS = ['broker', 'zkBroker']
 def request_v0() -> KStruct:
     return KStruct('ListOffsetsRequest', [
         KField('replica_id', Int32, 0),
-        KField('isolation_level', None, 0),
+        KField('isolation_level', None, 0, ignorable=False),
         KField('topics', KArray('array', KStruct('ListOffsetsTopic', [
         KField('name', String, ''),
         KField('partitions', KArray('array', KStruct('ListOffsetsPartition', [
@@ -29,14 +29,14 @@ def request_v0() -> KStruct:
 def request_v1() -> KStruct:
     return KStruct('ListOffsetsRequest', [
         KField('replica_id', Int32, 0),
-        KField('isolation_level', None, 0),
+        KField('isolation_level', None, 0, ignorable=False),
         KField('topics', KArray('array', KStruct('ListOffsetsTopic', [
         KField('name', String, ''),
         KField('partitions', KArray('array', KStruct('ListOffsetsPartition', [
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1),
+        KField('max_num_offsets', None, 1, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('timeout_ms', None, 0),
@@ -53,7 +53,7 @@ def request_v2() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1),
+        KField('max_num_offsets', None, 1, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('timeout_ms', None, 0),
@@ -70,7 +70,7 @@ def request_v3() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1),
+        KField('max_num_offsets', None, 1, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('timeout_ms', None, 0),
@@ -87,7 +87,7 @@ def request_v4() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1),
+        KField('max_num_offsets', None, 1, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('timeout_ms', None, 0),
@@ -104,7 +104,7 @@ def request_v5() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1),
+        KField('max_num_offsets', None, 1, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('timeout_ms', None, 0),
@@ -121,7 +121,7 @@ def request_v6() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1),
+        KField('max_num_offsets', None, 1, ignorable=False),
     ], True)), []),
     ], True)), []),
         KField('timeout_ms', None, 0),
@@ -138,7 +138,7 @@ def request_v7() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1),
+        KField('max_num_offsets', None, 1, ignorable=False),
     ], True)), []),
     ], True)), []),
         KField('timeout_ms', None, 0),
@@ -155,7 +155,7 @@ def request_v8() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1),
+        KField('max_num_offsets', None, 1, ignorable=False),
     ], True)), []),
     ], True)), []),
         KField('timeout_ms', None, 0),
@@ -172,7 +172,7 @@ def request_v9() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1),
+        KField('max_num_offsets', None, 1, ignorable=False),
     ], True)), []),
     ], True)), []),
         KField('timeout_ms', None, 0),
@@ -189,7 +189,7 @@ def request_v10() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1),
+        KField('max_num_offsets', None, 1, ignorable=False),
     ], True)), []),
     ], True)), []),
         KField('timeout_ms', Int32, 0),
@@ -209,9 +209,9 @@ def response_v0() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
         KField('old_style_offsets', KArray('array', Int64), []),
-        KField('timestamp', None, -1),
-        KField('offset', None, -1),
-        KField('leader_epoch', None, -1),
+        KField('timestamp', None, -1, ignorable=False),
+        KField('offset', None, -1, ignorable=False),
+        KField('leader_epoch', None, -1, ignorable=False),
     ], False)), []),
     ], False)), []),
     ], False)
@@ -225,10 +225,10 @@ def response_v1() -> KStruct:
         KField('partitions', KArray('array', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, []),
+        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
-        KField('leader_epoch', None, -1),
+        KField('leader_epoch', None, -1, ignorable=False),
     ], False)), []),
     ], False)), []),
     ], False)
@@ -242,10 +242,10 @@ def response_v2() -> KStruct:
         KField('partitions', KArray('array', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, []),
+        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
-        KField('leader_epoch', None, -1),
+        KField('leader_epoch', None, -1, ignorable=False),
     ], False)), []),
     ], False)), []),
     ], False)
@@ -259,10 +259,10 @@ def response_v3() -> KStruct:
         KField('partitions', KArray('array', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, []),
+        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
-        KField('leader_epoch', None, -1),
+        KField('leader_epoch', None, -1, ignorable=False),
     ], False)), []),
     ], False)), []),
     ], False)
@@ -276,7 +276,7 @@ def response_v4() -> KStruct:
         KField('partitions', KArray('array', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, []),
+        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),
@@ -293,7 +293,7 @@ def response_v5() -> KStruct:
         KField('partitions', KArray('array', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, []),
+        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),
@@ -310,7 +310,7 @@ def response_v6() -> KStruct:
         KField('partitions', KArray('carray', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, []),
+        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),
@@ -327,7 +327,7 @@ def response_v7() -> KStruct:
         KField('partitions', KArray('carray', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, []),
+        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),
@@ -344,7 +344,7 @@ def response_v8() -> KStruct:
         KField('partitions', KArray('carray', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, []),
+        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),
@@ -361,7 +361,7 @@ def response_v9() -> KStruct:
         KField('partitions', KArray('carray', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, []),
+        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),
@@ -378,7 +378,7 @@ def response_v10() -> KStruct:
         KField('partitions', KArray('carray', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, []),
+        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),

@@ -13,7 +13,7 @@ def request_v0() -> KStruct:
     return KStruct('ListTransactionsRequest', [
         KField('state_filters', KArray('carray', CompactString), []),
         KField('producer_id_filters', KArray('carray', Int64), []),
-        KField('duration_filter', None, -1),
+        KField('duration_filter', None, -1, ignorable=False),
     ], True)
 
 

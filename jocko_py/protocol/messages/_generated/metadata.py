@@ -15,9 +15,9 @@ def request_v0() -> KStruct:
         KField('topic_id', None, ZERO_UUID),
         KField('name', String, ''),
     ], False)), []),
-        KField('allow_auto_topic_creation', None, True),
-        KField('include_cluster_authorized_operations', None, False),
-        KField('include_topic_authorized_operations', None, False),
+        KField('allow_auto_topic_creation', None, True, ignorable=False),
+        KField('include_cluster_authorized_operations', None, False, ignorable=False),
+        KField('include_topic_authorized_operations', None, False, ignorable=False),
     ], False)
 
 
@@ -27,9 +27,9 @@ def request_v1() -> KStruct:
         KField('topic_id', None, ZERO_UUID),
         KField('name', String, ''),
     ], False)), []),
-        KField('allow_auto_topic_creation', None, True),
-        KField('include_cluster_authorized_operations', None, False),
-        KField('include_topic_authorized_operations', None, False),
+        KField('allow_auto_topic_creation', None, True, ignorable=False),
+        KField('include_cluster_authorized_operations', None, False, ignorable=False),
+        KField('include_topic_authorized_operations', None, False, ignorable=False),
     ], False)
 
 
@@ -39,9 +39,9 @@ def request_v2() -> KStruct:
         KField('topic_id', None, ZERO_UUID),
         KField('name', String, ''),
     ], False)), []),
-        KField('allow_auto_topic_creation', None, True),
-        KField('include_cluster_authorized_operations', None, False),
-        KField('include_topic_authorized_operations', None, False),
+        KField('allow_auto_topic_creation', None, True, ignorable=False),
+        KField('include_cluster_authorized_operations', None, False, ignorable=False),
+        KField('include_topic_authorized_operations', None, False, ignorable=False),
     ], False)
 
 
@@ -51,9 +51,9 @@ def request_v3() -> KStruct:
         KField('topic_id', None, ZERO_UUID),
         KField('name', String, ''),
     ], False)), []),
-        KField('allow_auto_topic_creation', None, True),
-        KField('include_cluster_authorized_operations', None, False),
-        KField('include_topic_authorized_operations', None, False),
+        KField('allow_auto_topic_creation', None, True, ignorable=False),
+        KField('include_cluster_authorized_operations', None, False, ignorable=False),
+        KField('include_topic_authorized_operations', None, False, ignorable=False),
     ], False)
 
 
@@ -64,8 +64,8 @@ def request_v4() -> KStruct:
         KField('name', String, ''),
     ], False)), []),
         KField('allow_auto_topic_creation', Bool, True),
-        KField('include_cluster_authorized_operations', None, False),
-        KField('include_topic_authorized_operations', None, False),
+        KField('include_cluster_authorized_operations', None, False, ignorable=False),
+        KField('include_topic_authorized_operations', None, False, ignorable=False),
     ], False)
 
 
@@ -76,8 +76,8 @@ def request_v5() -> KStruct:
         KField('name', String, ''),
     ], False)), []),
         KField('allow_auto_topic_creation', Bool, True),
-        KField('include_cluster_authorized_operations', None, False),
-        KField('include_topic_authorized_operations', None, False),
+        KField('include_cluster_authorized_operations', None, False, ignorable=False),
+        KField('include_topic_authorized_operations', None, False, ignorable=False),
     ], False)
 
 
@@ -88,8 +88,8 @@ def request_v6() -> KStruct:
         KField('name', String, ''),
     ], False)), []),
         KField('allow_auto_topic_creation', Bool, True),
-        KField('include_cluster_authorized_operations', None, False),
-        KField('include_topic_authorized_operations', None, False),
+        KField('include_cluster_authorized_operations', None, False, ignorable=False),
+        KField('include_topic_authorized_operations', None, False, ignorable=False),
     ], False)
 
 
@@ -100,8 +100,8 @@ def request_v7() -> KStruct:
         KField('name', String, ''),
     ], False)), []),
         KField('allow_auto_topic_creation', Bool, True),
-        KField('include_cluster_authorized_operations', None, False),
-        KField('include_topic_authorized_operations', None, False),
+        KField('include_cluster_authorized_operations', None, False, ignorable=False),
+        KField('include_topic_authorized_operations', None, False, ignorable=False),
     ], False)
 
 
@@ -148,7 +148,7 @@ def request_v11() -> KStruct:
         KField('name', CompactNullableString, ''),
     ], True)), []),
         KField('allow_auto_topic_creation', Bool, True),
-        KField('include_cluster_authorized_operations', None, False),
+        KField('include_cluster_authorized_operations', None, False, ignorable=False),
         KField('include_topic_authorized_operations', Bool, False),
     ], True)
 
@@ -160,7 +160,7 @@ def request_v12() -> KStruct:
         KField('name', CompactNullableString, ''),
     ], True)), []),
         KField('allow_auto_topic_creation', Bool, True),
-        KField('include_cluster_authorized_operations', None, False),
+        KField('include_cluster_authorized_operations', None, False, ignorable=False),
         KField('include_topic_authorized_operations', Bool, False),
     ], True)
 
@@ -194,9 +194,9 @@ def response_v0() -> KStruct:
         KField('isr_nodes', KArray('array', Int32), []),
         KField('offline_replicas', None, []),
     ], False)), []),
-        KField('topic_authorized_operations', None, -2147483648),
+        KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
-        KField('cluster_authorized_operations', None, -2147483648),
+        KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
     ], False)
 
 
@@ -225,9 +225,9 @@ def response_v1() -> KStruct:
         KField('isr_nodes', KArray('array', Int32), []),
         KField('offline_replicas', None, []),
     ], False)), []),
-        KField('topic_authorized_operations', None, -2147483648),
+        KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
-        KField('cluster_authorized_operations', None, -2147483648),
+        KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
     ], False)
 
 
@@ -256,9 +256,9 @@ def response_v2() -> KStruct:
         KField('isr_nodes', KArray('array', Int32), []),
         KField('offline_replicas', None, []),
     ], False)), []),
-        KField('topic_authorized_operations', None, -2147483648),
+        KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
-        KField('cluster_authorized_operations', None, -2147483648),
+        KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
     ], False)
 
 
@@ -287,9 +287,9 @@ def response_v3() -> KStruct:
         KField('isr_nodes', KArray('array', Int32), []),
         KField('offline_replicas', None, []),
     ], False)), []),
-        KField('topic_authorized_operations', None, -2147483648),
+        KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
-        KField('cluster_authorized_operations', None, -2147483648),
+        KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
     ], False)
 
 
@@ -318,9 +318,9 @@ def response_v4() -> KStruct:
         KField('isr_nodes', KArray('array', Int32), []),
         KField('offline_replicas', None, []),
     ], False)), []),
-        KField('topic_authorized_operations', None, -2147483648),
+        KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
-        KField('cluster_authorized_operations', None, -2147483648),
+        KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
     ], False)
 
 
@@ -349,9 +349,9 @@ def response_v5() -> KStruct:
         KField('isr_nodes', KArray('array', Int32), []),
         KField('offline_replicas', KArray('array', Int32), []),
     ], False)), []),
-        KField('topic_authorized_operations', None, -2147483648),
+        KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
-        KField('cluster_authorized_operations', None, -2147483648),
+        KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
     ], False)
 
 
@@ -380,9 +380,9 @@ def response_v6() -> KStruct:
         KField('isr_nodes', KArray('array', Int32), []),
         KField('offline_replicas', KArray('array', Int32), []),
     ], False)), []),
-        KField('topic_authorized_operations', None, -2147483648),
+        KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
-        KField('cluster_authorized_operations', None, -2147483648),
+        KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
     ], False)
 
 
@@ -411,9 +411,9 @@ def response_v7() -> KStruct:
         KField('isr_nodes', KArray('array', Int32), []),
         KField('offline_replicas', KArray('array', Int32), []),
     ], False)), []),
-        KField('topic_authorized_operations', None, -2147483648),
+        KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
-        KField('cluster_authorized_operations', None, -2147483648),
+        KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
     ], False)
 
 
@@ -537,7 +537,7 @@ def response_v11() -> KStruct:
     ], True)), []),
         KField('topic_authorized_operations', Int32, -2147483648),
     ], True)), []),
-        KField('cluster_authorized_operations', None, -2147483648),
+        KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
     ], True)
 
 
@@ -568,7 +568,7 @@ def response_v12() -> KStruct:
     ], True)), []),
         KField('topic_authorized_operations', Int32, -2147483648),
     ], True)), []),
-        KField('cluster_authorized_operations', None, -2147483648),
+        KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
     ], True)
 
 

@@ -16,8 +16,8 @@ def request_v0() -> KStruct:
         KField('name', String, ''),
         KField('partition_indexes', KArray('array', Int32), []),
     ], False)), []),
-        KField('groups', None, []),
-        KField('require_stable', None, False),
+        KField('groups', None, [], ignorable=False),
+        KField('require_stable', None, False, ignorable=False),
     ], False)
 
 
@@ -28,8 +28,8 @@ def request_v1() -> KStruct:
         KField('name', String, ''),
         KField('partition_indexes', KArray('array', Int32), []),
     ], False)), []),
-        KField('groups', None, []),
-        KField('require_stable', None, False),
+        KField('groups', None, [], ignorable=False),
+        KField('require_stable', None, False, ignorable=False),
     ], False)
 
 
@@ -40,8 +40,8 @@ def request_v2() -> KStruct:
         KField('name', String, ''),
         KField('partition_indexes', KArray('array', Int32), []),
     ], False)), []),
-        KField('groups', None, []),
-        KField('require_stable', None, False),
+        KField('groups', None, [], ignorable=False),
+        KField('require_stable', None, False, ignorable=False),
     ], False)
 
 
@@ -52,8 +52,8 @@ def request_v3() -> KStruct:
         KField('name', String, ''),
         KField('partition_indexes', KArray('array', Int32), []),
     ], False)), []),
-        KField('groups', None, []),
-        KField('require_stable', None, False),
+        KField('groups', None, [], ignorable=False),
+        KField('require_stable', None, False, ignorable=False),
     ], False)
 
 
@@ -64,8 +64,8 @@ def request_v4() -> KStruct:
         KField('name', String, ''),
         KField('partition_indexes', KArray('array', Int32), []),
     ], False)), []),
-        KField('groups', None, []),
-        KField('require_stable', None, False),
+        KField('groups', None, [], ignorable=False),
+        KField('require_stable', None, False, ignorable=False),
     ], False)
 
 
@@ -76,8 +76,8 @@ def request_v5() -> KStruct:
         KField('name', String, ''),
         KField('partition_indexes', KArray('array', Int32), []),
     ], False)), []),
-        KField('groups', None, []),
-        KField('require_stable', None, False),
+        KField('groups', None, [], ignorable=False),
+        KField('require_stable', None, False, ignorable=False),
     ], False)
 
 
@@ -88,8 +88,8 @@ def request_v6() -> KStruct:
         KField('name', CompactString, ''),
         KField('partition_indexes', KArray('carray', Int32), []),
     ], True)), []),
-        KField('groups', None, []),
-        KField('require_stable', None, False),
+        KField('groups', None, [], ignorable=False),
+        KField('require_stable', None, False, ignorable=False),
     ], True)
 
 
@@ -100,15 +100,15 @@ def request_v7() -> KStruct:
         KField('name', CompactString, ''),
         KField('partition_indexes', KArray('carray', Int32), []),
     ], True)), []),
-        KField('groups', None, []),
+        KField('groups', None, [], ignorable=False),
         KField('require_stable', Bool, False),
     ], True)
 
 
 def request_v8() -> KStruct:
     return KStruct('OffsetFetchRequest', [
-        KField('group_id', None, ''),
-        KField('topics', None, []),
+        KField('group_id', None, '', ignorable=False),
+        KField('topics', None, [], ignorable=False),
         KField('groups', KArray('carray', KStruct('OffsetFetchRequestGroup', [
         KField('group_id', CompactString, ''),
         KField('member_id', None, None),
@@ -124,8 +124,8 @@ def request_v8() -> KStruct:
 
 def request_v9() -> KStruct:
     return KStruct('OffsetFetchRequest', [
-        KField('group_id', None, ''),
-        KField('topics', None, []),
+        KField('group_id', None, '', ignorable=False),
+        KField('topics', None, [], ignorable=False),
         KField('groups', KArray('carray', KStruct('OffsetFetchRequestGroup', [
         KField('group_id', CompactString, ''),
         KField('member_id', CompactNullableString, None),
@@ -157,7 +157,7 @@ def response_v0() -> KStruct:
     ], False)), []),
     ], False)), []),
         KField('error_code', None, 0),
-        KField('groups', None, []),
+        KField('groups', None, [], ignorable=False),
     ], False)
 
 
@@ -175,7 +175,7 @@ def response_v1() -> KStruct:
     ], False)), []),
     ], False)), []),
         KField('error_code', None, 0),
-        KField('groups', None, []),
+        KField('groups', None, [], ignorable=False),
     ], False)
 
 
@@ -193,7 +193,7 @@ def response_v2() -> KStruct:
     ], False)), []),
     ], False)), []),
         KField('error_code', Int16, 0),
-        KField('groups', None, []),
+        KField('groups', None, [], ignorable=False),
     ], False)
 
 
@@ -211,7 +211,7 @@ def response_v3() -> KStruct:
     ], False)), []),
     ], False)), []),
         KField('error_code', Int16, 0),
-        KField('groups', None, []),
+        KField('groups', None, [], ignorable=False),
     ], False)
 
 
@@ -229,7 +229,7 @@ def response_v4() -> KStruct:
     ], False)), []),
     ], False)), []),
         KField('error_code', Int16, 0),
-        KField('groups', None, []),
+        KField('groups', None, [], ignorable=False),
     ], False)
 
 
@@ -247,7 +247,7 @@ def response_v5() -> KStruct:
     ], False)), []),
     ], False)), []),
         KField('error_code', Int16, 0),
-        KField('groups', None, []),
+        KField('groups', None, [], ignorable=False),
     ], False)
 
 
@@ -265,7 +265,7 @@ def response_v6() -> KStruct:
     ], True)), []),
     ], True)), []),
         KField('error_code', Int16, 0),
-        KField('groups', None, []),
+        KField('groups', None, [], ignorable=False),
     ], True)
 
 
@@ -283,14 +283,14 @@ def response_v7() -> KStruct:
     ], True)), []),
     ], True)), []),
         KField('error_code', Int16, 0),
-        KField('groups', None, []),
+        KField('groups', None, [], ignorable=False),
     ], True)
 
 
 def response_v8() -> KStruct:
     return KStruct('OffsetFetchResponse', [
         KField('throttle_time_ms', Int32, 0),
-        KField('topics', None, []),
+        KField('topics', None, [], ignorable=False),
         KField('error_code', None, 0),
         KField('groups', KArray('carray', KStruct('OffsetFetchResponseGroup', [
         KField('group_id', CompactString, ''),
@@ -312,7 +312,7 @@ def response_v8() -> KStruct:
 def response_v9() -> KStruct:
     return KStruct('OffsetFetchResponse', [
         KField('throttle_time_ms', Int32, 0),
-        KField('topics', None, []),
+        KField('topics', None, [], ignorable=False),
         KField('error_code', None, 0),
         KField('groups', KArray('carray', KStruct('OffsetFetchResponseGroup', [
         KField('group_id', CompactString, ''),

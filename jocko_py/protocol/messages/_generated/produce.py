@@ -11,7 +11,7 @@ LISTENERS = ['broker', 'zkBroker']
 
 def request_v0() -> KStruct:
     return KStruct('ProduceRequest', [
-        KField('transactional_id', None, None),
+        KField('transactional_id', None, None, ignorable=False),
         KField('acks', Int16, 0),
         KField('timeout_ms', Int32, 0),
         KField('topic_data', KArray('array', KStruct('TopicProduceData', [
@@ -26,7 +26,7 @@ def request_v0() -> KStruct:
 
 def request_v1() -> KStruct:
     return KStruct('ProduceRequest', [
-        KField('transactional_id', None, None),
+        KField('transactional_id', None, None, ignorable=False),
         KField('acks', Int16, 0),
         KField('timeout_ms', Int32, 0),
         KField('topic_data', KArray('array', KStruct('TopicProduceData', [
@@ -41,7 +41,7 @@ def request_v1() -> KStruct:
 
 def request_v2() -> KStruct:
     return KStruct('ProduceRequest', [
-        KField('transactional_id', None, None),
+        KField('transactional_id', None, None, ignorable=False),
         KField('acks', Int16, 0),
         KField('timeout_ms', Int32, 0),
         KField('topic_data', KArray('array', KStruct('TopicProduceData', [
@@ -205,11 +205,11 @@ def response_v0() -> KStruct:
         KField('log_start_offset', None, -1),
         KField('record_errors', None, []),
         KField('error_message', None, None),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('throttle_time_ms', None, 0),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -225,11 +225,11 @@ def response_v1() -> KStruct:
         KField('log_start_offset', None, -1),
         KField('record_errors', None, []),
         KField('error_message', None, None),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('throttle_time_ms', Int32, 0),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -245,11 +245,11 @@ def response_v2() -> KStruct:
         KField('log_start_offset', None, -1),
         KField('record_errors', None, []),
         KField('error_message', None, None),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('throttle_time_ms', Int32, 0),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -265,11 +265,11 @@ def response_v3() -> KStruct:
         KField('log_start_offset', None, -1),
         KField('record_errors', None, []),
         KField('error_message', None, None),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('throttle_time_ms', Int32, 0),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -285,11 +285,11 @@ def response_v4() -> KStruct:
         KField('log_start_offset', None, -1),
         KField('record_errors', None, []),
         KField('error_message', None, None),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('throttle_time_ms', Int32, 0),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -305,11 +305,11 @@ def response_v5() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('record_errors', None, []),
         KField('error_message', None, None),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('throttle_time_ms', Int32, 0),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -325,11 +325,11 @@ def response_v6() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('record_errors', None, []),
         KField('error_message', None, None),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('throttle_time_ms', Int32, 0),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -345,11 +345,11 @@ def response_v7() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('record_errors', None, []),
         KField('error_message', None, None),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('throttle_time_ms', Int32, 0),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -368,11 +368,11 @@ def response_v8() -> KStruct:
         KField('batch_index_error_message', NullableString, None),
     ], False)), []),
         KField('error_message', NullableString, None),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('throttle_time_ms', Int32, 0),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], False)
 
 
@@ -391,11 +391,11 @@ def response_v9() -> KStruct:
         KField('batch_index_error_message', CompactNullableString, None),
     ], True)), []),
         KField('error_message', CompactNullableString, None),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}),
+        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
     ], True)), []),
     ], True)), []),
         KField('throttle_time_ms', Int32, 0),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], True)
 
 

@@ -12,7 +12,7 @@ LISTENERS = ['zkBroker']
 def request_v0() -> KStruct:
     return KStruct('StopReplicaRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
+        KField('is_k_raft_controller', None, False, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', None, -1),
         KField('delete_partitions', Bool, False),
@@ -20,52 +20,52 @@ def request_v0() -> KStruct:
         KField('topic_name', String, ''),
         KField('partition_index', Int32, 0),
     ], False)), []),
-        KField('topics', None, []),
-        KField('topic_states', None, []),
+        KField('topics', None, [], ignorable=False),
+        KField('topic_states', None, [], ignorable=False),
     ], False)
 
 
 def request_v1() -> KStruct:
     return KStruct('StopReplicaRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
+        KField('is_k_raft_controller', None, False, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
         KField('delete_partitions', Bool, False),
-        KField('ungrouped_partitions', None, []),
+        KField('ungrouped_partitions', None, [], ignorable=False),
         KField('topics', KArray('array', KStruct('StopReplicaTopicV1', [
         KField('name', String, ''),
         KField('partition_indexes', KArray('array', Int32), []),
     ], False)), []),
-        KField('topic_states', None, []),
+        KField('topic_states', None, [], ignorable=False),
     ], False)
 
 
 def request_v2() -> KStruct:
     return KStruct('StopReplicaRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
+        KField('is_k_raft_controller', None, False, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
         KField('delete_partitions', Bool, False),
-        KField('ungrouped_partitions', None, []),
+        KField('ungrouped_partitions', None, [], ignorable=False),
         KField('topics', KArray('carray', KStruct('StopReplicaTopicV1', [
         KField('name', CompactString, ''),
         KField('partition_indexes', KArray('carray', Int32), []),
     ], True)), []),
-        KField('topic_states', None, []),
+        KField('topic_states', None, [], ignorable=False),
     ], True)
 
 
 def request_v3() -> KStruct:
     return KStruct('StopReplicaRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
+        KField('is_k_raft_controller', None, False, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
-        KField('delete_partitions', None, False),
-        KField('ungrouped_partitions', None, []),
-        KField('topics', None, []),
+        KField('delete_partitions', None, False, ignorable=False),
+        KField('ungrouped_partitions', None, [], ignorable=False),
+        KField('topics', None, [], ignorable=False),
         KField('topic_states', KArray('carray', KStruct('StopReplicaTopicState', [
         KField('topic_name', CompactString, ''),
         KField('partition_states', KArray('carray', KStruct('StopReplicaPartitionState', [
@@ -83,9 +83,9 @@ def request_v4() -> KStruct:
         KField('is_k_raft_controller', Bool, False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
-        KField('delete_partitions', None, False),
-        KField('ungrouped_partitions', None, []),
-        KField('topics', None, []),
+        KField('delete_partitions', None, False, ignorable=False),
+        KField('ungrouped_partitions', None, [], ignorable=False),
+        KField('topics', None, [], ignorable=False),
         KField('topic_states', KArray('carray', KStruct('StopReplicaTopicState', [
         KField('topic_name', CompactString, ''),
         KField('partition_states', KArray('carray', KStruct('StopReplicaPartitionState', [

@@ -14,7 +14,7 @@ def request_v0() -> KStruct:
         KField('group_id', String, ''),
         KField('generation_id', Int32, 0),
         KField('member_id', String, ''),
-        KField('group_instance_id', None, None),
+        KField('group_instance_id', None, None, ignorable=False),
         KField('protocol_type', None, None),
         KField('protocol_name', None, None),
         KField('assignments', KArray('array', KStruct('SyncGroupRequestAssignment', [
@@ -29,7 +29,7 @@ def request_v1() -> KStruct:
         KField('group_id', String, ''),
         KField('generation_id', Int32, 0),
         KField('member_id', String, ''),
-        KField('group_instance_id', None, None),
+        KField('group_instance_id', None, None, ignorable=False),
         KField('protocol_type', None, None),
         KField('protocol_name', None, None),
         KField('assignments', KArray('array', KStruct('SyncGroupRequestAssignment', [
@@ -44,7 +44,7 @@ def request_v2() -> KStruct:
         KField('group_id', String, ''),
         KField('generation_id', Int32, 0),
         KField('member_id', String, ''),
-        KField('group_instance_id', None, None),
+        KField('group_instance_id', None, None, ignorable=False),
         KField('protocol_type', None, None),
         KField('protocol_name', None, None),
         KField('assignments', KArray('array', KStruct('SyncGroupRequestAssignment', [

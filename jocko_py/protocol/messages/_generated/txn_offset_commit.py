@@ -15,9 +15,9 @@ def request_v0() -> KStruct:
         KField('group_id', String, ''),
         KField('producer_id', Int64, 0),
         KField('producer_epoch', Int16, 0),
-        KField('generation_id', None, -1),
-        KField('member_id', None, ''),
-        KField('group_instance_id', None, None),
+        KField('generation_id', None, -1, ignorable=False),
+        KField('member_id', None, '', ignorable=False),
+        KField('group_instance_id', None, None, ignorable=False),
         KField('topics', KArray('array', KStruct('TxnOffsetCommitRequestTopic', [
         KField('name', String, ''),
         KField('partitions', KArray('array', KStruct('TxnOffsetCommitRequestPartition', [
@@ -36,9 +36,9 @@ def request_v1() -> KStruct:
         KField('group_id', String, ''),
         KField('producer_id', Int64, 0),
         KField('producer_epoch', Int16, 0),
-        KField('generation_id', None, -1),
-        KField('member_id', None, ''),
-        KField('group_instance_id', None, None),
+        KField('generation_id', None, -1, ignorable=False),
+        KField('member_id', None, '', ignorable=False),
+        KField('group_instance_id', None, None, ignorable=False),
         KField('topics', KArray('array', KStruct('TxnOffsetCommitRequestTopic', [
         KField('name', String, ''),
         KField('partitions', KArray('array', KStruct('TxnOffsetCommitRequestPartition', [
@@ -57,9 +57,9 @@ def request_v2() -> KStruct:
         KField('group_id', String, ''),
         KField('producer_id', Int64, 0),
         KField('producer_epoch', Int16, 0),
-        KField('generation_id', None, -1),
-        KField('member_id', None, ''),
-        KField('group_instance_id', None, None),
+        KField('generation_id', None, -1, ignorable=False),
+        KField('member_id', None, '', ignorable=False),
+        KField('group_instance_id', None, None, ignorable=False),
         KField('topics', KArray('array', KStruct('TxnOffsetCommitRequestTopic', [
         KField('name', String, ''),
         KField('partitions', KArray('array', KStruct('TxnOffsetCommitRequestPartition', [

@@ -16,9 +16,9 @@ def request_v0() -> KStruct:
         KField('feature', CompactString, ''),
         KField('max_version_level', Int16, 0),
         KField('allow_downgrade', Bool, False),
-        KField('upgrade_type', None, 1),
+        KField('upgrade_type', None, 1, ignorable=False),
     ], True)), []),
-        KField('validate_only', None, False),
+        KField('validate_only', None, False, ignorable=False),
     ], True)
 
 
@@ -28,7 +28,7 @@ def request_v1() -> KStruct:
         KField('feature_updates', KArray('carray', KStruct('FeatureUpdateKey', [
         KField('feature', CompactString, ''),
         KField('max_version_level', Int16, 0),
-        KField('allow_downgrade', None, False),
+        KField('allow_downgrade', None, False, ignorable=False),
         KField('upgrade_type', Int8, 1),
     ], True)), []),
         KField('validate_only', Bool, False),
@@ -41,7 +41,7 @@ def request_v2() -> KStruct:
         KField('feature_updates', KArray('carray', KStruct('FeatureUpdateKey', [
         KField('feature', CompactString, ''),
         KField('max_version_level', Int16, 0),
-        KField('allow_downgrade', None, False),
+        KField('allow_downgrade', None, False, ignorable=False),
         KField('upgrade_type', Int8, 1),
     ], True)), []),
         KField('validate_only', Bool, False),

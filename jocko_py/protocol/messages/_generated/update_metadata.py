@@ -12,8 +12,8 @@ LISTENERS = ['zkBroker']
 def request_v0() -> KStruct:
     return KStruct('UpdateMetadataRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
-        KField('type', None, 0),
+        KField('is_k_raft_controller', None, False, ignorable=False),
+        KField('type', None, 0, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', None, -1),
         KField('ungrouped_partition_states', KArray('array', KStruct('UpdateMetadataPartitionState', [
@@ -27,7 +27,7 @@ def request_v0() -> KStruct:
         KField('replicas', KArray('array', Int32), []),
         KField('offline_replicas', None, []),
     ], False)), []),
-        KField('topic_states', None, []),
+        KField('topic_states', None, [], ignorable=False),
         KField('live_brokers', KArray('array', KStruct('UpdateMetadataBroker', [
         KField('id', Int32, 0),
         KField('v0_host', String, ''),
@@ -41,8 +41,8 @@ def request_v0() -> KStruct:
 def request_v1() -> KStruct:
     return KStruct('UpdateMetadataRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
-        KField('type', None, 0),
+        KField('is_k_raft_controller', None, False, ignorable=False),
+        KField('type', None, 0, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', None, -1),
         KField('ungrouped_partition_states', KArray('array', KStruct('UpdateMetadataPartitionState', [
@@ -56,7 +56,7 @@ def request_v1() -> KStruct:
         KField('replicas', KArray('array', Int32), []),
         KField('offline_replicas', None, []),
     ], False)), []),
-        KField('topic_states', None, []),
+        KField('topic_states', None, [], ignorable=False),
         KField('live_brokers', KArray('array', KStruct('UpdateMetadataBroker', [
         KField('id', Int32, 0),
         KField('v0_host', None, ''),
@@ -75,8 +75,8 @@ def request_v1() -> KStruct:
 def request_v2() -> KStruct:
     return KStruct('UpdateMetadataRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
-        KField('type', None, 0),
+        KField('is_k_raft_controller', None, False, ignorable=False),
+        KField('type', None, 0, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', None, -1),
         KField('ungrouped_partition_states', KArray('array', KStruct('UpdateMetadataPartitionState', [
@@ -90,7 +90,7 @@ def request_v2() -> KStruct:
         KField('replicas', KArray('array', Int32), []),
         KField('offline_replicas', None, []),
     ], False)), []),
-        KField('topic_states', None, []),
+        KField('topic_states', None, [], ignorable=False),
         KField('live_brokers', KArray('array', KStruct('UpdateMetadataBroker', [
         KField('id', Int32, 0),
         KField('v0_host', None, ''),
@@ -109,8 +109,8 @@ def request_v2() -> KStruct:
 def request_v3() -> KStruct:
     return KStruct('UpdateMetadataRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
-        KField('type', None, 0),
+        KField('is_k_raft_controller', None, False, ignorable=False),
+        KField('type', None, 0, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', None, -1),
         KField('ungrouped_partition_states', KArray('array', KStruct('UpdateMetadataPartitionState', [
@@ -124,7 +124,7 @@ def request_v3() -> KStruct:
         KField('replicas', KArray('array', Int32), []),
         KField('offline_replicas', None, []),
     ], False)), []),
-        KField('topic_states', None, []),
+        KField('topic_states', None, [], ignorable=False),
         KField('live_brokers', KArray('array', KStruct('UpdateMetadataBroker', [
         KField('id', Int32, 0),
         KField('v0_host', None, ''),
@@ -143,8 +143,8 @@ def request_v3() -> KStruct:
 def request_v4() -> KStruct:
     return KStruct('UpdateMetadataRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
-        KField('type', None, 0),
+        KField('is_k_raft_controller', None, False, ignorable=False),
+        KField('type', None, 0, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', None, -1),
         KField('ungrouped_partition_states', KArray('array', KStruct('UpdateMetadataPartitionState', [
@@ -158,7 +158,7 @@ def request_v4() -> KStruct:
         KField('replicas', KArray('array', Int32), []),
         KField('offline_replicas', KArray('array', Int32), []),
     ], False)), []),
-        KField('topic_states', None, []),
+        KField('topic_states', None, [], ignorable=False),
         KField('live_brokers', KArray('array', KStruct('UpdateMetadataBroker', [
         KField('id', Int32, 0),
         KField('v0_host', None, ''),
@@ -177,11 +177,11 @@ def request_v4() -> KStruct:
 def request_v5() -> KStruct:
     return KStruct('UpdateMetadataRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
-        KField('type', None, 0),
+        KField('is_k_raft_controller', None, False, ignorable=False),
+        KField('type', None, 0, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
-        KField('ungrouped_partition_states', None, []),
+        KField('ungrouped_partition_states', None, [], ignorable=False),
         KField('topic_states', KArray('array', KStruct('UpdateMetadataTopicState', [
         KField('topic_name', String, ''),
         KField('topic_id', None, ZERO_UUID),
@@ -215,11 +215,11 @@ def request_v5() -> KStruct:
 def request_v6() -> KStruct:
     return KStruct('UpdateMetadataRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
-        KField('type', None, 0),
+        KField('is_k_raft_controller', None, False, ignorable=False),
+        KField('type', None, 0, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
-        KField('ungrouped_partition_states', None, []),
+        KField('ungrouped_partition_states', None, [], ignorable=False),
         KField('topic_states', KArray('carray', KStruct('UpdateMetadataTopicState', [
         KField('topic_name', CompactString, ''),
         KField('topic_id', None, ZERO_UUID),
@@ -253,11 +253,11 @@ def request_v6() -> KStruct:
 def request_v7() -> KStruct:
     return KStruct('UpdateMetadataRequest', [
         KField('controller_id', Int32, 0),
-        KField('is_k_raft_controller', None, False),
-        KField('type', None, 0),
+        KField('is_k_raft_controller', None, False, ignorable=False),
+        KField('type', None, 0, ignorable=False),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
-        KField('ungrouped_partition_states', None, []),
+        KField('ungrouped_partition_states', None, [], ignorable=False),
         KField('topic_states', KArray('carray', KStruct('UpdateMetadataTopicState', [
         KField('topic_name', CompactString, ''),
         KField('topic_id', Uuid, ZERO_UUID),
@@ -295,7 +295,7 @@ def request_v8() -> KStruct:
         KField('type', Int8, 0, tag=0),
         KField('controller_epoch', Int32, 0),
         KField('broker_epoch', Int64, -1),
-        KField('ungrouped_partition_states', None, []),
+        KField('ungrouped_partition_states', None, [], ignorable=False),
         KField('topic_states', KArray('carray', KStruct('UpdateMetadataTopicState', [
         KField('topic_name', CompactString, ''),
         KField('topic_id', Uuid, ZERO_UUID),

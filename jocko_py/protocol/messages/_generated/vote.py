@@ -64,7 +64,7 @@ def response_v0() -> KStruct:
         KField('vote_granted', Bool, False),
     ], True)), []),
     ], True)), []),
-        KField('node_endpoints', None, []),
+        KField('node_endpoints', None, [], ignorable=False),
     ], True)
 
 
