@@ -6,8 +6,9 @@ for `Construct.compile()`, and that code calls the functions in `wire.py`, so a
 compiled schema and an uncompiled one decode and encode identically.
 
 `KStruct` is a Kafka struct for one message version: its fields in wire order,
-fields absent from that version (parsed as their default, ignored when
-building), and for flexible versions the tagged-field section (known tags are
+fields absent from that version (parsed as their default; when building,
+left out, except that a non-ignorable one holding a non-default value raises
+`FieldNotInVersion`, as Kafka's serializers throw UnsupportedVersionException), and for flexible versions the tagged-field section (known tags are
 parsed into named fields, unknown tags skipped). Parsing yields a
 `wire.Msg` (a dict with attribute access); building accepts any mapping and takes a field's default
 when the key is missing.
