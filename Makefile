@@ -35,7 +35,14 @@ SPECS ?= specs/kafka-protocol
 generate: venv
 	$(BIN)/python tools/gen_protocol.py --specs $(SPECS) --out jocko_py/protocol/messages
 
+# The specs are vendored (a clean checkout must build alone); where the shared
+# upstream copy is present, the vendored one must not have drifted from it.
+SHARED_SPECS ?= ../shared/kafka-protocol
 check-generated: venv
+	@if [ -d $(SHARED_SPECS) ]; then \
+	  diff -rq $(SHARED_SPECS) $(SPECS) || { echo "$(SPECS) differs from $(SHARED_SPECS): copy it over and run make generate"; exit 1; }; \
+	  echo "$(SPECS) matches $(SHARED_SPECS)"; \
+	fi
 	$(BIN)/python tools/gen_protocol.py --specs $(SPECS) --out jocko_py/protocol/messages --check
 
 kcat:
