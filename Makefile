@@ -72,7 +72,7 @@ typecheck: venv-test
 	$(BIN)/mypy
 
 pytest: venv-test kcat java-deps go-deps spark-deps
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+	JOCKO_TEST_STRICT=1 $(BIN)/pytest -q -rs $(PYTEST_ARGS)
 
 test: venv-test kcat java-deps go-deps check-generated lint typecheck pytest
 
