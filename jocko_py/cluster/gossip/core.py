@@ -12,8 +12,14 @@ Rules
    everyone within ``n`` periods). No ack within ``probe_timeout_ms``: ask ``indirect_k``
    random others to ping it (PingReq) and forward the ack. No ack, direct or indirect,
    by the end of the period: the target becomes *suspect*.
-2. Suspicion. A suspect that does not refute within ``suspicion_timeout_ms`` (scaled by
-   log n) is declared *dead*. Each member runs its own suspicion timer on hearing of it.
+2. Suspicion. A suspect that does not refute within the suspicion timeout is declared
+   *dead*. The timeout is ``suspicion_mult * log10(n) * probe_interval_ms`` (at least
+   ``suspicion_mult`` periods) for a member whose own probe failed, and
+   ``suspicion_max_mult`` times that for a member that only heard the rumour (Lifeguard:
+   the rumour's refutation may travel as slowly as the rumour); its own failed probe of
+   a suspect cuts its timer to the short one. Buddy system: the accuser pings the
+   suspect with the suspicion at once, and every ping to a suspect carries it first, so
+   that the suspect refutes in its ack (own state is piggybacked first).
 3. Incarnations. Only a member raises its own incarnation. An ``alive`` update wins if
    its incarnation is greater than the known one (or the member is new); ``suspect``
    wins over alive with an incarnation >= the known one and over suspect with a
@@ -69,6 +75,7 @@ class GossipConfig:
     probe_timeout_ms: int = 400
     indirect_k: int = 3
     suspicion_mult: int = 4
+    suspicion_max_mult: int = 6
     retransmit_mult: int = 4
     max_piggyback: int = 8
     sync_interval_ms: int = 10_000
@@ -110,6 +117,7 @@ class GossipCore:
         self._next_probe = 0
         self._forward: dict[int, tuple[str, int, int]] = {}  # my seq -> (requester, seq, t)
         self._suspect_deadline: dict[str, int] = {}
+        self._told_dead: dict[str, int] = {}  # member held dead -> when we last told it
         self._next_sync = 0
         self._next_reconnect = 0
         self._seeds: list[str] = []
@@ -147,7 +155,8 @@ class GossipCore:
         if not self._queue:
             return ()
         limit = self._retransmit_limit()
-        picked = sorted(self._queue.items(), key=lambda kv: (kv[1][1], kv[0]))
+        # Least-sent first; our own state (a refutation) before others' at equal count.
+        picked = sorted(self._queue.items(), key=lambda kv: (kv[1][1], kv[0] != self.name, kv[0]))
         picked = picked[: self.config.max_piggyback]
         out = []
         for name, (u, n) in picked:
@@ -246,13 +255,7 @@ class GossipCore:
                 self._send_sync(self._rng.choice(self._seeds), reply=True)
         if now >= self._next_reconnect:
             self._next_reconnect = now + c.reconnect_interval_ms
-            # Reconnect to a dead member, or to a seed we do not see alive: this also
-            # merges islands formed by members that restarted while cut off.
-            known = {m.addr for m in self.members.values() if m.state <= State.SUSPECT}
-            targets = [m.addr for m in self.members.values() if m.state is State.DEAD]
-            targets += [a for a in self._seeds if a not in known]
-            if targets:
-                self._send_sync(self._rng.choice(sorted(set(targets))), reply=True)
+            self._reconnect()
         # Stale indirect forwards, reaping.
         for s, (_r, _q, t) in list(self._forward.items()):
             if now - t > c.probe_interval_ms * 2:
@@ -262,14 +265,31 @@ class GossipCore:
                 del self.members[m.name]
         return self._drain()
 
+    def _reconnect(self) -> None:
+        """Sync with a dead member, or a seed we do not see alive: this also merges
+        islands formed by members that restarted while cut off."""
+        known = {m.addr for m in self.members.values() if m.state <= State.SUSPECT}
+        targets = [m.addr for m in self.members.values() if m.state is State.DEAD]
+        targets += [a for a in self._seeds if a not in known]
+        if targets:
+            self._send_sync(self._rng.choice(sorted(set(targets))), reply=True)
+
     def _end_probe(self, now: int) -> None:
         if self._probe is None:
             return
         target, _seq, _ = self._probe
         self._probe = None
         m = self.members.get(target)
-        if m is not None and m.state is State.ALIVE:
+        if m is None or m.state > State.SUSPECT:
+            return
+        if m.state is State.ALIVE:
             self._apply(Update("suspect", m.name, m.addr, m.incarnation, m.meta), now)
+        # Our own probe confirms the suspicion: the short timeout applies.
+        short = now + self._suspicion_timeout()
+        self._suspect_deadline[m.name] = min(self._suspect_deadline.get(m.name, short), short)
+        # Buddy system: tell the suspect at once, so that it can refute in its ack.
+        u = self._update_of(m)
+        self._send(m.addr, Ping(self.name, self.addr, self._next_seq(), m.name, (u,)))
 
     def _start_probe(self, now: int) -> None:
         for _ in range(2):
@@ -280,7 +300,11 @@ class GossipCore:
                     seq = self._next_seq()
                     self._probe = (name, seq, now)
                     self._probe_indirect_sent = False
-                    self._send(m.addr, Ping(self.name, self.addr, seq, name, self._piggyback()))
+                    ups = self._piggyback()
+                    if m.state is State.SUSPECT:
+                        # Buddy system: a suspect always hears of its suspicion when probed.
+                        ups = (self._update_of(m), *[u for u in ups if u.name != name])
+                    self._send(m.addr, Ping(self.name, self.addr, seq, name, ups))
                     return
             self._probe_list = [
                 n for n, m in self.members.items() if n != self.name and m.state <= 1
@@ -300,8 +324,7 @@ class GossipCore:
             self._apply(u, now)
         sender = self.members.get(msg.src)
         if sender is not None and sender.state is State.DEAD and msg.src != self.name:
-            # It is talking to us, so tell it what we think: it will refute.
-            self._send(msg.src_addr, Sync(self.name, self.addr, False, (self._update_of(sender),)))
+            self._answer_dead_sender(sender, msg.src_addr, now)
         if isinstance(msg, Ping):
             if msg.target == self.name:
                 self._send(msg.src_addr, Ack(self.name, self.addr, msg.seq, self._piggyback()))
@@ -323,6 +346,17 @@ class GossipCore:
                 self._send_sync(msg.src_addr, reply=False)
         return self._drain()
 
+    def _answer_dead_sender(self, sender: Member, addr: str, now: int) -> None:
+        """A member we hold dead is talking to us: tell it our verdict and ask for its
+        state back. It refutes with a higher incarnation, and its reply brings it back
+        alive here (and, through dissemination, everywhere). At most once per probe
+        interval per member, so that a sender that does not refute cannot start a storm."""
+        last = self._told_dead.get(sender.name)
+        if last is not None and now - last < self.config.probe_interval_ms:
+            return
+        self._told_dead[sender.name] = now
+        self._send(addr, Sync(self.name, self.addr, True, (self._update_of(sender),)))
+
     def _apply(self, u: Update, now: int) -> None:
         if u.name == self.name:
             self._maybe_refute(u, now)
@@ -339,7 +373,7 @@ class GossipCore:
             self._enqueue(u)
             self._event("join", m)
             if kind is State.SUSPECT:
-                self._suspect_deadline[m.name] = now + self._suspicion_timeout()
+                self._suspect_deadline[m.name] = now + self._rumour_timeout()
             return
         if kind is State.ALIVE:
             if u.incarnation <= m.incarnation:
@@ -365,7 +399,7 @@ class GossipCore:
                 m.state, m.incarnation, m.since_ms = State.SUSPECT, u.incarnation, now
                 self._enqueue(u)
                 if first:
-                    self._suspect_deadline[m.name] = now + self._suspicion_timeout()
+                    self._suspect_deadline[m.name] = now + self._rumour_timeout()
                     self._event("suspect", m)
         else:
             if u.incarnation < m.incarnation or m.state >= State.DEAD:
@@ -388,6 +422,9 @@ class GossipCore:
             )
         # Even a stale accusation means someone holds an old view of us: re-announce.
         self._enqueue(self._self_update())
+
+    def _rumour_timeout(self) -> int:
+        return self.config.suspicion_max_mult * self._suspicion_timeout()
 
     def _suspicion_timeout(self) -> int:
         c = self.config
