@@ -24,13 +24,15 @@ from jocko_py.cluster.metadata import (
     decode_records,
     encode_records,
 )
-from jocko_py.cluster.raft.core import NotLeaderError, RaftConfig, RaftCore, Role
+from jocko_py.cluster.raft.core import NotLeaderError, RaftConfig, RaftCore, Role, decode_voters
 from jocko_py.cluster.raft.messages import (
     DATA,
+    VOTERS,
     Action,
     AppendLog,
     Commit,
     Entry,
+    FetchRequest,
     LoadSnapshot,
     Message,
     PersistQuorumState,
@@ -71,6 +73,9 @@ class SimParams:
     propose_every_ms: int = 20
     snapshot_every: int = 0  # entries; 0 = never
     reconfig_rate: float = 0.0  # per tick
+    # Per action while chaos runs: the node crashes right before executing it, so the
+    # rest of its batch (persists included) never happens, as on a real disk.
+    crash_in_batch: float = 0.0
 
 
 @dataclass
@@ -81,6 +86,7 @@ class SimNode:
     image: MetadataImage = field(default_factory=MetadataImage)
     applied: int = 0
     restart_at: int = -1
+    incarnation: int = 0  # bumped by every crash: a crashed process runs no more actions
 
 
 @dataclass
@@ -89,6 +95,7 @@ class Stats:
     commit_latency: list[int] = field(default_factory=list)
     messages: int = 0
     committed: int = 0
+    voter_changes: int = 0
 
 
 class RaftSim:
@@ -113,6 +120,8 @@ class RaftSim:
         self.bootstrap = {i: f"node-{i}" for i in ids[: params.voters]}
         self.nodes = {i: SimNode(i, MemoryStorage()) for i in ids}
         self.committed: dict[int, Entry] = {}
+        self.committed_voters = set(self.bootstrap)
+        self.committed_voters_at = -1
         self.snapshot_fp: dict[int, str] = {}
         self.leaders: dict[int, int] = {}
         self.on_apply = on_apply
@@ -120,6 +129,7 @@ class RaftSim:
         self._pending: dict[int, int] = {}  # offset proposed -> time
         self._leader_lost_at: int | None = None
         self._topic_n = 0
+        self.chaos_active = False
         for n in self.nodes.values():
             self._boot(n)
 
@@ -140,6 +150,7 @@ class RaftSim:
         if n.core is not None and n.core.role is Role.LEADER and self._leader_lost_at is None:
             self._leader_lost_at = self.now
         n.core = None
+        n.incarnation += 1
         n.restart_at = self.now + down_ms
 
     def can_talk(self, a: int, b: int) -> bool:
@@ -156,13 +167,28 @@ class RaftSim:
     # ------------------------------------------------------------ actions
 
     def _run(self, n: SimNode, actions: list[Action]) -> None:
+        """Execute a batch in order, as a driver must. While chaos runs, the node may crash
+        before any action; the rest of the batch is lost (unsent, unpersisted)."""
+        inc = n.incarnation
         for a in actions:
+            if n.incarnation != inc:
+                return
+            if (
+                self.chaos_active
+                and self.p.crash_in_batch
+                and self.rng.random() < self.p.crash_in_batch
+            ):
+                self.crash(n, self.rng.randint(50, 1500))
+                return
             if isinstance(a, Send):
+                self._check_sent_after_persist(n, a.message)
                 self._send(a.message)
                 continue
             if isinstance(a, PersistQuorumState | AppendLog | TruncateLog | PersistSnapshot):
                 self._check_persist(n, a)
                 n.storage.execute(a)
+                if isinstance(a, TruncateLog | PersistSnapshot):
+                    self.check_committed_durable()
             elif isinstance(a, Commit):
                 self._apply(n, a.entries)
             elif isinstance(a, LoadSnapshot):
@@ -174,6 +200,63 @@ class RaftSim:
             elif isinstance(a, RoleChanged):
                 if a.role == "leader":
                     self._on_new_leader(n, a.epoch)
+
+    def _check_sent_after_persist(self, n: SimNode, m: Message) -> None:
+        """Persist before send: whatever a message says about the sender's quorum state or
+        log is already durable (a granted vote, a candidacy, an acknowledged fetch offset)."""
+        core, d = n.core, n.storage.state
+        assert core is not None
+        if (d.epoch, d.voted_for) != (core.epoch, core.voted_for):
+            self.fail(
+                f"node {n.node_id} sent {type(m).__name__} with epoch/vote "
+                f"{(core.epoch, core.voted_for)} but {(d.epoch, d.voted_for)} is durable"
+            )
+        if isinstance(m, FetchRequest):
+            end = d.entries[-1].offset + 1 if d.entries else 0
+            if d.snapshot is not None:
+                end = max(end, d.snapshot.end_offset)
+            if m.fetch_offset > end:
+                self.fail(
+                    f"node {n.node_id} acknowledged offset {m.fetch_offset} with only {end} durable"
+                )
+
+    def voter_sets(self) -> list[set[int]]:
+        """The committed voter set, plus the set of every VOTERS entry appended after it
+        on some durable log (raft uses a new set from its append; changes are one voter
+        at a time, so any majority of one set overlaps any majority of the other)."""
+        sets = [self.committed_voters]
+        for node in self.nodes.values():
+            for e in node.storage.state.entries:
+                if e.kind == VOTERS and e.offset > self.committed_voters_at:
+                    v = set(decode_voters(e.data))
+                    if v not in sets:
+                        sets.append(v)
+        return sets
+
+    def check_committed_durable(self, entries: list[Entry] | None = None) -> None:
+        """Every committed entry is durable (identical in the log, or covered by the
+        snapshot) on a majority of the committed voter set or of a pending one (see
+        ``voter_sets``). Checked on every commit and after every truncation or snapshot
+        install, the only ways a disk loses entries."""
+        if entries is None:
+            entries = list(self.committed.values())
+        holders: dict[int, set[int]] = {e.offset: set() for e in entries}
+        for node in self.nodes.values():
+            d = node.storage.state
+            snap_end = d.snapshot.end_offset if d.snapshot is not None else 0
+            first = d.entries[0].offset if d.entries else 0
+            for e in entries:
+                k = e.offset - first
+                if e.offset < snap_end or (0 <= k < len(d.entries) and d.entries[k] == e):
+                    holders[e.offset].add(node.node_id)
+        sets = self.voter_sets()
+        for e in entries:
+            h = holders[e.offset]
+            if not any(len(h & v) > len(v) // 2 for v in sets):
+                self.fail(
+                    f"committed entry {e.offset} is durable only on {sorted(h)}, "
+                    f"not on a majority of any voter set {[sorted(v) for v in sets]}"
+                )
 
     def _check_persist(self, n: SimNode, a: Action) -> None:
         if isinstance(a, AppendLog):
@@ -208,6 +291,13 @@ class RaftSim:
             if c is None:
                 self.committed[e.offset] = e
                 self.stats.committed += 1
+                if e.kind == VOTERS:
+                    self.committed_voters = set(decode_voters(e.data))
+                    self.committed_voters_at = e.offset
+                    self.stats.voter_changes += 1
+                    self.check_committed_durable()
+                else:
+                    self.check_committed_durable([e])
                 t = self._pending.pop(e.offset, None)
                 if t is not None:
                     self.stats.commit_latency.append(self.now - t)
@@ -360,7 +450,9 @@ class RaftSim:
     def run(self) -> None:
         """Chaos, then heal and demand convergence within ``heal_ms``."""
         p = self.p
+        self.chaos_active = True
         self.step_until(p.chaos_ms, chaos=True, propose=True)
+        self.chaos_active = False
         self.heal()
         deadline = self.now + p.heal_ms
         while self.now < deadline:
@@ -398,6 +490,7 @@ def run_schedule(seed: int, params: SimParams | None = None) -> RaftSim:
             partition_rate=rng.choice([0.0, 0.003, 0.01, 0.03]),
             snapshot_every=rng.choice([0, 8, 32]),
             reconfig_rate=rng.choice([0.0, 0.0, 0.01]),
+            crash_in_batch=rng.choice([0.0, 0.002, 0.01]),
         )
     sim = RaftSim(seed, params)
     sim.run()

@@ -189,3 +189,45 @@ def test_file_storage_reloads_and_drops_a_torn_tail(tmp_path: Path) -> None:
     assert [e.offset for e in st.entries] == [2, 3]
     core = RaftCore(1, {1: "a"}, CFG, DurableState(st.epoch, st.voted_for, st.snapshot, st.entries))
     assert core.log_start == 2 and core.log_end == 4
+
+
+def test_follower_acknowledges_an_append_only_after_persisting_it() -> None:
+    """A follower's next Fetch (whose fetch_offset acknowledges the entries) leaves only
+    after the AppendLog of those entries: executed in order, the durable log end is never
+    below an offset the follower has sent."""
+    voters = {1: "a", 2: "b", 3: "c"}
+    stores = {i: MemoryStorage() for i in voters}
+    cores = {i: RaftCore(i, voters, CFG, stores[i].load(), seed=i) for i in voters}
+    inbox: list[object] = []
+    checked = 0
+
+    def run(i: int, acts: list[object]) -> None:
+        nonlocal checked
+        for a in acts:
+            if isinstance(a, Send):
+                m = a.message
+                if isinstance(m, FetchRequest):
+                    d = stores[i].state
+                    durable_end = d.entries[-1].offset + 1 if d.entries else 0
+                    assert m.fetch_offset <= durable_end, (i, m.fetch_offset, durable_end)
+                    checked += m.fetch_offset > 0
+                inbox.append(m)
+            elif isinstance(a, PersistQuorumState | AppendLog | TruncateLog | PersistSnapshot):
+                stores[i].execute(a)
+
+    for i, c in cores.items():
+        run(i, list(c.start(0)))
+    proposed = False
+    for now in range(1, 3000, 5):
+        while inbox:
+            m = inbox.pop(0)
+            run(m.dest, list(cores[m.dest].receive(m, now)))  # type: ignore[attr-defined]
+        for i, c in cores.items():
+            run(i, list(c.tick(now)))
+        leader = next((c for c in cores.values() if c.role is Role.LEADER), None)
+        if leader is not None and not proposed and leader.high_watermark > 0:
+            _off, acts = leader.propose([b"x", b"y"], now)
+            run(leader.node_id, list(acts))
+            proposed = True
+    assert proposed and checked > 0
+    assert all(c.high_watermark >= 3 for c in cores.values())
