@@ -20,11 +20,19 @@ Rules
   (its ISR then becomes just that replica).
 - A leaderless partition whose ISR holds an unfenced broker gets that broker as leader.
 - Every leader change bumps the leader epoch (``PartitionChangeRecord`` with a leader).
-- Placement. New partitions get ``replication_factor`` distinct unfenced brokers, taken
-  round-robin from a list of brokers interleaved by rack (so replicas of a partition
-  span racks when there are enough), starting at a position derived from the topic
-  name and partition index; the first replica leads.
-- Producer ids are handed out in blocks of ``producer_id_block_size``.
+- Placement. New partitions get ``replication_factor`` distinct unfenced brokers. The
+  first is taken round-robin from a list of brokers interleaved by rack, starting at a
+  position derived from the topic name and partition index, and leads; each further
+  replica is the next broker in that rotation on a rack the partition does not use yet
+  (so a partition spans min(rf, racks) racks, however uneven the racks are), then,
+  once every rack is used, the next unused broker.
+- Producer ids are handed out in blocks of ``producer_id_block_size``. The controller
+  reserves each block it proposes (the next proposal starts after it, even before the
+  first commits), and a block is valid only once its ``ProducerIdsRecord`` commits:
+  ``committed_producer_block(image, record)`` gives the ids the committed record hands
+  out (from the image's counter before it up to the record's), or None when the image
+  rejects the record (it must strictly advance the counter), so no two committed blocks
+  can overlap.
 - ISR changes requested by a partition leader (``alter_partition``, Kafka's
   AlterPartition) are accepted only with the current leader epoch and partition epoch,
   an ISR within the replicas, containing the leader, of unfenced brokers.
@@ -94,6 +102,7 @@ class ControllerConfig:
 class Controller:
     def __init__(self, config: ControllerConfig | None = None) -> None:
         self.config = config or ControllerConfig()
+        self._pid_reserved = 0  # producer ids below this were proposed by this controller
 
     # ------------------------------------------------------------------ membership
 
@@ -232,12 +241,15 @@ class Controller:
     def allocate_producer_ids(
         self, image: MetadataImage, broker_id: int, broker_epoch: int
     ) -> tuple[int, list[MetadataRecord], tuple[int, int]]:
-        """Returns (error, records, (first id, count)) of a new producer-id block."""
+        """Returns (error, records, (first id, count)) of a new producer-id block. The block
+        is only a reservation: hand it out once the record commits, as
+        ``committed_producer_block`` reports it."""
         b = image.brokers.get(broker_id)
         if b is None or b.broker_epoch != broker_epoch:
             return STALE_BROKER_EPOCH, [], (-1, 0)
-        start = image.next_producer_id
+        start = max(image.next_producer_id, self._pid_reserved)
         size = self.config.producer_id_block_size
+        self._pid_reserved = start + size
         return NONE, [ProducerIdsRecord(broker_id, broker_epoch, start + size)], (start, size)
 
     def alter_partition(
@@ -300,9 +312,26 @@ class Controller:
         n = len(brokers)
         start = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big") % n
         out: list[MetadataRecord] = []
+        rack = {b: image.brokers[b].rack or "" for b in brokers}
+        n_racks = len(set(rack.values()))
         for pid in pids:
             first = (start + pid) % n
-            replicas = tuple(brokers[(first + k) % n] for k in range(rf))
+            rotation = [brokers[(first + k) % n] for k in range(n)]
+            chosen = [rotation[0]]
+            # Kafka's rack-aware assignment: each next replica is the next broker in the
+            # rotation on a rack this partition does not use yet, until every rack is
+            # used; then the next unused broker.
+            for b in rotation[1:]:
+                if len(chosen) == rf or len({rack[c] for c in chosen}) == n_racks:
+                    break
+                if rack[b] not in {rack[c] for c in chosen}:
+                    chosen.append(b)
+            for b in rotation[1:]:
+                if len(chosen) == rf:
+                    break
+                if b not in chosen:
+                    chosen.append(b)
+            replicas = tuple(chosen)
             out.append(
                 PartitionRecord(
                     partition_id=pid,
@@ -315,6 +344,17 @@ class Controller:
                 )
             )
         return out
+
+
+def committed_producer_block(
+    image: MetadataImage, rec: ProducerIdsRecord
+) -> tuple[int, int] | None:
+    """The producer-id block ``(first id, count)`` that ``rec`` hands out when applied to
+    ``image`` (the image just before it), or None if the image rejects it."""
+    start = image.next_producer_id
+    if rec.next_producer_id <= start:
+        return None
+    return start, rec.next_producer_id - start
 
 
 def check_leader_in_isr(image: MetadataImage, rec: MetadataRecord) -> str | None:

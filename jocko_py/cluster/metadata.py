@@ -24,7 +24,8 @@ Records (frozen dataclasses; list-valued fields are tuples):
   (``None`` / ``NO_LEADER_CHANGE`` mean "unchanged"; ``leader=-1`` means no leader)
 - ``ConfigRecord(resource_type, resource_name, name, value)`` (``value=None`` deletes;
   resource types ``CONFIG_RESOURCE_TOPIC`` = 2, ``CONFIG_RESOURCE_BROKER`` = 4)
-- ``ProducerIdsRecord(broker_id, broker_epoch, next_producer_id)``
+- ``ProducerIdsRecord(broker_id, broker_epoch, next_producer_id)``: applied only if it
+  strictly advances ``next_producer_id`` (else ignored: its block was already handed out)
 - ``FeatureLevelRecord(name, feature_level)``, ``NoOpRecord()``
 - ``MetadataRecord``: the union of all of the above.
 
@@ -534,8 +535,9 @@ class MetadataImage:
             self._configs.setdefault(key, {})[r.name] = r.value
 
     def _apply_producer_ids(self, r: ProducerIdsRecord) -> None:
-        if r.next_producer_id < self.next_producer_id:
-            log.warning("[metadata] producer id block going backwards ignored: %r", r)
+        if r.next_producer_id <= self.next_producer_id:
+            # A second allocation computed from the same image: its block is already out.
+            log.warning("[metadata] producer id block not advancing ignored: %r", r)
             return
         self.next_producer_id = r.next_producer_id
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from jocko_py.cluster.controller import BrokerInfo, Controller, ControllerConfig
 from jocko_py.cluster.gossip.core import GossipConfig, GossipCore, State
-from jocko_py.cluster.gossip.messages import MemberEvent, MemberMeta
+from jocko_py.cluster.gossip.messages import MemberEvent, MemberMeta, member_incarnation
 from jocko_py.cluster.gossip.transport import GossipTransport
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
@@ -91,7 +91,8 @@ class ClusterNode:
         self.raft = RaftTransport(
             self.core, self.storage, self.machine, raft_listen, on_role=self._on_role
         )
-        meta = MemberMeta(node_id, advertised, raft_listen, rack)
+        # A new incarnation per process start (rule: a restart re-registers the broker).
+        meta = MemberMeta(node_id, advertised, raft_listen, rack, str(uuid.uuid4()))
         self.gossip_core = GossipCore(f"broker-{node_id}", gossip_listen, meta, gossip_config)
         self.gossip = GossipTransport(self.gossip_core, on_event=self._on_member)
         self.seeds = seeds
@@ -129,9 +130,8 @@ class ClusterNode:
         for m in self.gossip_core.members.values():
             if m.state <= State.SUSPECT:
                 host, port = m.meta.advertised_addr.rsplit(":", 1)
-                inc = uuid.uuid5(uuid.NAMESPACE_OID, m.meta.advertised_addr)
                 out[m.meta.broker_id] = BrokerInfo(
-                    m.meta.broker_id, host, int(port), m.meta.rack, inc
+                    m.meta.broker_id, host, int(port), m.meta.rack, member_incarnation(m.meta)
                 )
         return out
 

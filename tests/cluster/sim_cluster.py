@@ -22,10 +22,17 @@ from jocko_py.cluster.controller import (
     Controller,
     ControllerConfig,
     check_leader_in_isr,
+    committed_producer_block,
 )
 from jocko_py.cluster.gossip.core import GossipCore, State
-from jocko_py.cluster.gossip.messages import GossipMessage, MemberMeta, Send
-from jocko_py.cluster.metadata import CONFIG_RESOURCE_TOPIC, MetadataImage, MetadataRecord
+from jocko_py.cluster.gossip.messages import GossipMessage, MemberMeta, Send, member_incarnation
+from jocko_py.cluster.metadata import (
+    CONFIG_RESOURCE_TOPIC,
+    MetadataImage,
+    MetadataRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+)
 from jocko_py.cluster.raft.core import Role
 from tests.cluster.sim_gossip import SIM_GOSSIP_CONFIG
 from tests.cluster.sim_raft import RaftSim, SimNode, SimParams
@@ -49,20 +56,43 @@ class ClusterSim(RaftSim):
         self._next_reconcile = 0
         self.failover_ms: list[int] = []
         self.records_checked = 0
+        self.pid_blocks: dict[tuple[int, int], int] = {}  # (start, count) -> commit offset
         super().__init__(seed, params, on_apply=self._check_record)
 
     # ------------------------------------------------------------ wiring
 
     def _check_record(self, n: SimNode, rec: MetadataRecord, image: MetadataImage) -> None:
+        """Runs on every record applied on every node, against the image before it."""
         self.records_checked += 1
         why = check_leader_in_isr(image, rec)
         if why is not None:
             self.fail(f"node {n.node_id} applied an unsafe election: {why}")
+        if isinstance(rec, RegisterBrokerRecord):
+            old = image.brokers.get(rec.broker_id)
+            if old is not None and rec.broker_epoch <= old.broker_epoch:
+                self.fail(f"broker {rec.broker_id} re-registered without a newer epoch: {rec}")
+        if isinstance(rec, ProducerIdsRecord):
+            block = committed_producer_block(image, rec)
+            if block is not None:
+                self._check_block(n.applied, block)
+
+    def _check_block(self, offset: int, block: tuple[int, int]) -> None:
+        """Producer-id blocks handed out (on commit) never overlap; every node hands out
+        the same block for the same committed entry."""
+        start, count = block
+        for (s2, c2), off2 in self.pid_blocks.items():
+            if (s2, c2) == block and off2 == offset:
+                return
+            if start < s2 + c2 and s2 < start + count:
+                self.fail(f"producer-id block {block} at {offset} overlaps {(s2, c2)} at {off2}")
+        self.pid_blocks[block] = offset
 
     def _boot(self, n: SimNode) -> None:
         super()._boot(n)
         i = n.node_id
-        meta = MemberMeta(i, f"broker-{i}:9092", f"node-{i}", f"rack{i % 2}")
+        # Every boot is a new process incarnation (seeded, so schedules replay).
+        iid = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        meta = MemberMeta(i, f"broker-{i}:9092", f"node-{i}", f"rack{i % 2}", iid)
         g = GossipCore(f"n{i}", f"n{i}", meta, SIM_GOSSIP_CONFIG, seed=self.rng.randrange(2**32))
         self.gossip[i] = g
         seeds = [f"n{j}" for j in self.nodes if j != i]
@@ -94,9 +124,8 @@ class ClusterSim(RaftSim):
             # Suspects still count: fencing on mere suspicion would flap under loss.
             if m.state <= State.SUSPECT:
                 host, port = m.meta.advertised_addr.rsplit(":", 1)
-                inc = uuid.uuid5(uuid.NAMESPACE_OID, m.meta.advertised_addr)
                 out[m.meta.broker_id] = BrokerInfo(
-                    m.meta.broker_id, host, int(port), m.meta.rack, inc
+                    m.meta.broker_id, host, int(port), m.meta.rack, member_incarnation(m.meta)
                 )
         return out
 
@@ -167,6 +196,13 @@ class ClusterSim(RaftSim):
         img = ldr.image
         if sorted(img.brokers) != sorted(self.nodes) or any(b.fenced for b in img.brokers.values()):
             return False
+        # Every broker is registered as its current process incarnation (a restart
+        # re-registers with a new broker epoch).
+        for i in self.nodes:
+            g = self.gossip.get(i)
+            assert g is not None
+            if img.brokers[i].incarnation_id != member_incarnation(g.members[g.name].meta):
+                return False
         return all(p.leader >= 0 for t in img.topics.values() for p in t.partitions.values())
 
     def run(self) -> None:

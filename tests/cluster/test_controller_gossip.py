@@ -16,6 +16,7 @@ from jocko_py.cluster.controller import (
     Controller,
     ControllerConfig,
     check_leader_in_isr,
+    committed_producer_block,
 )
 from jocko_py.cluster.gossip.core import GossipConfig, GossipCore, State
 from jocko_py.cluster.gossip.messages import (
@@ -27,6 +28,7 @@ from jocko_py.cluster.gossip.messages import (
     Update,
     decode_datagram,
     encode_datagram,
+    member_incarnation,
 )
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
@@ -35,6 +37,7 @@ from jocko_py.cluster.metadata import (
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
 )
 
 
@@ -170,3 +173,74 @@ def test_member_reaches_out_to_seeds_it_does_not_see_alive() -> None:
             if isinstance(a, Send) and isinstance(a.message, Sync):
                 targets.add(a.addr)
     assert targets == {"c:1"}
+
+
+@pytest.mark.parametrize(
+    "racks",
+    [
+        {1: "a", 2: "a", 3: "a", 4: "b"},
+        {1: "a", 2: "b", 3: "b", 4: "b", 5: "b"},
+        {1: "a", 2: "a", 3: "b", 4: "c", 5: "c", 6: "c"},
+        {1: "x", 2: "y", 3: "y", 4: "z", 5: "z", 6: "z", 7: "z"},
+    ],
+)
+@pytest.mark.parametrize("rf", [2, 3])
+def test_placement_spans_racks_however_uneven(racks: dict[int, str], rf: int) -> None:
+    ctl, img, _ = _cluster(racks)
+    n_racks = len(set(racks.values()))
+    for t in range(5):
+        err, recs = ctl.create_topic(img, f"t{t}", 12, rf)
+        assert err == NONE
+        _apply_checked(img, recs)
+        for p in img.topics[f"t{t}"].partitions.values():
+            assert len(set(p.replicas)) == rf and p.leader == p.replicas[0]
+            assert len({racks[r] for r in p.replicas}) == min(rf, n_racks), p.replicas
+
+
+def test_concurrent_producer_id_allocations_never_share_a_block() -> None:
+    """Two allocations from the same image (before either commits) get different
+    blocks; a record that does not advance the counter is rejected, and the block a
+    committed record hands out is what ``committed_producer_block`` reports."""
+    ctl, img, _ = _cluster({1: "a", 2: "b"})
+    e1, e2 = img.brokers[1].broker_epoch, img.brokers[2].broker_epoch
+    _, recs1, b1 = ctl.allocate_producer_ids(img, 1, e1)
+    _, recs2, b2 = ctl.allocate_producer_ids(img, 2, e2)
+    assert b1 != b2 and (b1[0] + b1[1] <= b2[0] or b2[0] + b2[1] <= b1[0])
+    got = []
+    for r in recs1 + recs2:
+        assert isinstance(r, ProducerIdsRecord)
+        got.append(committed_producer_block(img, r))
+        img.apply(r)
+    assert got == [b1, b2]
+    # A second allocation computed from an image that had not seen recs2 yet (another
+    # controller's) names the same counter: it is rejected and hands out nothing.
+    before = img.next_producer_id
+    r3 = ProducerIdsRecord(1, e1, before)
+    assert committed_producer_block(img, r3) is None
+    img.apply(r3)
+    assert img.next_producer_id == before
+
+
+def test_a_restarted_broker_re_registers_with_a_new_epoch() -> None:
+    """Gossip carries a per-process incarnation id; a restart is a new incarnation and
+    the controller registers it with a newer broker epoch."""
+    first = MemberMeta(1, "h:9001", "h:19001", "a", str(uuid.uuid4()))
+    second = MemberMeta(1, "h:9001", "h:19001", "a", str(uuid.uuid4()))
+    # The incarnation survives the wire.
+    u = Update("alive", "b1", "g1", 0, second)
+    msg = decode_datagram(encode_datagram(Ping("b1", "g1", 1, "b2", (u,))))
+    assert isinstance(msg, Ping) and msg.updates[0].meta == second
+    ctl, img = Controller(), MetadataImage()
+
+    def live(meta: MemberMeta) -> dict[int, BrokerInfo]:
+        return {1: BrokerInfo(1, "h", 9001, "a", member_incarnation(meta))}
+
+    for r in ctl.reconcile(img, live(first)):
+        img.apply(r)
+    epoch1 = img.brokers[1].broker_epoch
+    assert ctl.reconcile(img, live(first)) == []  # same process: nothing to do
+    for r in ctl.reconcile(img, live(second)):
+        img.apply(r)
+    assert img.brokers[1].broker_epoch > epoch1
+    assert img.brokers[1].incarnation_id == member_incarnation(second)
+    assert not img.brokers[1].fenced

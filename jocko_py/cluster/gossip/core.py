@@ -24,7 +24,9 @@ Rules
    its incarnation is greater than the known one (or the member is new); ``suspect``
    wins over alive with an incarnation >= the known one and over suspect with a
    greater one; ``dead``/``left`` win with an incarnation >= the known one. A member that
-   hears it is suspect or dead refutes by broadcasting alive with a larger incarnation.
+   hears it is suspect or dead refutes by broadcasting alive with a larger incarnation;
+   one that hears of itself alive at an incarnation it has not passed (an earlier life,
+   before a restart) does the same, so its new metadata wins.
 4. Dissemination. Updates ride on pings and acks (at most ``max_piggyback`` per message,
    least-sent first) and are retransmitted ``retransmit_mult * ceil(log10(n + 1))`` times.
 5. Anti-entropy. Joining pushes and pulls the full state with a seed (Sync). Every
@@ -411,7 +413,18 @@ class GossipCore:
             self._event("failed" if kind is State.DEAD else "left", m)
 
     def _maybe_refute(self, u: Update, now: int) -> None:
-        if u.state == "alive" or self.left:
+        if self.left:
+            return
+        me = self.members[self.name]
+        if u.state == "alive":
+            # Others hold an older life of ours (we restarted) at an incarnation we have
+            # not passed: outbid it, or our new metadata never wins (rule 3).
+            if u.incarnation > self.incarnation or (
+                u.incarnation == self.incarnation and u.meta != me.meta
+            ):
+                self.incarnation = u.incarnation + 1
+                me.incarnation = self.incarnation
+                self._enqueue(self._self_update())
             return
         if u.incarnation >= self.incarnation:
             self.incarnation = u.incarnation + 1

@@ -8,6 +8,7 @@ garbled or hostile datagram is dropped, never crashes the member.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,18 @@ class MemberMeta:
     advertised_addr: str
     raft_addr: str
     rack: str | None = None
+    # Fresh for every process start (uuid4 as text): a restarted broker is a new
+    # incarnation, so the controller registers it with a new broker epoch.
+    incarnation_id: str = ""
+
+
+def member_incarnation(meta: MemberMeta) -> uuid.UUID:
+    """The broker incarnation a member advertises (its process-start uuid4); a member
+    that advertises none gets one stable id per address (no restart detection)."""
+    try:
+        return uuid.UUID(meta.incarnation_id)
+    except ValueError:
+        return uuid.uuid5(uuid.NAMESPACE_OID, meta.advertised_addr)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,15 +119,15 @@ def _enc_update(u: Update) -> list[Any]:
         u.name,
         u.addr,
         u.incarnation,
-        [m.broker_id, m.advertised_addr, m.raft_addr, m.rack],
+        [m.broker_id, m.advertised_addr, m.raft_addr, m.rack, m.incarnation_id],
     ]
 
 
 def _dec_update(v: Any) -> Update:
-    state, name, addr, inc, (bid, adv, raft, rack) = v
+    state, name, addr, inc, (bid, adv, raft, rack, iid) = v
     if state not in _STATES:
         raise GossipDecodeError(f"bad state {state!r}")
-    meta = MemberMeta(int(bid), str(adv), str(raft), None if rack is None else str(rack))
+    meta = MemberMeta(int(bid), str(adv), str(raft), None if rack is None else str(rack), str(iid))
     return Update(state, str(name), str(addr), int(inc), meta)
 
 
