@@ -25,7 +25,6 @@ import base64
 import json
 import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -36,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.broker import REPO
+from tests.support.broker import REPO, terminate
 from tests.support.e2e import (
     CODECS,
     Dataset,
@@ -312,16 +311,11 @@ class Member:
         return [x for x in self.snapshot() if x["type"] == kind]
 
     def terminate(self, timeout: float = 30) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        rc, forced = terminate(self.proc, timeout)
+        if forced:
             return -9
         self._reader.join(5)
-        return self.proc.returncode
+        return rc
 
     def kill(self) -> None:
         if self.proc.poll() is None:

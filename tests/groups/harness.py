@@ -20,7 +20,7 @@ from pathlib import Path
 
 from jocko_py.client import Client
 from jocko_py.protocol import records as rb
-from tests.support.broker import REPO, BrokerProcess
+from tests.support.broker import REPO, BrokerProcess, terminate
 
 WORKERS = Path(__file__).parent / "workers"
 JAVA_JARS = REPO / ".cache" / "java-test-jars"
@@ -114,14 +114,7 @@ class Worker:
     def stop(self, timeout: float = 30.0) -> int | None:
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return self.proc.returncode
+        return terminate(self.proc, timeout)[0]
 
     def stop_cleanly(self) -> bool:
         """SIGTERM, then True if the worker committed, closed and exited (Java: 143)."""

@@ -27,6 +27,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def terminate(
+    proc: subprocess.Popen[bytes], timeout: float, sig: int = signal.SIGTERM
+) -> tuple[int, bool]:
+    """Send `sig`, wait up to `timeout` s, SIGKILL if still running.
+    Returns (exit code, whether the SIGKILL fallback fired)."""
+    forced = False
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            forced = True
+            proc.kill()
+            proc.wait(5)
+    return proc.returncode, forced
+
+
 def wait_for_port(host: str, port: int, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -106,15 +123,7 @@ class BrokerProcess:
         self.last_stop_forced = False
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.last_stop_forced = True
-                self.proc.kill()
-                self.proc.wait(5)
-        rc = self.proc.returncode
+        rc, self.last_stop_forced = terminate(self.proc, timeout, sig)
         self.proc = None
         return rc
 
