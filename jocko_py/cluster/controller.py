@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
     NO_LEADER,
+    NO_LEADER_CHANGE,
     BrokerEndpoint,
     ConfigRecord,
     FenceBrokerRecord,
@@ -164,7 +165,7 @@ class Controller:
                         partition_id=pid,
                         topic_id=t.topic_id,
                         isr=isr if isr != p.isr else None,
-                        leader=leader if leader != p.leader else -2,
+                        leader=leader if leader != p.leader else NO_LEADER_CHANGE,
                     )
                 )
         return out
@@ -360,21 +361,33 @@ def committed_producer_block(
 def check_leader_in_isr(image: MetadataImage, rec: MetadataRecord) -> str | None:
     """The controller's safety rule as a predicate over one record about to be applied:
     a new leader must be in the resulting ISR and, unless unclean election is enabled
-    for the topic, in the ISR before the change. Returns a description when violated."""
+    for the topic, in the ISR before the change; and an ISR-only change (no new leader)
+    must keep the sitting leader in the ISR, unless unclean election is enabled for the
+    topic. So, for a clean topic, a partition's leader is in its ISR after every record.
+    Returns a description when violated."""
     if isinstance(rec, PartitionRecord):
         if rec.leader != NO_LEADER and rec.leader not in rec.isr:
             return f"partition created with leader {rec.leader} outside ISR {rec.isr}"
         return None
-    if not isinstance(rec, PartitionChangeRecord) or rec.leader < 0:
+    if not isinstance(rec, PartitionChangeRecord):
         return None
     t: TopicImage | None = image.topic_by_id(rec.topic_id)
     p = None if t is None else t.partitions.get(rec.partition_id)
     if t is None or p is None:
         return None
     new_isr = p.isr if rec.isr is None else rec.isr
+    unclean = image.topic_configs(t.name).get(UNCLEAN_LEADER_ELECTION) == "true"
+    if rec.leader == NO_LEADER_CHANGE:
+        if p.leader != NO_LEADER and p.leader not in new_isr and not unclean:
+            return (
+                f"{t.name}-{rec.partition_id}: ISR change to {new_isr} drops "
+                f"the sitting leader {p.leader}"
+            )
+        return None
+    if rec.leader < 0:
+        return None
     if rec.leader not in new_isr:
         return f"{t.name}-{rec.partition_id}: leader {rec.leader} not in new ISR {new_isr}"
-    unclean = image.topic_configs(t.name).get(UNCLEAN_LEADER_ELECTION) == "true"
     if rec.leader not in p.isr and not unclean:
         return f"{t.name}-{rec.partition_id}: leader {rec.leader} outside ISR {p.isr}"
     return None

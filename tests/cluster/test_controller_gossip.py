@@ -106,10 +106,65 @@ def test_leader_in_isr_predicate_catches_bad_records() -> None:
     ctl, img, _ = _cluster({1: "a", 2: "b"})
     _apply_checked(img, ctl.create_topic(img, "t", 1, 2)[1])
     tid = img.topics["t"].topic_id
-    _apply_checked(img, [PartitionChangeRecord(0, tid, isr=(1,))])
+    # Leadership moves to 1 and the ISR shrinks to it (2 fell behind).
+    _apply_checked(img, [PartitionChangeRecord(0, tid, isr=(1,), leader=1)])
     assert check_leader_in_isr(img, PartitionChangeRecord(0, tid, leader=2)) is not None
     assert check_leader_in_isr(img, PartitionChangeRecord(0, tid, leader=2, isr=(2,))) is not None
     assert check_leader_in_isr(img, PartitionRecord(1, tid, (1, 2), (1,), leader=2)) is not None
+
+
+def test_leader_in_isr_predicate_catches_isr_only_changes_dropping_the_leader() -> None:
+    """An ISR-only change (no new leader) that drops or replaces the sitting leader
+    leaves the leader outside the ISR: unsafe, unless the topic allows unclean election."""
+    ctl, img, _ = _cluster({1: "a", 2: "b", 3: "a"})
+    _apply_checked(img, ctl.create_topic(img, "t", 1, 3)[1])
+    tid = img.topics["t"].topic_id
+    p = img.topics["t"].partitions[0]
+    others = tuple(r for r in p.replicas if r != p.leader)
+    drop = PartitionChangeRecord(0, tid, isr=others)  # drops the leader
+    replace = PartitionChangeRecord(0, tid, isr=others[:1])  # replaces the whole ISR
+    assert check_leader_in_isr(img, drop) is not None
+    assert check_leader_in_isr(img, replace) is not None
+    # Shrinking to a set that keeps the leader, or dropping the leader together with
+    # leadership (leader -1), is fine.
+    assert check_leader_in_isr(img, PartitionChangeRecord(0, tid, isr=(p.leader,))) is None
+    assert check_leader_in_isr(img, PartitionChangeRecord(0, tid, isr=others, leader=-1)) is None
+    _apply_checked(img, [ConfigRecord(CONFIG_RESOURCE_TOPIC, "t", UNCLEAN_LEADER_ELECTION, "true")])
+    assert check_leader_in_isr(img, drop) is None
+
+
+def test_cluster_simulation_catches_an_isr_change_that_drops_the_sitting_leader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A controller whose ISR shrink (a follower fenced) also drops the sitting leader,
+    without electing a new one, is caught by the cluster simulation's per-record check.
+    The partition keeps a live leader, so the end-of-run failover check alone passes."""
+    from tests.cluster.sim_cluster import run_cluster_schedule
+    from tests.cluster.sim_raft import InvariantViolation
+
+    orig = Controller._repair_partitions
+
+    def buggy(self: Controller, image: MetadataImage, usable: set[int]) -> list[MetadataRecord]:
+        out: list[MetadataRecord] = []
+        for r in orig(self, image, usable):
+            if isinstance(r, PartitionChangeRecord) and r.leader == -2 and r.isr is not None:
+                t = image.topic_by_id(r.topic_id)
+                assert t is not None
+                sitting = t.partitions[r.partition_id].leader
+                isr = tuple(x for x in r.isr if x != sitting)
+                r = PartitionChangeRecord(r.partition_id, r.topic_id, isr=isr or r.isr)
+            out.append(r)
+        return out
+
+    monkeypatch.setattr(Controller, "_repair_partitions", buggy)
+    caught = ""
+    for seed in range(60):
+        try:
+            run_cluster_schedule(seed)
+        except InvariantViolation as e:
+            caught = str(e)
+            break
+    assert "drops the sitting leader" in caught, caught or "no schedule failed"
 
 
 def test_producer_id_blocks_do_not_overlap() -> None:
