@@ -12,6 +12,18 @@ Control ops: ``status``; ``describe_quorum``; ``add_voter`` (voter_id, address) 
 ``remove_voter`` (voter_id); ``create_topic`` (name, partitions, replication_factor,
 configs); ``bench_commit`` (count: propose one record at a time and report each
 commit latency in ms).
+
+Failure policy: fail-stop. The raft tick loop, the gossip tick loop and the control
+loop are supervised; if one of them raises (or ends), the error is logged with its
+traceback, ``ClusterNode.fatal`` is set and ``wait_fatal()`` returns, and the standalone
+process exits with status 70 instead of lingering as a node that no longer ticks. It
+does not keep ticking: a tick that raised may have changed the raft core without its
+persist actions running (or a write/fsync failed), and carrying on could send what is
+not durable. Restarting from the durable state is always safe, so a supervisor (or the
+embedding broker) restarts the node.
+
+Each process seeds its raft election-timeout jitter from ``os.urandom`` (not from the
+node id alone), so a restarted node does not replay the timeouts of its previous life.
 """
 
 from __future__ import annotations
@@ -19,8 +31,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import logging
+import os
 import signal
 import time
 import uuid
@@ -83,11 +97,15 @@ class ClusterNode:
         gossip_config: GossipConfig | None = None,
         reconcile_ms: int = 100,
         snapshot_every: int = 1000,
+        raft_seed: int | None = None,
     ) -> None:
         self.node_id = node_id
         self.storage = FileStorage(data_dir / "raft")
         self.machine = MetadataStateMachine()
-        self.core = RaftCore(node_id, voters, raft_config, self.storage.load())
+        # Per-process jitter: a restart must not repeat its previous election timeouts.
+        if raft_seed is None:
+            raft_seed = int.from_bytes(os.urandom(8), "big")
+        self.core = RaftCore(node_id, voters, raft_config, self.storage.load(), seed=raft_seed)
         self.raft = RaftTransport(
             self.core, self.storage, self.machine, raft_listen, on_role=self._on_role
         )
@@ -101,17 +119,52 @@ class ClusterNode:
         self.snapshot_every = snapshot_every
         self._task: asyncio.Task[None] | None = None
         self.member_events: list[tuple[float, str, str]] = []
+        self.fatal: BaseException | None = None
+        self._fatal_event: asyncio.Event | None = None
+        self._closing = False
 
     async def start(self) -> None:
+        self._fatal_event = asyncio.Event()
         await self.raft.start()
         await self.gossip.start(self.seeds)
         self._task = asyncio.create_task(self._control_loop())
+        loops = {"raft tick": self.raft.ticker, "gossip tick": self.gossip.ticker}
+        loops["control"] = self._task
+        for name, task in loops.items():
+            assert task is not None
+            task.add_done_callback(functools.partial(self._loop_done, name))
+
+    def _loop_done(self, name: str, task: asyncio.Task[None]) -> None:
+        """Supervision (fail-stop, see the module docstring): a loop that ends while the
+        node is not closing is fatal."""
+        if self._closing or self.fatal is not None:
+            return
+        exc = None if task.cancelled() else task.exception()
+        if exc is None:
+            exc = RuntimeError(f"{name} loop ended unexpectedly")
+        self.fatal = exc
+        log.critical(
+            "[node=%d] %s loop failed; the node stops (fail-stop)",
+            self.node_id,
+            name,
+            exc_info=(type(exc), exc, exc.__traceback__),
+        )
+        if self._fatal_event is not None:
+            self._fatal_event.set()
+
+    async def wait_fatal(self) -> BaseException:
+        """Returns the error that stopped a supervised loop (waits until one does)."""
+        assert self._fatal_event is not None, "start() first"
+        await self._fatal_event.wait()
+        assert self.fatal is not None
+        return self.fatal
 
     async def close(self) -> None:
+        self._closing = True
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task  # a failure was logged by _loop_done
         await self.gossip.close()
         await self.raft.close()
         self.storage.close()
@@ -285,7 +338,7 @@ def _parse_voters(s: str) -> dict[int, str]:
     return out
 
 
-async def _amain(args: argparse.Namespace) -> None:
+async def _amain(args: argparse.Namespace) -> int:
     raft_cfg = RaftConfig(
         election_timeout_ms=args.election_timeout_ms,
         fetch_timeout_ms=args.fetch_timeout_ms,
@@ -319,10 +372,29 @@ async def _amain(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     log.info("[node=%d] ready", args.node_id)
-    await stop.wait()
+    code = await run_until_stopped(node, stop)
     server.close()
-    await node.gossip.leave()
+    return code
+
+
+EXIT_FATAL = 70  # EX_SOFTWARE: a supervised loop failed
+
+
+async def run_until_stopped(node: ClusterNode, stop: asyncio.Event) -> int:
+    """Serve until ``stop`` is set (graceful: leave the gossip group, exit 0) or a
+    supervised loop fails (fail-stop: close without leaving, exit ``EXIT_FATAL``)."""
+    stop_wait = asyncio.create_task(stop.wait())
+    fatal_wait = asyncio.create_task(node.wait_fatal())
+    await asyncio.wait({stop_wait, fatal_wait}, return_when=asyncio.FIRST_COMPLETED)
+    for t in (stop_wait, fatal_wait):
+        t.cancel()
+    if node.fatal is None:
+        await node.gossip.leave()
+        await node.close()
+        return 0
     await node.close()
+    log.critical("[node=%d] exiting with status %d: %r", node.node_id, EXIT_FATAL, node.fatal)
+    return EXIT_FATAL
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -345,7 +417,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--snapshot-every", type=int, default=1000)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    asyncio.run(_amain(args))
+    code = asyncio.run(_amain(args))
+    if code:
+        raise SystemExit(code)
 
 
 if __name__ == "__main__":

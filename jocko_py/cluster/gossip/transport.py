@@ -53,6 +53,9 @@ class GossipTransport:
         self._clock = clock
         self._udp: asyncio.DatagramTransport | None = None
         self._task: asyncio.Task[None] | None = None
+        # The tick loop; an exception in a tick is logged and ends it (see ClusterNode,
+        # which supervises it and stops the process).
+        self.ticker: asyncio.Task[None] | None = None
 
     def now(self) -> int:
         if self._clock is not None:
@@ -66,6 +69,7 @@ class GossipTransport:
         self._udp = udp
         self._execute(self.core.join(seeds, self.now()))
         self._task = asyncio.create_task(self._ticker())
+        self.ticker = self._task
 
     async def leave(self) -> None:
         self._execute(self.core.leave(self.now()))
@@ -74,8 +78,8 @@ class GossipTransport:
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task  # a tick failure was logged when it happened
         if self._udp is not None:
             self._udp.close()
 
@@ -101,4 +105,8 @@ class GossipTransport:
     async def _ticker(self) -> None:
         while True:
             await asyncio.sleep(self.tick_ms / 1000)
-            self._execute(self.core.tick(self.now()))
+            try:
+                self._execute(self.core.tick(self.now()))
+            except Exception:
+                log.exception("[gossip %s] tick failed", self.core.name)
+                raise

@@ -77,6 +77,9 @@ class RaftTransport:
         self._tasks: set[asyncio.Task[None]] = set()
         self._commit_waiters: dict[int, asyncio.Future[int]] = {}
         self._closed = False
+        # The tick loop; an exception in a tick is logged and ends it (see ClusterNode,
+        # which supervises it and stops the process).
+        self.ticker: asyncio.Task[None] | None = None
 
     def now(self) -> int:
         if self._clock is not None:
@@ -89,6 +92,7 @@ class RaftTransport:
         self.execute(self.core.start(self.now()))
         t = asyncio.create_task(self._ticker())
         self._tasks.add(t)
+        self.ticker = t
 
     async def close(self) -> None:
         self._closed = True
