@@ -8,7 +8,8 @@ admin requests. The broker will embed ``ClusterNode``; until then it runs standa
 (``python -m jocko_py.cluster.node``) with a JSON-lines control port used by the
 loopback tests: each request line ``{"op": ...}`` gets one response line.
 
-Control ops: ``status``; ``describe_quorum``; ``add_voter`` (voter_id, address) and
+Control ops: ``status``; ``image`` (the full metadata image as its canonical snapshot
+records, with ``applied`` and ``fingerprint``); ``describe_quorum``; ``add_voter`` (voter_id, address) and
 ``remove_voter`` (voter_id); ``create_topic`` (name, partitions, replication_factor,
 configs); ``bench_commit`` (count: propose one record at a time and report each
 commit latency in ms).
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -258,6 +260,15 @@ class ClusterNode:
         op = req.get("op")
         if op == "status":
             return self.status()
+        if op == "image":
+            img = self.machine.image
+            return {
+                "applied": self.machine.applied,
+                "fingerprint": img.fingerprint(),
+                "records": [
+                    [type(r).__name__, _jsonable(dataclasses.asdict(r))] for r in img.snapshot()
+                ],
+            }
         if op == "create_topic":
             err = await self.create_topic(
                 str(req["name"]),
@@ -299,6 +310,16 @@ class ClusterNode:
                 lat.append((time.perf_counter() - t0) * 1000)
             return {"error_code": 0, "latencies_ms": lat}
         return {"error_code": 42, "message": f"unknown op {op!r}"}
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    return str(v)  # UUIDs
 
 
 def vars_of(r: ReplicaState) -> dict[str, int]:

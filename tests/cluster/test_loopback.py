@@ -124,7 +124,7 @@ def test_raft_elects_commits_survives_leader_kill_and_reloads(cluster: LoopbackC
     assert "after-kill" in after[leader]["topics"]
 
     # The whole cluster restarts from disk and agrees on the same image.
-    fp = after[new_leader]["fingerprint"]
+    before_restart = _images(cluster)[new_leader]
     cluster.stop()
     cluster.start()
     cluster.wait_leader(timeout=20)
@@ -141,7 +141,67 @@ def test_raft_elects_commits_survives_leader_kill_and_reloads(cluster: LoopbackC
     assert all(
         {f"t{i}" for i in range(5)} | {"after-kill"} <= set(s["topics"]) for s in final.values()
     )
-    del fp  # the broker set may have been re-reconciled; topics are what must survive
+    # Full images, record by record: identical on every node once every broker has
+    # re-registered as its new process (newer broker epoch) and is unfenced.
+    deadline = time.monotonic() + 20
+    while True:
+        imgs = _images(cluster)
+        brokers = _sections(imgs[1])["RegisterBrokerRecord"]
+        old_brokers = _sections(before_restart)["RegisterBrokerRecord"]
+        if (
+            len(imgs) == 3
+            and len({img["applied"] for img in imgs.values()}) == 1
+            and len(brokers) == 3
+            and all(
+                not b["fenced"] and b["broker_epoch"] > old_brokers[k]["broker_epoch"]
+                for k, b in brokers.items()
+            )
+        ):
+            break
+        assert time.monotonic() < deadline, imgs
+        time.sleep(0.05)
+    for i, img in imgs.items():
+        assert img["records"] == imgs[1]["records"], f"node {i} image differs from node 1"
+        assert img["fingerprint"] == imgs[1]["fingerprint"]
+    # Against the image before the restart: the same topics (ids), partitions and
+    # replica assignments, configs and producer-id counter. Broker registrations are
+    # newer (new incarnations); leadership may have moved while brokers restarted, but
+    # leader and partition epochs never go back and every leader is in its ISR.
+    now, was = _sections(imgs[1]), _sections(before_restart)
+    for kind in ("TopicRecord", "ConfigRecord", "ProducerIdsRecord"):
+        assert now.get(kind) == was.get(kind), kind
+    assert set(now["PartitionRecord"]) == set(was["PartitionRecord"])
+    for k, p in now["PartitionRecord"].items():
+        q = was["PartitionRecord"][k]
+        assert (p["replicas"], p["topic_id"]) == (q["replicas"], q["topic_id"]), k
+        assert p["leader_epoch"] >= q["leader_epoch"], k
+        assert p["partition_epoch"] >= q["partition_epoch"], k
+        assert p["leader"] in p["isr"] or p["leader"] == -1, (k, p)
+
+
+def _images(cluster: LoopbackCluster) -> dict[int, dict[str, Any]]:
+    out = {}
+    for i, n in cluster.nodes.items():
+        if n.alive:
+            out[i] = n.request({"op": "image"}, timeout=5)
+    return out
+
+
+def _sections(img: dict[str, Any]) -> dict[str, dict[Any, dict[str, Any]]]:
+    """An image's records by kind, keyed by what identifies them."""
+    out: dict[str, dict[Any, dict[str, Any]]] = {}
+    for kind, r in img["records"]:
+        key: Any = kind
+        if kind == "RegisterBrokerRecord":
+            key = r["broker_id"]
+        elif kind == "TopicRecord":
+            key = r["name"]
+        elif kind == "PartitionRecord":
+            key = (r["topic_id"], r["partition_id"])
+        elif kind == "ConfigRecord":
+            key = (r["resource_type"], r["resource_name"], r["name"])
+        out.setdefault(kind, {})[key] = r
+    return out
 
 
 @pytest.mark.timeout(60)
