@@ -87,6 +87,34 @@ def test_vote_is_persisted_before_the_response_and_granted_once_per_epoch() -> N
     assert not resp.message.vote_granted
 
 
+def test_a_voter_with_a_stale_voter_set_votes_for_a_newly_added_candidate() -> None:
+    """Voter 3 has not fetched the VOTERS entry that added 4; 4's quorum {1, 3, 4} may
+    need 3's vote, so 3 must not refuse 4 for being unknown (seed 264 of the raft
+    simulation hung without a leader that way)."""
+    core = RaftCore(3, {1: "a", 2: "b", 3: "c"}, CFG)
+    core.start(0)
+    for pre_vote in (True, False):
+        acts = core.receive(
+            VoteRequest(
+                src=4,
+                dest=3,
+                correlation_id=1,
+                cluster_id="jocko",
+                voter_id=3,
+                candidate_epoch=1,
+                candidate_id=4,
+                last_offset_epoch=0,
+                last_offset=0,
+                pre_vote=pre_vote,
+            ),
+            10_000,
+        )
+        resp = acts[-1]
+        assert isinstance(resp, Send) and isinstance(resp.message, VoteResponse)
+        assert resp.message.vote_granted, (pre_vote, resp.message)
+    assert core.voted_for == 4
+
+
 def test_leader_reports_divergence_and_snapshot_to_fetchers() -> None:
     st = MemoryStorage()
     core = _single_leader(st)

@@ -585,8 +585,11 @@ class RaftCore:
                 )
             )
 
-        voters = self.voters
-        if m.candidate_id not in voters or self.node_id not in voters:
+        # The candidate counts only votes from its own voter set. The receiver's voter set
+        # may be stale (it has not fetched a VOTERS entry adding the candidate yet), so a
+        # candidate it does not know as a voter is not refused for that: rejecting it
+        # could leave a quorum that needs this vote unable to elect anyone (as KIP-853).
+        if self.node_id not in self.voters:
             reply(False, INCONSISTENT_VOTER_SET)
             return
         if m.pre_vote:
