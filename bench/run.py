@@ -1151,7 +1151,7 @@ def summarize(
                     d = f.duration(r) if f.duration else None
                     if d is not None:
                         durs.append(d)
-                    short += "short" in r.flags
+                    short += f.duration is not None and "short" in r.flags
         med = {k: (statistics.median(v) if v else None) for k, v in vals.items()}
         b, c = med[base], med[cont]
         ratio = (c / b) if (b and c is not None) else None
