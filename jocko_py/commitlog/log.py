@@ -463,14 +463,14 @@ class Log:
         cfg = self.config
         deleted = self._delete_segments_below_start()
         if cfg.retention_ms >= 0:
-            while self.segments[0].size > 0 and (
+            while self._oldest_deletable() and (
                 now - self.segments[0].largest_timestamp > cfg.retention_ms
             ):
                 self._delete_oldest_rolling_if_active()
                 deleted += 1
         if cfg.retention_bytes >= 0:
             excess = self.size_bytes - cfg.retention_bytes
-            while self.segments[0].size > 0 and excess - self.segments[0].size >= 0:
+            while self._oldest_deletable() and excess - self.segments[0].size >= 0:
                 excess -= self.segments[0].size
                 self._delete_oldest_rolling_if_active()
                 deleted += 1
@@ -478,6 +478,10 @@ class Log:
             self._log_start_offset = self.segments[0].base_offset
             self._write_log_start_offset()
         return deleted
+
+    def _oldest_deletable(self) -> bool:
+        # any segment but an empty active one (deleting that would gain nothing)
+        return len(self.segments) > 1 or self.segments[0].size > 0
 
     def _delete_oldest_rolling_if_active(self) -> None:
         if len(self.segments) == 1:
