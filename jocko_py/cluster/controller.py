@@ -47,6 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from jocko_py.cluster.metadata import (
+    CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
     NO_LEADER,
     NO_LEADER_CHANGE,
@@ -145,7 +146,7 @@ class Controller:
         out: list[MetadataRecord] = []
         for name in sorted(image.topics):
             t = image.topics[name]
-            unclean = image.topic_configs(name).get(UNCLEAN_LEADER_ELECTION) == "true"
+            unclean = unclean_election_enabled(image, name)
             for pid in sorted(t.partitions):
                 p = t.partitions[pid]
                 isr = tuple(r for r in p.isr if r in usable)
@@ -358,6 +359,16 @@ def committed_producer_block(
     return start, rec.next_producer_id - start
 
 
+def unclean_election_enabled(image: MetadataImage, topic: str) -> bool:
+    """`unclean.leader.election.enable` for a topic, resolved as Kafka does: the topic's
+    own config, else the cluster-wide default (a broker config with an empty resource
+    name), else false."""
+    value = image.topic_configs(topic).get(UNCLEAN_LEADER_ELECTION)
+    if value is None:
+        value = image.configs(CONFIG_RESOURCE_BROKER, "").get(UNCLEAN_LEADER_ELECTION)
+    return (value or "false").strip().lower() == "true"
+
+
 def check_leader_in_isr(image: MetadataImage, rec: MetadataRecord) -> str | None:
     """The controller's safety rule as a predicate over one record about to be applied:
     a new leader must be in the resulting ISR and, unless unclean election is enabled
@@ -376,7 +387,7 @@ def check_leader_in_isr(image: MetadataImage, rec: MetadataRecord) -> str | None
     if t is None or p is None:
         return None
     new_isr = p.isr if rec.isr is None else rec.isr
-    unclean = image.topic_configs(t.name).get(UNCLEAN_LEADER_ELECTION) == "true"
+    unclean = unclean_election_enabled(image, t.name)
     if rec.leader == NO_LEADER_CHANGE:
         if p.leader != NO_LEADER and p.leader not in new_isr and not unclean:
             return (

@@ -17,6 +17,7 @@ from jocko_py.cluster.controller import (
     ControllerConfig,
     check_leader_in_isr,
     committed_producer_block,
+    unclean_election_enabled,
 )
 from jocko_py.cluster.gossip.core import GossipConfig, GossipCore, State
 from jocko_py.cluster.gossip.messages import (
@@ -31,6 +32,7 @@ from jocko_py.cluster.gossip.messages import (
     member_incarnation,
 )
 from jocko_py.cluster.metadata import (
+    CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
     ConfigRecord,
     MetadataImage,
@@ -131,6 +133,27 @@ def test_leader_in_isr_predicate_catches_isr_only_changes_dropping_the_leader() 
     assert check_leader_in_isr(img, PartitionChangeRecord(0, tid, isr=others, leader=-1)) is None
     _apply_checked(img, [ConfigRecord(CONFIG_RESOURCE_TOPIC, "t", UNCLEAN_LEADER_ELECTION, "true")])
     assert check_leader_in_isr(img, drop) is None
+
+
+def test_unclean_election_falls_back_to_the_cluster_wide_default() -> None:
+    """Kafka resolves unclean.leader.election.enable from the topic, else the
+    cluster-wide broker default (broker config with an empty name), else false."""
+    ctl, img, _ = _cluster({1: "a", 2: "b"})
+    _apply_checked(img, ctl.create_topic(img, "t", 1, 2)[1])
+    assert not unclean_election_enabled(img, "t")
+    img.apply(ConfigRecord(CONFIG_RESOURCE_BROKER, "", UNCLEAN_LEADER_ELECTION, "true"))
+    assert unclean_election_enabled(img, "t")
+    img.apply(ConfigRecord(CONFIG_RESOURCE_TOPIC, "t", UNCLEAN_LEADER_ELECTION, "false"))
+    assert not unclean_election_enabled(img, "t"), "the topic's own config wins"
+    # a leader outside the ISR is allowed exactly when unclean election is on
+    tid = img.topics["t"].topic_id
+    p = img.topics["t"].partitions[0]
+    other = next(r for r in p.replicas if r != p.leader)
+    _apply_checked(img, [PartitionChangeRecord(0, tid, isr=(p.leader,))])
+    outside = PartitionChangeRecord(0, tid, leader=other, isr=(other,))
+    assert check_leader_in_isr(img, outside) is not None
+    img.apply(ConfigRecord(CONFIG_RESOURCE_TOPIC, "t", UNCLEAN_LEADER_ELECTION, None))
+    assert check_leader_in_isr(img, outside) is None  # cluster default (true) applies
 
 
 def test_cluster_simulation_catches_an_isr_change_that_drops_the_sitting_leader(
