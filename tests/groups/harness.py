@@ -18,6 +18,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from jocko_py.client import Client
 from jocko_py.protocol import records as rb
 from tests.support.broker import REPO, BrokerProcess, terminate
@@ -48,6 +50,11 @@ _ids = itertools.count()
 def java_available() -> bool:
     return shutil.which("java") is not None and (JAVA_CLASSES / ".done").exists() and any(
         JAVA_JARS.glob("kafka-clients-*.jar"))
+
+
+# the Java worker as a parametrize value, skipped (saying why) when it is not built
+JAVA = pytest.param("java", marks=pytest.mark.skipif(
+    not java_available(), reason="Java client not built (make -C tests/java jars)"))
 
 
 def wait_until(pred: Callable[[], bool], timeout: float, what: str,

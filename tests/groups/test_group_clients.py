@@ -12,15 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.groups.harness import java_available, run_group_scenario
+from tests.groups.harness import JAVA, run_group_scenario
 from tests.support.broker import BrokerProcess
 
 KINDS = [
     "kafka_python",
     "aiokafka",
     "confluent",
-    pytest.param("java", marks=pytest.mark.skipif(
-        not java_available(), reason="Java client not built (make -C tests/java jars)")),
+    JAVA,
 ]
 
 

@@ -24,19 +24,16 @@ import pytest
 from jocko_py.client import Client
 from jocko_py.protocol.errors import ErrorCode as E
 from tests.groups.harness import (
+    JAVA,
     SESSION_MS,
     Producer,
     Worker,
     coverage_ok,
     create_topic,
-    java_available,
     processed,
     wait_until,
 )
 from tests.support.broker import BrokerProcess
-
-JAVA = pytest.param("java", marks=pytest.mark.skipif(
-    not java_available(), reason="Java client not built (make -C tests/java jars)"))
 
 
 def _members(b: BrokerProcess, group: str) -> tuple[str, dict[str, str]]:
