@@ -12,6 +12,8 @@ On-disk layout of a partition directory ``<topic>-<partition>/``::
     ...
     log-start-offset                checkpoint of the log start offset, text:
                                     line 1 "0" (format version), line 2 the offset
+    leader-epoch-checkpoint         leader epoch -> start offset (see leader_epoch.py)
+    producer-state.json             idempotent-producer snapshot (see producer_state.py)
 
 Segments cover disjoint, increasing offset ranges; the last one is active
 (the only one appended to).  Index files without a ``.log`` are leftovers of
@@ -24,6 +26,20 @@ Compaction (cleanup.policy=compact) lives in ``cleaner.py``, which writes a
 ``<base20>.log.cleaned`` copy and swaps it in with :meth:`Log.replace_segment`.
 Readers and recovery accept what compaction leaves behind: gaps between batch
 offsets and batches whose record count is below their offset range.
+
+The log keeps two derived states in step with its batches:
+
+- ``leader_epochs``: the epoch assigned at the first offset of every leader
+  epoch.  An entry is persisted *before* the batches that start it are
+  written, so the checkpoint is never behind the data; on open entries past the
+  log end (a torn tail cut by recovery) or below the log start are dropped, and
+  a missing or corrupt checkpoint, or one whose latest epoch is older than the
+  last batch's, is rebuilt from the batch headers.
+- ``producer_state``: observes every idempotent batch appended (leader or
+  follower).  Loaded from its snapshot (written by :meth:`Log.close`) plus a
+  scan of the batches after it.  :meth:`Log.truncate_to` rebuilds it from an
+  in-memory copy taken at a recent segment roll (or from the log start) plus a
+  scan, so it always equals what replaying the remaining log gives.
 """
 
 from __future__ import annotations
@@ -32,12 +48,14 @@ import bisect
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
+from jocko_py.commitlog.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCache
+from jocko_py.commitlog.producer_state import PRODUCER_SNAPSHOT_FILE, ProducerStateManager
 from jocko_py.commitlog.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from jocko_py.protocol.records import (
     CorruptRecordError,
@@ -55,6 +73,8 @@ logger = logging.getLogger(__name__)
 
 LOG_START_OFFSET_FILE = "log-start-offset"
 _INT32_MAX = 2147483647
+# In-memory producer-state copies kept (taken at rolls) to rebuild after a truncation.
+_MAX_PRODUCER_CHECKPOINTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +123,16 @@ class Log:
         self.on_dirty: Callable[[Log], None] | None = None
         self._dirty_reported = False
         self.name = directory.name
+        #: Leader epoch -> start offset of this partition (OffsetForLeaderEpoch).
+        self.leader_epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT_FILE)
+        #: Idempotent-producer state; the broker calls ``producer_state.check(h)``
+        #: before a leader append, the log observes every appended batch.
+        self.producer_state = ProducerStateManager()
+        # (offset, state of every batch below offset), ascending offsets
+        self._producer_checkpoints: list[tuple[int, ProducerStateManager]] = []
+        # offset of producer-state.json on disk, None when there is none
+        self._producer_snapshot_offset: int | None = None
+        self._loaded = False
 
     # --- opening ---------------------------------------------------------------
 
@@ -190,6 +220,127 @@ class Log:
             for seg in self.segments:
                 seg.flush()
             self._recovery_point = leo
+        self._load_leader_epochs()
+        self._load_producer_state()
+        self._loaded = True
+
+    def _iter_headers(self, start: int) -> Iterator[RecordBatchHeader]:
+        """Headers of the batches holding offsets >= ``start``, in order."""
+        i = max(0, bisect.bisect_right(self._bases, start) - 1)
+        for seg in self.segments[i:]:
+            if seg.next_offset <= start or seg.size == 0:
+                continue
+            _, pos = seg.offset_index.lookup(start)
+            for _, h in seg.iter_headers(pos):
+                if h.next_offset > start:
+                    yield h
+
+    def _last_batch_header(self) -> RecordBatchHeader | None:
+        for seg in reversed(self.segments):
+            if seg.size == 0:
+                continue
+            last = None
+            for _, h in seg.iter_headers(seg.offset_index.last_entry()[1]):
+                last = h
+            return last
+        return None
+
+    def _load_leader_epochs(self) -> None:
+        cache = self.leader_epochs
+        start, leo = self._log_start_offset, self.log_end_offset
+        if not cache.checkpoint_found:
+            if leo > start:
+                self._rebuild_leader_epochs("no readable checkpoint")
+            return
+        cache.truncate_from_end(leo)
+        cache.truncate_from_start(start)
+        last = self._last_batch_header()
+        if last is not None and last.partition_leader_epoch > cache.latest_epoch():
+            self._rebuild_leader_epochs("checkpoint is behind the log")
+
+    def _rebuild_leader_epochs(self, reason: str) -> None:
+        start = self._log_start_offset
+        logger.info("[log=%s] rebuilding leader epochs from batches: %s", self.name, reason)
+        self.leader_epochs.reset(
+            (h.partition_leader_epoch, max(h.base_offset, start))
+            for h in self._iter_headers(start)
+        )
+
+    def _load_producer_state(self) -> None:
+        ps = self.producer_state
+        path = self.dir / PRODUCER_SNAPSHOT_FILE
+        start, leo = self._log_start_offset, self.log_end_offset
+        scan_from = start
+        if path.exists():
+            snap = ps.load(path)
+            if start <= snap <= leo:
+                self._producer_snapshot_offset = snap
+                scan_from = snap
+            else:
+                # covers batches that are gone (truncated) or only part of the log
+                logger.info(
+                    "[log=%s] ignoring producer snapshot at %d outside [%d, %d]",
+                    self.name, snap, start, leo,
+                )
+                ps.clear()
+                path.unlink(missing_ok=True)
+        for h in self._iter_headers(scan_from):
+            if h.producer_id >= 0:
+                ps.observe(h, h.base_offset)
+        self._producer_checkpoints = [(leo, ps.copy())]
+
+    def _take_producer_checkpoint(self) -> None:
+        cps = self._producer_checkpoints
+        leo = self.log_end_offset
+        if cps and cps[-1][0] == leo:
+            cps.pop()
+        cps.append((leo, self.producer_state.copy()))
+        if len(cps) > _MAX_PRODUCER_CHECKPOINTS:
+            del cps[0]
+
+    def _rebuild_producer_state(self) -> None:
+        """Make producer state what replaying the log from the log start gives."""
+        start, leo = self._log_start_offset, self.log_end_offset
+        cps = [(o, st) for o, st in self._producer_checkpoints if start <= o <= leo]
+        self._producer_checkpoints = cps
+        if cps:
+            scan_from, base = cps[-1][0], cps[-1][1].copy()
+        else:
+            scan_from, base = start, ProducerStateManager()
+        for h in self._iter_headers(scan_from):
+            if h.producer_id >= 0:
+                base.observe(h, h.base_offset)
+        # in place: callers may hold a reference to producer_state
+        self.producer_state.producers = base.producers
+        self._take_producer_checkpoint()
+        if self._producer_snapshot_offset is not None and self._producer_snapshot_offset > leo:
+            self._delete_producer_snapshot()
+
+    def _delete_producer_snapshot(self) -> None:
+        self._producer_snapshot_offset = None
+        path = self.dir / PRODUCER_SNAPSHOT_FILE
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot delete {path}: {exc}") from exc
+
+    def save_producer_state(self) -> None:
+        """Write the producer snapshot (covering the whole log); done by :meth:`close`."""
+        leo = self.log_end_offset
+        try:
+            self.producer_state.save(self.dir / PRODUCER_SNAPSHOT_FILE, leo)
+        except OSError as exc:
+            logger.warning("[log=%s] could not save producer state: %s", self.name, exc)
+            return
+        self._producer_snapshot_offset = leo
+
+    def _on_log_start_moved(self) -> None:
+        start = self._log_start_offset
+        self.leader_epochs.truncate_from_start(start)
+        # a copy below the new start would need deleted batches to be replayed
+        self._producer_checkpoints = [
+            (o, st) for o, st in self._producer_checkpoints if o >= start
+        ]
 
     def _add_segment(self, seg: LogSegment) -> None:
         self.segments.append(seg)
@@ -307,7 +458,19 @@ class Log:
         now = _now_ms() if now_ms is None else now_ms
         if self.active_segment.should_roll(len(buf), last_offset, max_ts, now):
             self.roll(patched[0].base_offset)
+        # The epoch goes to the checkpoint before its first batch reaches the
+        # file, so after a crash the checkpoint is never behind the log.
+        epochs = self.leader_epochs
+        if assign_offsets:
+            epochs.assign(leader_epoch, first_offset)
+        else:
+            for h in patched:
+                epochs.assign(h.partition_leader_epoch, h.base_offset)
         self.active_segment.append(buf, patched)
+        ps = self.producer_state
+        for h in patched:
+            if h.producer_id >= 0:
+                ps.observe(h, h.base_offset)
         self.unflushed_messages += num_records
         if self.unflushed_messages >= cfg.flush_messages:
             self.needs_flush = True
@@ -345,6 +508,7 @@ class Log:
         active.time_index.close()
         seg = LogSegment.create(self.dir, new_base, self.config)
         self._add_segment(seg)
+        self._take_producer_checkpoint()
         logger.info("[log=%s] rolled new segment at offset %d", self.name, new_base)
         return seg
 
@@ -430,6 +594,7 @@ class Log:
             self._log_start_offset = offset
             self._write_log_start_offset()
             self._delete_segments_below_start()
+            self._on_log_start_moved()
         return self._log_start_offset
 
     def _delete_segments_below_start(self) -> int:
@@ -477,6 +642,7 @@ class Log:
         if self.segments[0].base_offset > self._log_start_offset:
             self._log_start_offset = self.segments[0].base_offset
             self._write_log_start_offset()
+            self._on_log_start_moved()
         return deleted
 
     def _oldest_deletable(self) -> bool:
@@ -505,10 +671,15 @@ class Log:
             seg.delete()
         self.active_segment.truncate_to(offset)
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
+        # The log is cut first, the epochs second: a crash in between leaves
+        # entries past the log end, which open drops again.
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
         if self._log_start_offset > self.log_end_offset:
             # A batch straddling the log start was cut: keep start <= end.
             self._log_start_offset = self.log_end_offset
             self._write_log_start_offset()
+            self._on_log_start_moved()
+        self._rebuild_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start an empty log at ``offset``."""
@@ -520,6 +691,10 @@ class Log:
         self._log_start_offset = offset
         self._recovery_point = offset
         self._write_log_start_offset()
+        self.leader_epochs.clear()
+        self.producer_state.clear()
+        self._producer_checkpoints = [(offset, ProducerStateManager())]
+        self._delete_producer_snapshot()
 
     def replace_segment(self, old: LogSegment, cleaned: Path | None) -> None:
         """Compaction hook (see cleaner.py): swap a cleaned copy in for ``old``.
@@ -579,6 +754,9 @@ class Log:
     # --- lifecycle ---------------------------------------------------------------
 
     def close(self) -> None:
+        """Flush and close every segment; writes the producer snapshot first."""
+        if self._loaded and self.segments:
+            self.save_producer_state()
         for seg in self.segments:
             try:
                 seg.flush()
