@@ -12,11 +12,14 @@ import asyncio
 import logging
 import signal
 import time
+import uuid
 
 from jocko_py.broker import handlers
 from jocko_py.broker.config import BrokerConfig, load_or_create_cluster_id
 from jocko_py.broker.core import Broker
 from jocko_py.broker.server import Server
+from jocko_py.cluster.controller import BrokerInfo, ControllerConfig
+from jocko_py.cluster.quorum import LocalQuorum, MetadataQuorum, RaftQuorum
 
 log = logging.getLogger("jocko_py.app")
 
@@ -31,19 +34,76 @@ async def _every(interval_s: float, fn: object, what: str) -> None:
             log.exception("background task %s failed", what)
 
 
+def build_quorum(config: BrokerConfig) -> MetadataQuorum:
+    """A one-voter local quorum, or raft + gossip when `controller.quorum.voters` is set."""
+    cc = ControllerConfig(
+        default_replication_factor=max(1, config.int("default.replication.factor")),
+        default_partitions=max(1, config.num_partitions),
+    )
+    if not config.voters:
+        me = BrokerInfo(config.broker_id, config.advertised_host, config.advertised_port,
+                        config.rack, uuid.uuid4())
+        return LocalQuorum(config.data_dir, config.broker_id, me, cc)
+    from jocko_py.cluster.node import ClusterNode
+    from jocko_py.cluster.raft.core import RaftConfig
+
+    election = config.int("controller.quorum.election.timeout.ms")
+    fetch_timeout = config.int("controller.quorum.fetch.timeout.ms")
+    node = ClusterNode(
+        node_id=config.broker_id,
+        data_dir=config.data_dir,
+        raft_listen=config.raft_addr,
+        voters=config.voters,
+        gossip_listen=config.gossip_addr,
+        seeds=list(config.join),
+        advertised=f"{config.advertised_host}:{config.advertised_port}",
+        rack=config.rack,
+        raft_config=RaftConfig(election_timeout_ms=election, fetch_timeout_ms=fetch_timeout,
+                               fetch_max_wait_ms=min(500, fetch_timeout // 4),
+                               request_timeout_ms=min(2000, max(100, election // 3))),
+    )
+    return RaftQuorum(node, config.broker_id, cc)
+
+
+async def controlled_shutdown(broker: Broker, timeout_s: float) -> None:
+    """Ask the cluster to move this broker's leaderships away, and wait (bounded)."""
+    quorum = broker.quorum
+    if not broker.config.voters or not broker.config.bool("controlled.shutdown.enable"):
+        return
+    me = broker.broker_id
+    t0 = time.monotonic()
+    await quorum.leave()
+
+    def led_elsewhere(img: object) -> bool:
+        return not any(
+            p.leader == me and len(p.isr) > 1
+            for t in quorum.image.topics.values() for p in t.partitions.values())
+
+    ok = await quorum.wait_for(led_elsewhere, timeout_s)
+    log.info("controlled shutdown: leaderships %s in %.2fs", "moved" if ok else
+             "not all moved (timed out)", time.monotonic() - t0)
+
+
 async def run_broker(config: BrokerConfig) -> None:
     handlers.load_all()
     t0 = time.monotonic()
     cluster_id = config.cluster_id or load_or_create_cluster_id(config.data_dir)
-    broker = Broker(config, cluster_id)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    quorum = build_quorum(config)
+    broker = Broker(config, cluster_id, quorum)
     broker.start()
+    if isinstance(quorum, LocalQuorum):
+        broker.replicas.remove_stray_logs(quorum.image)
     server = Server(broker)
     await server.start()
+    await quorum.start()
     log.info(
         "jocko-py broker %d listening on %s:%d, advertised as %s:%d, data in %s, "
-        "cluster %s (started in %.2fs)",
+        "cluster %s, %s (started in %.2fs)",
         config.broker_id, config.host, config.port, config.advertised_host,
-        config.advertised_port, config.data_dir, cluster_id, time.monotonic() - t0,
+        config.advertised_port, config.data_dir, cluster_id,
+        f"raft {config.raft_addr} voters {config.voters} gossip {config.gossip_addr}"
+        if config.voters else "single node", time.monotonic() - t0,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -62,14 +122,28 @@ async def run_broker(config: BrokerConfig) -> None:
                     "retention")),
                 tg.create_task(_every(checkpoint_s, logs.checkpoint_recovery_points, "checkpoint")),
             ]
+            bg.append(tg.create_task(broker.replicas.isr_expiration_loop()))
             for starter in broker.services.get("background", []):
                 bg.append(tg.create_task(starter()))
-            await stop.wait()
+            fatal = None
+            if isinstance(quorum, RaftQuorum):
+                fatal = tg.create_task(quorum.node.wait_fatal())
+            stop_wait = tg.create_task(stop.wait())
+            await asyncio.wait([t for t in (fatal, stop_wait) if t is not None],
+                               return_when=asyncio.FIRST_COMPLETED)
             log.info("shutting down")
-            for t in bg:
+            if fatal is not None and fatal.done():
+                log.critical("the cluster node failed: %r", fatal.result())
+            else:
+                await controlled_shutdown(
+                    broker, min(30.0, config.int("controlled.shutdown.timeout.ms") / 1000))
+            for t in bg + [t for t in (fatal, stop_wait) if t is not None]:
                 t.cancel()
     finally:
         await server.stop()
+        await broker.replicas.shutdown_fetchers()
+        await broker.topics.close()
+        await quorum.close()
         broker.close()
         log.info("broker %d stopped cleanly", config.broker_id)
 

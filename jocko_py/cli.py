@@ -23,17 +23,25 @@ def _overrides(items: list[str]) -> dict[str, str]:
 
 def cmd_broker(args: argparse.Namespace) -> int:
     from jocko_py.app import run
-    from jocko_py.broker.config import build_config
+    from jocko_py.broker.config import ConfigError, build_config
 
-    config = build_config(
-        config_file=Path(args.config) if args.config else None,
-        overrides=_overrides(args.override),
-        broker_id=args.broker_id,
-        broker_addr=args.broker_addr,
-        advertised_addr=args.advertised_addr,
-        data_dir=args.data_dir,
-        raft_addr=args.raft_addr,
-    )
+    if args.config and not Path(args.config).is_file():
+        raise SystemExit(f"jocko-py broker: config file {args.config} not found")
+    try:
+        config = build_config(
+            config_file=Path(args.config) if args.config else None,
+            overrides=_overrides(args.override),
+            broker_id=args.broker_id,
+            broker_addr=args.broker_addr,
+            advertised_addr=args.advertised_addr,
+            data_dir=args.data_dir,
+            raft_addr=args.raft_addr,
+            gossip_addr=args.gossip_addr,
+            join=args.join,
+            voters=args.controller_quorum_voters,
+        )
+    except (ConfigError, ValueError) as e:
+        raise SystemExit(f"jocko-py broker: {e}") from None
     run(config)
     return 0
 
@@ -134,7 +142,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default localhost:9092)")
     b.add_argument("--advertised-addr", default=None, help="address given to clients")
     b.add_argument("--data-dir", default=None, help="log directory (default ./data)")
-    b.add_argument("--raft-addr", default=None, help="raft address (single node: unused)")
+    b.add_argument("--raft-addr", default=None,
+                   help="this broker's raft listener host:port (cluster mode; default: its "
+                   "entry in --controller-quorum-voters, else broker port + 1)")
+    b.add_argument("--gossip-addr", default=None,
+                   help="gossip (UDP) host:port (cluster mode; default raft port + 1)")
+    b.add_argument("--join", default=None, metavar="H:P[,H:P]",
+                   help="gossip addresses of brokers to join (cluster mode)")
+    b.add_argument("--controller-quorum-voters", default=None, metavar="ID@H:P,...",
+                   help="raft voters (Kafka's controller.quorum.voters); setting it runs "
+                   "the broker as a cluster member")
     b.add_argument("--config", default=None, help="server.properties file")
     b.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set a Kafka broker property")

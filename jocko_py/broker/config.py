@@ -8,7 +8,9 @@ as raw properties and turned into a `LogConfig` by the commit log.
 
 from __future__ import annotations
 
+import base64
 import builtins
+import hashlib
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ DEFAULTS: dict[str, str] = {
     "log.flush.offset.checkpoint.interval.ms": "60000",
     "log.retention.check.interval.ms": "300000",
     "offsets.topic.num.partitions": "50",
-    "offsets.topic.replication.factor": "1",
+    "offsets.topic.replication.factor": "3",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
     "offsets.commit.timeout.ms": "5000",
@@ -38,6 +40,15 @@ DEFAULTS: dict[str, str] = {
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": "2147483647",
     "replica.lag.time.max.ms": "30000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.max.bytes": "1048576",
+    "broker.session.timeout.ms": "9000",
+    "controlled.shutdown.enable": "true",
+    "controlled.shutdown.timeout.ms": "30000",
+    "unclean.leader.election.enable": "false",
+    "controller.quorum.voters": "",
+    "controller.quorum.election.timeout.ms": "1000",
+    "controller.quorum.fetch.timeout.ms": "2000",
     "transactional.id.expiration.ms": "604800000",
     "producer.id.expiration.ms": "86400000",
     "max.incremental.fetch.session.cache.slots": "1000",
@@ -158,6 +169,11 @@ class BrokerConfig:
     data_dir: Path
     raft_addr: str
     cluster_id: str
+    # cluster mode (controller.quorum.voters set): raft voters, gossip address and seeds
+    voters: dict[builtins.int, str] = field(default_factory=dict)
+    gossip_addr: str = ""
+    join: tuple[str, ...] = ()
+    rack: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
     # the property names set by the operator (file, overrides, flags), not defaulted
     explicit: frozenset[str] = frozenset()
@@ -197,6 +213,9 @@ def build_config(
     advertised_addr: str | None = None,
     data_dir: str | None = None,
     raft_addr: str | None = None,
+    gossip_addr: str | None = None,
+    join: str | None = None,
+    voters: str | None = None,
 ) -> BrokerConfig:
     given: dict[str, str] = {}
     if config_file is not None:
@@ -228,7 +247,24 @@ def build_config(
     if adv_host in ("0.0.0.0", "::", ""):
         adv_host = "localhost"
     ddir = Path(props.get("log.dirs", props.get("log.dir", "./data")).split(",")[0])
-    raft = raft_addr or props.get("jocko.raft.addr", f"{host}:{port + 1}")
+    if voters is not None:
+        props["controller.quorum.voters"] = voters
+    voter_map = parse_voters(props.get("controller.quorum.voters", ""))
+    bid = int(props["broker.id"])
+    raft = raft_addr or props.get("jocko.raft.addr") or voter_map.get(bid) \
+        or f"{host}:{port + 1}"
+    if gossip_addr is not None:
+        props["jocko.gossip.addr"] = gossip_addr
+    rhost, rport = split_addr(raft)
+    gossip = props.get("jocko.gossip.addr") or f"{rhost}:{rport + 1}"
+    if join is not None:
+        props["jocko.gossip.join"] = join
+    seeds = tuple(s.strip() for s in props.get("jocko.gossip.join", "").split(",") if s.strip())
+    cluster_id = props.get("cluster.id", "")
+    if voter_map and not cluster_id:
+        # every member derives the same id from the voter set (no format step needed)
+        digest = hashlib.sha256(props["controller.quorum.voters"].replace(" ", "").encode())
+        cluster_id = base64.urlsafe_b64encode(digest.digest()[:16]).decode().rstrip("=")
     return BrokerConfig(
         broker_id=int(props["broker.id"]),
         host=host,
@@ -237,10 +273,33 @@ def build_config(
         advertised_port=adv_port,
         data_dir=ddir,
         raft_addr=raft,
-        cluster_id=props.get("cluster.id", ""),
+        cluster_id=cluster_id,
         properties=props,
         explicit=frozenset(given),
+        voters=voter_map,
+        gossip_addr=gossip,
+        join=seeds,
+        rack=props.get("broker.rack") or None,
     )
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used (reported as one line)."""
+
+
+def parse_voters(value: str) -> dict[builtins.int, str]:
+    """Kafka's ``controller.quorum.voters``: ``id@host:port,...``."""
+    out: dict[builtins.int, str] = {}
+    for part in value.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        vid, at, addr = part.partition("@")
+        if not at or not vid.strip().isdigit() or ":" not in addr:
+            raise ConfigError(
+                f"controller.quorum.voters: {part!r} is not of the form id@host:port")
+        out[builtins.int(vid)] = addr.strip()
+    return out
 
 
 def load_or_create_cluster_id(data_dir: Path) -> str:
@@ -250,8 +309,6 @@ def load_or_create_cluster_id(data_dir: Path) -> str:
         props = parse_properties(meta.read_text())
         if props.get("cluster.id"):
             return props["cluster.id"]
-    import base64
-
     cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     data_dir.mkdir(parents=True, exist_ok=True)
     meta.write_text(f"version=1\ncluster.id={cid}\n")

@@ -1,237 +1,123 @@
-"""Partitions this broker hosts: their logs, high watermarks and producer state.
+"""The partitions this broker hosts and the two calls every handler goes through.
 
-The replica manager owns the `Partition` objects. A produce goes through
-`Partition.append`: validate every batch header (length, magic, CRC-32C, Kafka's
-produce rules) without decoding records, check idempotent-producer sequences,
-then `Log.append` patches offsets and writes. The high watermark is the minimum
-log end offset of the in-sync replicas; on one node ISR = {self}, so it follows
-the log end offset at once, and `acks=all` waits on the produce purgatory until
-the high watermark passes the batch (the hook followers will use).
+The replica manager owns the `Partition` objects (see partition.py, the sole owner
+of each partition's role, epochs, ISR and high watermark), the logs behind them,
+the replica fetchers, and the produce and fetch purgatories.
+
+- `apply_delta(image, delta)`: the only way partitions change role. Called by the
+  metadata publisher for every committed batch of metadata records: partitions this
+  broker now leads become leaders, the ones it follows get a fetcher on their leader,
+  deleted ones are stopped and their logs removed.
+- `append_records(entries, acks, timeout_ms)`: Produce (and the group coordinator's
+  own writes). Leader checks, min ISR and validation happen inside the partition;
+  `acks=all` parks in the produce purgatory until the HW passes the batch.
+- `fetch_messages(params)`: Fetch, for consumers (up to the HW) and followers (up to
+  the LEO, recording their position, moving the HW, expanding the ISR).
+- A background task shrinks the ISR of followers that lag beyond
+  `replica.lag.time.max.ms`; ISR changes go to the controller (AlterPartition)
+  through the `alter_partition` callable the broker installs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-import uuid
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from jocko_py.broker.producer_state import ProducerStateManager
+from jocko_py.broker.partition import (
+    AppendResult,
+    IsrChange,
+    Partition,
+    ReadResult,
+    Role,
+    now_ms,
+)
 from jocko_py.broker.purgatory import Purgatory
-from jocko_py.broker.topics import PartitionChange, TopicManager
+from jocko_py.broker.replica_fetcher import ReplicaFetcher
+from jocko_py.cluster.metadata import MetadataDelta, MetadataImage, PartitionRef
 from jocko_py.commitlog.config import LogConfig
-from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
-from jocko_py.commitlog.log import Log
 from jocko_py.commitlog.manager import LogManager
-from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode
 
 log = logging.getLogger("jocko_py.broker.replica_manager")
 
-PRODUCER_SNAPSHOT = "producer-state.json"
+__all__ = ["AppendResult", "FetchParams", "FetchPartition", "Partition", "ReadResult",
+           "ReplicaManager"]
 
 
 @dataclass(slots=True)
-class AppendResult:
-    error: ErrorCode = ErrorCode.NONE
-    base_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-    message: str | None = None
-    record_errors: list[tuple[int, str]] | None = None
-    last_offset: int = -1
+class FetchPartition:
+    topic: str
+    partition: int
+    fetch_offset: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    max_bytes: int = 1 << 20
 
 
 @dataclass(slots=True)
-class ReadResult:
-    error: ErrorCode
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    records: bytes | memoryview | None = None
-
-
-class Partition:
-    def __init__(
-        self, topic: str, partition: int, topic_id: uuid.UUID, log_: Log, broker_id: int
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.topic_id = topic_id
-        self.log = log_
-        self.broker_id = broker_id
-        self.leader_epoch = 0
-        self.isr = {broker_id}
-        self.high_watermark = log_.log_end_offset
-        self.producers = ProducerStateManager()
-        self._load_producer_state()
+class FetchParams:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    partitions: list[FetchPartition] = field(default_factory=list)
 
     @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
+    def is_follower(self) -> bool:
+        return self.replica_id >= 0
 
-    def _load_producer_state(self) -> None:
-        start = self.producers.load(self.log.dir / PRODUCER_SNAPSHOT)
-        start = max(start, self.log.log_start_offset)
-        if start > self.log.log_end_offset:
-            self.producers.producers = {}
-            start = self.log.log_start_offset
-        for seg in self.log.segments:
-            if seg.next_offset <= start:
-                continue
-            for _, h in seg.iter_headers():
-                if h.next_offset > start:
-                    self.producers.observe(h, h.base_offset)
 
-    def save_producer_state(self) -> None:
-        try:
-            self.producers.save(self.log.dir / PRODUCER_SNAPSHOT, self.log.log_end_offset)
-        except OSError as e:
-            log.warning("[partition=%s] could not save producer state: %s", self.name, e)
-
-    def append(self, data: memoryview | bytes, max_message_bytes: int) -> AppendResult:
-        """Validate and append a producer's records blob (one partition's data)."""
-        try:
-            batches = rb.split_batches(data, validate_crc=True)
-            if not batches:
-                return AppendResult(ErrorCode.INVALID_RECORD, message="empty record set")
-            if len(batches) != 1:
-                return AppendResult(
-                    ErrorCode.INVALID_RECORD,
-                    message="Produce requests v3+ must contain exactly one record batch "
-                    "per partition",
-                )
-            compacted = self.log.config.compact
-            for h, view in batches:
-                rb.check_produce_batch(h)
-                rb.validate_record_structure(view, h, require_keys=compacted)
-        except rb.UnsupportedMagicError as e:
-            # Kafka: legacy magic 0/1 is an invalid record for v3+ produce; any
-            # other magic means the bytes are not a record batch at all
-            code = ErrorCode.INVALID_RECORD if e.magic in (0, 1) else ErrorCode.CORRUPT_MESSAGE
-            return AppendResult(code, message=str(e))
-        except rb.InvalidRecordError as e:
-            return AppendResult(ErrorCode.INVALID_RECORD, message=str(e))
-        except rb.RecordError as e:
-            # CORRUPT_MESSAGE, or MESSAGE_TOO_LARGE for a batch that decompresses
-            # past the limit
-            return AppendResult(ErrorCode(e.error_code), message=str(e))
-        h, view = batches[0]
-        if h.size > max_message_bytes:
-            return AppendResult(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                message=f"batch of {h.size} bytes exceeds max.message.bytes={max_message_bytes}",
-            )
-        if h.is_transactional:
-            return AppendResult(
-                ErrorCode.INVALID_TXN_STATE, message="transactions are not supported"
-            )
-        check = self.producers.check(h)
-        if check.error != ErrorCode.NONE:
-            return AppendResult(check.error, log_start_offset=self.log.log_start_offset)
-        if check.duplicate is not None:
-            d = check.duplicate
-            return AppendResult(
-                base_offset=d.first_offset, last_offset=d.last_offset,
-                log_start_offset=self.log.log_start_offset,
-            )
-        append_time = None
-        if self.log.config.log_append_time:
-            append_time = int(time.time() * 1000)
-        try:
-            info = self.log.append(view, self.leader_epoch, log_append_time=append_time)
-        except KafkaStorageError as e:
-            log.error("[partition=%s] append failed: %s", self.name, e)
-            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(e))
-        except rb.RecordError as e:  # e.g. a batch larger than segment.bytes
-            return AppendResult(ErrorCode(e.error_code), message=str(e))
-        self.producers.observe(h, info.first_offset)
-        self.maybe_advance_high_watermark()
-        return AppendResult(
-            base_offset=info.first_offset,
-            last_offset=info.last_offset,
-            log_append_time=append_time if append_time is not None else -1,
-            log_start_offset=self.log.log_start_offset,
-        )
-
-    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
-        """A client's view of the leader epoch (-1: not given) against ours (KIP-320)."""
-        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
-            return ErrorCode.NONE
-        if current_leader_epoch < self.leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH
-        return ErrorCode.UNKNOWN_LEADER_EPOCH
-
-    def maybe_advance_high_watermark(self) -> bool:
-        # ISR = {self} on one node: the HW is our own log end offset.
-        leo = self.log.log_end_offset
-        if leo != self.high_watermark:
-            self.high_watermark = leo
-            return True
-        return False
-
-    def read(self, offset: int, max_bytes: int, *, committed_only: bool,
-             min_one: bool) -> ReadResult:
-        hw = self.high_watermark
-        try:
-            info = self.log.read(offset, max_bytes, max_offset=hw, min_one_batch=min_one)
-        except OffsetOutOfRangeError:
-            return ReadResult(
-                ErrorCode.OFFSET_OUT_OF_RANGE, hw, hw, self.log.log_start_offset, None
-            )
-        except KafkaStorageError:
-            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, hw, self.log.log_start_offset)
-        return ReadResult(ErrorCode.NONE, hw, hw, self.log.log_start_offset, info.records)
+AlterPartitionFn = Callable[[IsrChange], Awaitable[ErrorCode]]
 
 
 class ReplicaManager:
-    def __init__(self, data_dir: Path, base_config: LogConfig, topics: TopicManager,
-                 broker_id: int) -> None:
+    def __init__(self, data_dir: Path, base_config: LogConfig, broker_id: int,
+                 image: Callable[[], MetadataImage], props: Callable[[str], str]) -> None:
         self.base_config = base_config
-        self.topics = topics
         self.broker_id = broker_id
+        self._image = image
         self.logs = LogManager(data_dir, base_config)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_waiters = Purgatory()
         self.produce_waiters = Purgatory()
+        self.fetchers: dict[int, ReplicaFetcher] = {}
         self._group_flush: asyncio.Future[None] | None = None
-        topics.listeners.append(self.on_partition_changes)
+        self.alter_partition: AlterPartitionFn | None = None
+        self.replica_lag_time_max_ms = int(props("replica.lag.time.max.ms") or 30000)
+        self.replica_fetch_wait_max_ms = int(props("replica.fetch.wait.max.ms") or 500)
+        self.replica_fetch_max_bytes = int(props("replica.fetch.max.bytes") or 1048576)
+        # called with (topic, partition, became_leader) after every role change
+        self.role_listeners: list[Callable[[Partition, bool], None]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
 
-    def start(self) -> None:
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, image: MetadataImage) -> None:
+        """Load the logs of every partition this broker hosts in ``image``."""
         configs = {
-            (t.name, p): self.log_config(t.name)
-            for t in self.topics.image.topics.values() for p in t.partitions
+            (t.name, pid): self.log_config(t.name)
+            for t in image.topics.values() for pid, p in t.partitions.items()
+            if self.broker_id in p.replicas
         }
         self.logs.load_all(configs)
-        self.on_partition_changes(self.topics.existing_partitions())
-        # log directories of topics no longer in the metadata are leftovers of a
-        # deletion interrupted by a crash
-        known = set(self.partitions)
+
+    def remove_stray_logs(self, image: MetadataImage) -> None:
+        """Logs of partitions the metadata no longer places here: leftovers of a deletion
+        (or a reassignment) interrupted by a crash."""
         for key in list(self.logs.logs):
-            if key not in known:
-                log.info("removing log %s-%d of a deleted topic", *key)
+            p = image.partition(*key)
+            if p is None or self.broker_id not in p.replicas:
+                log.info("removing log %s-%d: not a replica here", *key)
                 self.logs.delete(*key)
 
     def log_config(self, topic: str) -> LogConfig:
-        return LogConfig.from_properties(self.topics.image.topic_configs(topic), self.base_config)
-
-    def on_partition_changes(self, changes: list[PartitionChange]) -> None:
-        for ch in changes:
-            key = (ch.topic, ch.partition)
-            if ch.added:
-                if key in self.partitions:
-                    continue
-                lg = self.logs.get_or_create(ch.topic, ch.partition, self.log_config(ch.topic))
-                self.partitions[key] = Partition(
-                    ch.topic, ch.partition, ch.topic_id, lg, self.broker_id
-                )
-            else:
-                p = self.partitions.pop(key, None)
-                if p is not None:
-                    self.logs.delete(ch.topic, ch.partition)
-                    self.fetch_waiters.notify(key)
+        return LogConfig.from_properties(self._image().topic_configs(topic), self.base_config)
 
     def update_topic_config(self, topic: str) -> None:
         cfg = self.log_config(topic)
@@ -239,11 +125,297 @@ class ReplicaManager:
             if t == topic:
                 p.log.update_config(cfg)
 
+    # ------------------------------------------------------------------ metadata
+
+    def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        local = delta.local_changes(self.broker_id)
+        now = now_ms()
+        for ref in local.deleted:
+            self._stop_replica(ref)
+        for ref in local.leaders:
+            p = self._get_or_create(ref)
+            assert ref.after is not None
+            self._remove_from_fetchers((p.topic, p.partition))
+            if p.make_leader(ref.after, now):
+                self._notify_role(p, True)
+            self._on_hw_maybe_moved(p)
+        for ref in local.followers:
+            p = self._get_or_create(ref)
+            assert ref.after is not None
+            was_leader = p.role is Role.LEADER
+            changed = p.make_follower(ref.after)
+            key = (p.topic, p.partition)
+            self._remove_from_fetchers(key, keep=ref.after.leader)
+            if ref.after.leader >= 0:
+                b = image.brokers.get(ref.after.leader)
+                if b is not None:
+                    f = self.fetchers.get(b.broker_id)
+                    if f is None or (f.channel.host, f.channel.port) != (b.host, b.port):
+                        if f is not None:
+                            self._spawn(f.close())
+                        f = ReplicaFetcher(self, b.broker_id, b.host, b.port)
+                        self.fetchers[b.broker_id] = f
+                    f.add(p)
+            if changed or was_leader:
+                self._notify_role(p, False)
+            # waiters on the old leader must learn that it is no longer the leader
+            self.produce_waiters.notify(key)
+            self.fetch_waiters.notify(key)
+        for bid in delta.brokers:
+            # a broker re-registered with a new address: fetchers re-dial
+            b = image.brokers.get(bid)
+            f = self.fetchers.get(bid)
+            if f is not None and b is not None and (f.channel.host, f.channel.port) != (
+                    b.host, b.port):
+                self.fetchers.pop(bid)
+                self._spawn(f.close())
+                nf = ReplicaFetcher(self, b.broker_id, b.host, b.port)
+                self.fetchers[bid] = nf
+                for p in list(f.partitions.values()):
+                    nf.add(p)
+        for rtype, name in delta.configs:
+            if rtype == 2 and name in image.topics:
+                self.update_topic_config(name)
+
+    def _get_or_create(self, ref: PartitionRef) -> Partition:
+        key = (ref.topic, ref.partition)
+        p = self.partitions.get(key)
+        if p is None or p.topic_id != ref.topic_id:
+            cfg = self.log_config(ref.topic)
+            lg = self.logs.get_or_create(ref.topic, ref.partition, cfg)
+            lg.update_config(cfg)
+            p = Partition(ref.topic, ref.partition, ref.topic_id, lg, self.broker_id)
+            self.partitions[key] = p
+        return p
+
+    def _stop_replica(self, ref: PartitionRef) -> None:
+        key = (ref.topic, ref.partition)
+        self._remove_from_fetchers(key)
+        p = self.partitions.pop(key, None)
+        if p is not None:
+            was_leader = p.role is Role.LEADER
+            p.stop()
+            if was_leader:
+                self._notify_role(p, False)
+        self.logs.delete(ref.topic, ref.partition)
+        self.fetch_waiters.notify(key)
+        self.produce_waiters.notify(key)
+
+    def _remove_from_fetchers(self, key: tuple[str, int], keep: int = -1) -> None:
+        for sid, f in list(self.fetchers.items()):
+            if sid != keep and key in f.partitions:
+                f.remove(key)
+
+    def _notify_role(self, p: Partition, leader: bool) -> None:
+        for fn in self.role_listeners:
+            try:
+                fn(p, leader)
+            except Exception:
+                log.exception("[partition=%s] role listener failed", p.name)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        async def run() -> None:
+            await coro
+
+        t = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ lookups
+
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
 
+    def get_partition_or_error(self, topic: str, partition: int) -> tuple[Partition | None,
+                                                                            ErrorCode]:
+        """The partition if this broker leads it, else the error a client must get."""
+        p = self.partitions.get((topic, partition))
+        if p is not None and p.role is Role.LEADER:
+            return p, ErrorCode.NONE
+        if p is not None:
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        img = self._image().partition(topic, partition)
+        if img is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    # ------------------------------------------------------------------ produce
+
+    async def append_records(
+        self, entries: list[tuple[str, int, memoryview | bytes]], acks: int, timeout_ms: int,
+        *, internal: bool = False,
+    ) -> list[AppendResult]:
+        """Append each (topic, partition, records) as leader; wait as ``acks`` says."""
+        now = now_ms()
+        results: list[AppendResult] = []
+        appended: list[tuple[Partition, AppendResult]] = []
+        for topic, idx, data in entries:
+            p, err = self.get_partition_or_error(topic, idx)
+            if p is None:
+                results.append(AppendResult(err, message=None if err != ErrorCode.NOT_LEADER_OR_FOLLOWER
+                                            else f"broker {self.broker_id} is not the leader"))
+                continue
+            if internal:
+                r = p.append_internal(bytes(data), now)
+            else:
+                r = p.append_as_leader(data, acks, p.log.config.max_message_bytes, now)
+            results.append(r)
+            if r.error == ErrorCode.NONE and r.last_offset >= 0:
+                appended.append((p, r))
+                self.fetch_waiters.notify((p.topic, p.partition))
+        if acks == 0 or not appended:
+            return results
+        barriers: list[tuple[asyncio.Future[None], AppendResult]] = []
+        for p, r in appended:
+            b = self.flush_barrier(p)
+            if b is not None:
+                barriers.append((b, r))
+        for b, r in barriers:
+            try:
+                await b
+            except Exception:
+                r.error = ErrorCode.KAFKA_STORAGE_ERROR
+        if acks == -1:
+            deadline = time.monotonic() + timeout_ms / 1000
+            for p, r in appended:
+                if r.error == ErrorCode.NONE:
+                    r.error = await self.wait_replicated(p, r.last_offset, deadline)
+        return results
+
+    async def wait_replicated(self, p: Partition, last_offset: int, deadline: float) -> ErrorCode:
+        """Wait until the HW passes ``last_offset`` (acks=all) or the deadline."""
+        key = (p.topic, p.partition)
+        epoch = p.leader_epoch
+        while p.high_watermark <= last_offset:
+            if p.role is not Role.LEADER or p.leader_epoch != epoch \
+                    or self.partitions.get(key) is not p:
+                # leadership moved before the write was replicated: the client retries
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return ErrorCode.REQUEST_TIMED_OUT
+            await self.produce_waiters.wait_any([key], left)
+        if len(p.isr) < p.log.config.min_insync_replicas:
+            # Kafka: written and replicated to the ISR, but the ISR shrank below the
+            # minimum meanwhile
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------ fetch
+
+    def _read_all(self, params: FetchParams, first: bool) -> tuple[list[ReadResult], int]:
+        now = now_ms()
+        total = 0
+        out: list[ReadResult] = []
+        for fp in params.partitions:
+            p = self.partitions.get((fp.topic, fp.partition))
+            if p is None:
+                img = self._image().partition(fp.topic, fp.partition)
+                err = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if img is None
+                       else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                out.append(ReadResult(err))
+                continue
+            if p.role is not Role.LEADER:
+                out.append(ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                continue
+            epoch_error = p.check_leader_epoch(fp.current_leader_epoch)
+            if epoch_error:
+                out.append(ReadResult(epoch_error))
+                continue
+            if params.is_follower:
+                if params.replica_id not in p.replicas:
+                    out.append(ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                    continue
+                div = p.diverging_epoch(fp.last_fetched_epoch, fp.fetch_offset)
+                if div is not None:
+                    out.append(ReadResult(ErrorCode.NONE, p.high_watermark, p.high_watermark,
+                                          p.log.log_start_offset, b"", diverging_epoch=div))
+                    continue
+                if first and fp.fetch_offset <= p.log.log_end_offset:
+                    eff = p.update_follower_fetch(params.replica_id, fp.fetch_offset, now)
+                    if eff.hw_advanced:
+                        self._on_hw_maybe_moved(p)
+                    if eff.isr_change is not None:
+                        self._send_isr_change(p, eff.isr_change)
+                upper = p.log.log_end_offset
+            else:
+                upper = p.high_watermark
+            limit = max(0, min(fp.max_bytes, params.max_bytes - total))
+            r = p.read(fp.fetch_offset, limit, upper=upper, min_one=total == 0)
+            out.append(r)
+            total += len(r.records) if r.records is not None else 0
+        return out, total
+
+    async def fetch_messages(self, params: FetchParams) -> list[ReadResult]:
+        results, total = self._read_all(params, True)
+        wait = params.max_wait_ms / 1000
+        if total >= params.min_bytes or wait <= 0 or any(r.error for r in results) \
+                or any(r.diverging_epoch for r in results):
+            return results
+        keys = [(fp.topic, fp.partition) for fp in params.partitions]
+        deadline = time.monotonic() + wait
+        while total < params.min_bytes:
+            left = deadline - time.monotonic()
+            if left <= 0 or not await self.fetch_waiters.wait_any(keys, left):
+                break
+            await asyncio.sleep(0)  # let a burst of produces land before re-reading
+            results, total = self._read_all(params, False)
+            if any(r.error for r in results):
+                break
+        return results
+
+    # ------------------------------------------------------------------ HW and ISR
+
+    def _on_hw_maybe_moved(self, p: Partition) -> None:
+        key = (p.topic, p.partition)
+        self.produce_waiters.notify(key)
+        self.fetch_waiters.notify(key)
+
     def notify_append(self, p: Partition) -> None:
         self.fetch_waiters.notify((p.topic, p.partition))
+
+    def on_follower_appended(self, p: Partition) -> None:
+        self.fetch_waiters.notify((p.topic, p.partition))
+
+    def on_follower_truncated(self, p: Partition) -> None:
+        pass
+
+    def _send_isr_change(self, p: Partition, change: IsrChange) -> None:
+        if self.alter_partition is None:
+            p.isr_change_failed(change)
+            return
+        send = self.alter_partition
+
+        async def run() -> None:
+            try:
+                err = await send(change)
+            except Exception as e:
+                log.info("[partition=%s] AlterPartition failed: %s", p.name, e)
+                err = ErrorCode.REQUEST_TIMED_OUT
+            if err != ErrorCode.NONE:
+                log.info("[partition=%s] ISR change to %s refused: %s", p.name,
+                         list(change.new_isr), err.name)
+                p.isr_change_failed(change)
+
+        self._spawn(run())
+
+    def check_isr(self) -> None:
+        now = now_ms()
+        for p in list(self.partitions.values()):
+            change = p.maybe_shrink_isr(now, self.replica_lag_time_max_ms)
+            if change is not None:
+                self._send_isr_change(p, change)
+
+    async def isr_expiration_loop(self) -> None:
+        interval = max(0.05, self.replica_lag_time_max_ms / 2000)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.check_isr()
+            except Exception:
+                log.exception("ISR check failed")
+
+    # ------------------------------------------------------------------ flushing
 
     def flush_dirty(self) -> None:
         self.logs.flush_dirty()
@@ -274,7 +446,17 @@ class ReplicaManager:
         if fut is not None and not fut.done():
             fut.set_result(None)
 
+    async def shutdown_fetchers(self) -> None:
+        for f in list(self.fetchers.values()):
+            await f.close()
+        self.fetchers.clear()
+        for t in list(self._tasks):
+            t.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
     def close(self) -> None:
         for p in self.partitions.values():
-            p.save_producer_state()
+            with contextlib.suppress(Exception):
+                p.log.save_producer_state()
         self.logs.close_all()

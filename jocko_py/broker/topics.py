@@ -1,48 +1,54 @@
-"""Topic metadata on one node: validated admin changes become metadata records.
+"""The broker's door to the controller: admin changes, producer ids, ISR changes.
 
-This module owns topic names, ids, partition counts and topic configs. Every
-change is a list of metadata records (`cluster.metadata`) appended durably to
-the local metadata log and then applied to the `MetadataImage`; listeners (the
-replica manager) are told which partitions appeared or disappeared. In a
-cluster the raft log will take the local log's place; the records stay the same.
+Every metadata change is decided by the active controller (`cluster.controller`,
+pure functions of the image) and committed through the metadata quorum; this module
+never writes a record itself. On the active controller the decision is taken
+locally, under the quorum's lock; anywhere else the request is forwarded to the
+active controller's broker over the Kafka protocol (CreateTopics, DeleteTopics,
+CreatePartitions, IncrementalAlterConfigs, AllocateProducerIds, AlterPartition),
+retried on NOT_CONTROLLER until its timeout, and the caller waits (bounded) until
+the local image shows the change, so the next Metadata request on this broker sees
+it. A forwarded request that reaches a broker that is no longer the controller gets
+NOT_CONTROLLER (it is never forwarded twice).
+
+Topic names are validated here, as Kafka's broker does before asking its controller.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from jocko_py.cluster.local_log import LocalMetadataLog
+from jocko_py.broker.inter_broker import BrokerChannel
+from jocko_py.cluster.controller import committed_producer_block
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
-    BrokerEndpoint,
-    ConfigRecord,
     MetadataImage,
     MetadataRecord,
-    PartitionRecord,
-    ProducerIdsRecord,
-    RegisterBrokerRecord,
-    RemoveTopicRecord,
-    TopicRecord,
-    UnfenceBrokerRecord,
 )
+from jocko_py.cluster.quorum import MetadataQuorum, NotControllerError
 from jocko_py.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from jocko_py.broker.partition import IsrChange
 
 log = logging.getLogger("jocko_py.broker.topics")
 
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-PRODUCER_ID_BLOCK = 1000
+FORWARD_CLIENT_ID = "jocko-py-forward"
+CONTROLLER_TIMEOUT_S = 15.0
+APPLY_TIMEOUT_S = 10.0
 
 
 class TopicError(Exception):
-    def __init__(self, code: ErrorCode, message: str):
-        super().__init__(message)
+    def __init__(self, code: ErrorCode, message: str | None):
+        super().__init__(message or code.name)
         self.code = code
         self.message = message
 
@@ -65,67 +71,79 @@ def validate_topic_name(name: str | None) -> None:
         )
 
 
-@dataclass(frozen=True)
-class PartitionChange:
-    topic: str
-    partition: int
-    topic_id: uuid.UUID
-    added: bool
-
-
-Listener = Callable[[list[PartitionChange]], None]
+def _err(code: int) -> ErrorCode:
+    return ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class TopicManager:
-    """Single-node metadata: the local durable log plus the image built from it."""
-
-    def __init__(self, data_dir: Path, broker_id: int, host: str, port: int):
+    def __init__(self, quorum: MetadataQuorum, broker_id: int) -> None:
+        self.quorum = quorum
         self.broker_id = broker_id
-        self.image = MetadataImage()
-        self.log = LocalMetadataLog(data_dir / "__cluster_metadata.log")
-        self.listeners: list[Listener] = []
-        for rec in self.log.replay():
-            self.image.apply(rec)
-        self._next_pid = self.image.next_producer_id
-        self._pid_limit = self.image.next_producer_id
-        b = self.image.brokers.get(broker_id)
-        if b is None or (b.host, b.port) != (host, port) or b.fenced:
-            epoch = (b.broker_epoch + 1) if b else 1
-            self.commit([
-                RegisterBrokerRecord(
-                    broker_id=broker_id, incarnation_id=uuid.uuid4(), broker_epoch=epoch,
-                    endpoints=(BrokerEndpoint("PLAINTEXT", host, port),), fenced=False,
-                ),
-                UnfenceBrokerRecord(broker_id, epoch),
-            ])
+        self._channels: dict[int, BrokerChannel] = {}
+        self._pid_next = 0
+        self._pid_limit = 0
+        self._pid_lock = asyncio.Lock()
 
-    def commit(self, records: list[MetadataRecord]) -> None:
-        self.log.append(records)
-        changes: list[PartitionChange] = []
-        for rec in records:
-            if isinstance(rec, RemoveTopicRecord):
-                t = self.image.topic_by_id(rec.topic_id)
-                if t is not None:
-                    changes += [PartitionChange(t.name, p, t.topic_id, False) for p in t.partitions]
-            self.image.apply(rec)
-            if isinstance(rec, PartitionRecord):
-                t = self.image.topic_by_id(rec.topic_id)
-                if t is not None:
-                    changes.append(PartitionChange(t.name, rec.partition_id, t.topic_id, True))
-        if changes:
-            for listener in self.listeners:
-                listener(changes)
+    @property
+    def image(self) -> MetadataImage:
+        return self.quorum.image
 
-    def existing_partitions(self) -> list[PartitionChange]:
-        return [
-            PartitionChange(t.name, p, t.topic_id, True)
-            for t in self.image.topics.values()
-            for p in t.partitions
-        ]
+    # ------------------------------------------------------------------ plumbing
 
-    # -- admin operations ----------------------------------------------------------
+    async def _commit(self, decide: Callable[[MetadataImage], tuple[int, list[MetadataRecord]]],
+                      ) -> ErrorCode:
+        """Decide on the image and commit, as the active controller."""
+        async with self.quorum.lock:
+            if not self.quorum.is_active_controller():
+                raise NotControllerError()
+            code, records = decide(self.quorum.image)
+            if code == 0 and records:
+                await self.quorum.propose(records)
+        return _err(code)
 
-    def create_topic(
+    async def _controller_request(self, api_key: int, version: int, body: dict[str, Any],
+                                  ok: Callable[[Any], bool] | None = None) -> Any:
+        """Send a request to the active controller's broker; retry NOT_CONTROLLER."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONTROLLER_TIMEOUT_S
+        last: str = "no active controller"
+        while loop.time() < deadline:
+            cid = self.quorum.controller_id()
+            b = self.image.brokers.get(cid) if cid >= 0 else None
+            if cid == self.broker_id and self.quorum.is_active_controller():
+                raise _Local()
+            if b is None:
+                await asyncio.sleep(0.1)
+                continue
+            ch = self._channels.get(cid)
+            if ch is None or (ch.host, ch.port) != (b.host, b.port):
+                if ch is not None:
+                    await ch.close()
+                ch = self._channels[cid] = BrokerChannel(b.host, b.port, FORWARD_CLIENT_ID)
+            try:
+                resp = await ch.request(api_key, version, body,
+                                        timeout=max(0.1, deadline - loop.time()))
+            except (ConnectionError, OSError, TimeoutError) as e:
+                last = f"controller {cid} unreachable: {e}"
+                await asyncio.sleep(0.1)
+                continue
+            if ok is not None and not ok(resp):
+                last = f"controller {cid} answered NOT_CONTROLLER"
+                await asyncio.sleep(0.1)
+                continue
+            return resp
+        raise TopicError(ErrorCode.NOT_CONTROLLER, last)
+
+    async def _wait_applied(self, pred: Callable[[MetadataImage], bool]) -> None:
+        await self.quorum.wait_for(pred, APPLY_TIMEOUT_S)
+
+    async def close(self) -> None:
+        for ch in self._channels.values():
+            await ch.close()
+
+    # ------------------------------------------------------------------ topics
+
+    async def create_topic(
         self,
         name: str,
         num_partitions: int,
@@ -134,6 +152,7 @@ class TopicManager:
         *,
         validate_only: bool = False,
         validate_configs: Callable[[dict[str, str]], None] | None = None,
+        forwarded: bool = False,
     ) -> uuid.UUID:
         validate_topic_name(name)
         if name in self.image.topics:
@@ -146,49 +165,102 @@ class TopicManager:
             raise TopicError(
                 ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
             )
-        live = [b for b in self.image.brokers.values() if not b.fenced]
-        if replication_factor > len(live):
-            raise TopicError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {replication_factor} time(s): "
-                f"The target replication factor of {replication_factor} cannot be reached "
-                f"because only {len(live)} broker(s) are registered.",
-            )
         configs = dict(configs or {})
         if validate_configs is not None:
             validate_configs(configs)
-        topic_id = uuid.uuid4()
+        live = [b for b in self.image.brokers.values() if not b.fenced]
         if validate_only:
-            return topic_id
-        replicas = tuple(sorted(b.broker_id for b in live))[:replication_factor]
-        records: list[MetadataRecord] = [TopicRecord(name, topic_id)]
-        records += [
-            ConfigRecord(CONFIG_RESOURCE_TOPIC, name, k, v) for k, v in sorted(configs.items())
-        ]
-        records += [
-            PartitionRecord(
-                partition_id=p, topic_id=topic_id, replicas=replicas, isr=replicas,
-                leader=replicas[0], leader_epoch=0, partition_epoch=0,
-            )
-            for p in range(num_partitions)
-        ]
-        self.commit(records)
-        log.info("[broker=%d] created topic %s (%s) with %d partition(s), configs %s",
-                 self.broker_id, name, topic_id, num_partitions, configs)
-        return topic_id
+            self._check_rf(replication_factor, len(live))
+            return uuid.UUID(int=0)
+        if self.quorum.is_active_controller():
+            tid: list[uuid.UUID] = []
 
-    def delete_topic(self, name: str) -> uuid.UUID:
+            def decide(img: MetadataImage) -> tuple[int, list[MetadataRecord]]:
+                self._check_rf(replication_factor, sum(not b.fenced for b in img.brokers.values()))
+                code, recs = self.quorum.controller.create_topic(
+                    img, name, num_partitions, replication_factor, configs)
+                for r in recs:
+                    if hasattr(r, "name") and hasattr(r, "topic_id") and r.name == name:
+                        tid.append(r.topic_id)
+                return code, recs
+
+            try:
+                code = await self._commit(decide)
+            except NotControllerError:
+                if forwarded:
+                    raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
+                return await self._forward_create(name, num_partitions, replication_factor,
+                                                  configs)
+            if code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise TopicError(code, f"Topic '{name}' already exists.")
+            if code:
+                raise TopicError(code, None)
+            log.info("[broker=%d] created topic %s (%s) with %d partition(s), RF %d, configs %s",
+                     self.broker_id, name, tid[0] if tid else "?", num_partitions,
+                     replication_factor, configs)
+            return tid[0]
+        if forwarded:
+            raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller")
+        return await self._forward_create(name, num_partitions, replication_factor, configs)
+
+    @staticmethod
+    def _check_rf(rf: int, live: int) -> None:
+        if rf > live:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {rf} time(s): "
+                f"The target replication factor of {rf} cannot be reached "
+                f"because only {live} broker(s) are registered.",
+            )
+
+    async def _forward_create(self, name: str, n: int, rf: int,
+                              configs: dict[str, str]) -> uuid.UUID:
+        body = {"topics": [{"name": name, "num_partitions": n, "replication_factor": rf,
+                            "assignments": [],
+                            "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+                "timeout_ms": 30000, "validate_only": False}
+        try:
+            resp = await self._controller_request(
+                19, 7, body, ok=lambda r: r.topics[0].error_code != ErrorCode.NOT_CONTROLLER)
+        except _Local:
+            return await self.create_topic(name, n, rf, configs)
+        t = resp.topics[0]
+        if t.error_code:
+            raise TopicError(_err(t.error_code), t.error_message)
+        await self._wait_applied(lambda img: name in img.topics)
+        return t.topic_id  # type: ignore[no-any-return]
+
+    async def delete_topic(self, name: str, *, forwarded: bool = False) -> uuid.UUID:
         t = self.image.topics.get(name)
         if t is None:
             raise TopicError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 "This server does not host this topic-partition.",
             )
-        self.commit([RemoveTopicRecord(t.topic_id)])
-        log.info("[broker=%d] deleted topic %s (%s)", self.broker_id, name, t.topic_id)
-        return t.topic_id
+        tid = t.topic_id
+        try:
+            code = await self._commit(lambda img: self.quorum.controller.delete_topic(img, name))
+        except NotControllerError:
+            if forwarded:
+                raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
+            try:
+                resp = await self._controller_request(
+                    20, 6, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
+                            "timeout_ms": 30000},
+                    ok=lambda r: r.responses[0].error_code != ErrorCode.NOT_CONTROLLER)
+            except _Local:
+                return await self.delete_topic(name)
+            code = _err(resp.responses[0].error_code)
+            if code == ErrorCode.NONE:
+                await self._wait_applied(lambda img: img.topic_by_id(tid) is None)
+        if code:
+            raise TopicError(code, "This server does not host this topic-partition."
+                             if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)
+        log.info("[broker=%d] deleted topic %s (%s)", self.broker_id, name, tid)
+        return tid
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    async def create_partitions(self, name: str, count: int, validate_only: bool = False,
+                                *, forwarded: bool = False) -> None:
         t = self.image.topics.get(name)
         if t is None:
             raise TopicError(
@@ -208,28 +280,140 @@ class TopicManager:
             )
         if validate_only:
             return
-        any_p = next(iter(t.partitions.values()))
-        self.commit([
-            PartitionRecord(
-                partition_id=p, topic_id=t.topic_id, replicas=any_p.replicas,
-                isr=any_p.replicas, leader=any_p.replicas[0],
-            )
-            for p in range(current, count)
-        ])
+        try:
+            code = await self._commit(
+                lambda img: self.quorum.controller.create_partitions(img, name, count))
+        except NotControllerError:
+            if forwarded:
+                raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
+            try:
+                resp = await self._controller_request(
+                    37, 3, {"topics": [{"name": name, "count": count, "assignments": None}],
+                            "timeout_ms": 30000, "validate_only": False},
+                    ok=lambda r: r.results[0].error_code != ErrorCode.NOT_CONTROLLER)
+            except _Local:
+                return await self.create_partitions(name, count)
+            res = resp.results[0]
+            if res.error_code:
+                raise TopicError(_err(res.error_code), res.error_message) from None
+            await self._wait_applied(
+                lambda img: name in img.topics and len(img.topics[name].partitions) >= count)
+            return
+        if code:
+            raise TopicError(code, None)
 
-    def set_topic_configs(self, name: str, changes: dict[str, str | None]) -> None:
-        self.commit([
-            ConfigRecord(CONFIG_RESOURCE_TOPIC, name, k, v) for k, v in sorted(changes.items())
-        ])
+    async def set_topic_configs(self, name: str, changes: dict[str, str | None], *,
+                                forwarded: bool = False) -> None:
+        try:
+            code = await self._commit(lambda img: self.quorum.controller.alter_config(
+                img, CONFIG_RESOURCE_TOPIC, name, changes))
+        except NotControllerError:
+            if forwarded:
+                raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
+            body = {"resources": [{
+                "resource_type": CONFIG_RESOURCE_TOPIC, "resource_name": name,
+                "configs": [{"name": k, "config_operation": 0 if v is not None else 1,
+                             "value": v} for k, v in changes.items()]}],
+                "validate_only": False}
+            try:
+                resp = await self._controller_request(
+                    44, 1, body,
+                    ok=lambda r: r.responses[0].error_code != ErrorCode.NOT_CONTROLLER)
+            except _Local:
+                return await self.set_topic_configs(name, changes)
+            res = resp.responses[0]
+            if res.error_code:
+                raise TopicError(_err(res.error_code), res.error_message) from None
+            await self._wait_applied(lambda img: all(
+                img.topic_configs(name).get(k) == v for k, v in changes.items()))
+            return
+        if code:
+            raise TopicError(code, None)
 
-    def allocate_producer_id(self) -> int:
-        if self._next_pid >= self._pid_limit:
-            start = self.image.next_producer_id
-            self.commit([ProducerIdsRecord(self.broker_id, 0, start + PRODUCER_ID_BLOCK)])
-            self._next_pid, self._pid_limit = start, start + PRODUCER_ID_BLOCK
-        pid = self._next_pid
-        self._next_pid += 1
-        return pid
+    # ------------------------------------------------------------------ producer ids
 
-    def close(self) -> None:
-        self.log.close()
+    async def allocate_producer_block(self, broker_id: int, broker_epoch: int, *,
+                                      forwarded: bool = False) -> tuple[ErrorCode, int, int]:
+        """A committed block of producer ids for ``broker_id``: (error, first, count)."""
+        block: list[tuple[int, int]] = []
+
+        def decide(img: MetadataImage) -> tuple[int, list[MetadataRecord]]:
+            code, recs, _ = self.quorum.controller.allocate_producer_ids(
+                img, broker_id, broker_epoch)
+            if code == 0:
+                got = committed_producer_block(img, recs[0])  # type: ignore[arg-type]
+                if got is not None:
+                    block.append(got)
+            return code, recs
+
+        try:
+            code = await self._commit(decide)
+        except NotControllerError:
+            if forwarded:
+                return ErrorCode.NOT_CONTROLLER, -1, 0
+            try:
+                resp = await self._controller_request(
+                    67, 0, {"broker_id": broker_id, "broker_epoch": broker_epoch},
+                    ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
+            except _Local:
+                return await self.allocate_producer_block(broker_id, broker_epoch)
+            return _err(resp.error_code), resp.producer_id_start, resp.producer_id_len
+        if code or not block:
+            return code or ErrorCode.UNKNOWN_SERVER_ERROR, -1, 0
+        return ErrorCode.NONE, block[0][0], block[0][1]
+
+    async def allocate_producer_id(self) -> int:
+        async with self._pid_lock:
+            if self._pid_next >= self._pid_limit:
+                b = self.image.brokers.get(self.broker_id)
+                epoch = b.broker_epoch if b is not None else -1
+                code, start, count = await self.allocate_producer_block(self.broker_id, epoch)
+                if code:
+                    raise TopicError(code, "could not allocate producer ids")
+                self._pid_next, self._pid_limit = start, start + count
+            pid = self._pid_next
+            self._pid_next += 1
+            return pid
+
+    # ------------------------------------------------------------------ ISR changes
+
+    async def alter_partition_local(self, broker_id: int, topic_id: uuid.UUID, partition: int,
+                                    leader_epoch: int, partition_epoch: int,
+                                    new_isr: tuple[int, ...], *, forwarded: bool = False,
+                                    ) -> ErrorCode:
+        try:
+            return await self._commit(lambda img: self.quorum.controller.alter_partition(
+                img, topic_id, partition, broker_id, leader_epoch, partition_epoch, new_isr))
+        except NotControllerError:
+            return ErrorCode.NOT_CONTROLLER
+
+    async def alter_partition(self, change: IsrChange) -> ErrorCode:
+        """Leader -> controller: ask for an ISR change (Kafka's AlterPartition)."""
+        if self.quorum.is_active_controller():
+            code = await self.alter_partition_local(
+                self.broker_id, change.topic_id, change.partition, change.leader_epoch,
+                change.partition_epoch, change.new_isr)
+            if code != ErrorCode.NOT_CONTROLLER:
+                return code
+        b = self.image.brokers.get(self.broker_id)
+        body = {"broker_id": self.broker_id, "broker_epoch": b.broker_epoch if b else -1,
+                "topics": [{"topic_id": change.topic_id, "partitions": [{
+                    "partition_index": change.partition, "leader_epoch": change.leader_epoch,
+                    "new_isr": list(change.new_isr), "leader_recovery_state": 0,
+                    "partition_epoch": change.partition_epoch}]}]}
+        try:
+            resp = await self._controller_request(
+                56, 2, body, ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
+        except _Local:
+            return await self.alter_partition_local(
+                self.broker_id, change.topic_id, change.partition, change.leader_epoch,
+                change.partition_epoch, change.new_isr)
+        except TopicError as e:
+            return e.code
+        if resp.error_code:
+            return _err(resp.error_code)
+        return _err(resp.topics[0].partitions[0].error_code)
+
+
+class _Local(Exception):
+    """The controller turned out to be this broker: decide locally."""

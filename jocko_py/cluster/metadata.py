@@ -55,6 +55,10 @@ Image:
 - ``brokers: dict[int, BrokerImage]``; ``BrokerImage(broker_id, host, port, rack, fenced,
   broker_epoch, incarnation_id, endpoints, in_controlled_shutdown)``.
 - ``next_producer_id: int``, ``features: dict[str, int]``.
+- ``apply_batch(records) -> MetadataDelta``: apply records in order and return what they
+  changed (partitions with their image before and after, deleted topics, brokers,
+  configs); ``delta.local_changes(broker_id)`` sorts the partition changes into the
+  ones this broker now leads, follows, or no longer hosts.
 - ``snapshot() -> list[MetadataRecord]`` (records that rebuild this image exactly),
   ``restore(records) -> None`` (replace the state by applying ``records`` to an empty
   image), ``MetadataImage.from_records(records)``, ``fingerprint() -> str`` (a digest of
@@ -330,6 +334,64 @@ def decode_record(data: bytes) -> MetadataRecord:
         raise MetadataRecordError(f"{cls.__name__}: bad field: {e}") from e
 
 
+# --------------------------------------------------------------------------- delta
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRef:
+    """One partition as a delta reports it: where it was and where it is now."""
+
+    topic: str
+    partition: int
+    topic_id: uuid.UUID
+    before: PartitionImage | None
+    after: PartitionImage | None
+
+
+@dataclass(slots=True)
+class LocalChanges:
+    leaders: list[PartitionRef] = field(default_factory=list)
+    followers: list[PartitionRef] = field(default_factory=list)
+    deleted: list[PartitionRef] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class MetadataDelta:
+    """What one batch of records changed; built by ``MetadataImage.apply_batch``."""
+
+    partitions: dict[tuple[uuid.UUID, int], PartitionRef] = field(default_factory=dict)
+    deleted_topics: dict[uuid.UUID, TopicImage] = field(default_factory=dict)
+    brokers: set[int] = field(default_factory=set)
+    configs: set[tuple[int, str]] = field(default_factory=set)
+    snapshot_loaded: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.partitions or self.deleted_topics or self.brokers or self.configs
+            or self.snapshot_loaded
+        )
+
+    def local_changes(self, broker_id: int) -> LocalChanges:
+        """Partitions of which ``broker_id`` became (or stays, with a change) the leader,
+        a follower, or stopped being a replica (including deleted topics)."""
+        out = LocalChanges()
+        for ref in self.partitions.values():
+            after = ref.after
+            if after is None or broker_id not in after.replicas:
+                if ref.before is not None and broker_id in ref.before.replicas:
+                    out.deleted.append(ref)
+                continue
+            if after.leader == broker_id:
+                out.leaders.append(ref)
+            else:
+                out.followers.append(ref)
+        for t in self.deleted_topics.values():
+            for pid, p in t.partitions.items():
+                if broker_id in p.replicas and (t.topic_id, pid) not in self.partitions:
+                    out.deleted.append(PartitionRef(t.name, pid, t.topic_id, p, None))
+        return out
+
+
 # --------------------------------------------------------------------------- image
 
 
@@ -405,6 +467,72 @@ class MetadataImage:
         return None if t is None else t.partitions.get(partition_id)
 
     # ---- transitions
+
+    def apply_batch(self, records: Iterable[MetadataRecord]) -> MetadataDelta:
+        """Apply ``records`` in order; return the delta they make (see ``MetadataDelta``)."""
+        delta = MetadataDelta()
+        for r in records:
+            self._note(delta, r)
+            self.apply(r)
+        for key, ref in list(delta.partitions.items()):
+            t = self.topic_by_id(key[0])
+            after = None if t is None else t.partitions.get(key[1])
+            if after == ref.before:
+                del delta.partitions[key]
+            else:
+                delta.partitions[key] = dataclasses.replace(ref, after=after)
+        return delta
+
+    @staticmethod
+    def diff(old: MetadataImage, new: MetadataImage) -> MetadataDelta:
+        """The delta that turns ``old`` into ``new`` (after loading a snapshot)."""
+        delta = MetadataDelta(snapshot_loaded=True)
+        for t in new.topics.values():
+            prev = old.topic_by_id(t.topic_id)
+            for pid, p in t.partitions.items():
+                before = None if prev is None else prev.partitions.get(pid)
+                if before != p:
+                    delta.partitions[(t.topic_id, pid)] = PartitionRef(
+                        t.name, pid, t.topic_id, before, p)
+        for t in old.topics.values():
+            if new.topic_by_id(t.topic_id) is None:
+                delta.deleted_topics[t.topic_id] = t
+        delta.brokers = set(old.brokers) | set(new.brokers)
+        delta.configs = set(old._configs) | set(new._configs)
+        return delta
+
+    def _note(self, delta: MetadataDelta, r: MetadataRecord) -> None:
+        if isinstance(r, PartitionRecord | PartitionChangeRecord):
+            key = (r.topic_id, r.partition_id)
+            if key not in delta.partitions:
+                t = self.topic_by_id(r.topic_id)
+                if t is not None:
+                    before = t.partitions.get(r.partition_id)
+                    delta.partitions[key] = PartitionRef(
+                        t.name, r.partition_id, t.topic_id, before, None
+                    )
+        elif isinstance(r, RemoveTopicRecord):
+            t = self.topic_by_id(r.topic_id)
+            if t is not None:
+                # partitions changed earlier in this batch are reported as deleted too
+                parts = dict(t.partitions)
+                for (tid, pid), ref in list(delta.partitions.items()):
+                    if tid == t.topic_id:
+                        if ref.before is not None:
+                            parts[pid] = ref.before
+                        else:
+                            parts.pop(pid, None)
+                        del delta.partitions[(tid, pid)]
+                delta.deleted_topics[t.topic_id] = TopicImage(t.name, t.topic_id, parts)
+                delta.configs.add((CONFIG_RESOURCE_TOPIC, t.name))
+        elif isinstance(r, ConfigRecord):
+            delta.configs.add((r.resource_type, r.resource_name))
+        elif isinstance(r, FenceBrokerRecord | UnfenceBrokerRecord):
+            delta.brokers.add(r.id)
+        elif isinstance(
+            r, RegisterBrokerRecord | UnregisterBrokerRecord | BrokerRegistrationChangeRecord
+        ):
+            delta.brokers.add(r.broker_id)
 
     def apply(self, record: MetadataRecord) -> None:
         """Apply one record. Deterministic; ignores (and logs) records that do not fit."""

@@ -40,6 +40,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ from jocko_py.cluster.gossip.transport import GossipTransport
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
     ConfigRecord,
+    MetadataDelta,
     MetadataImage,
     MetadataRecord,
     decode_records,
@@ -66,22 +68,35 @@ NOT_CONTROLLER = 41
 
 
 class MetadataStateMachine:
-    """Applies committed metadata entries to a ``MetadataImage``."""
+    """Applies committed metadata entries to a ``MetadataImage`` and hands each entry's
+    ``MetadataDelta`` to the listeners (the broker's metadata publisher)."""
 
     def __init__(self) -> None:
         self.image = MetadataImage()
         self.applied = 0
+        self.listeners: list[Callable[[MetadataImage, MetadataDelta], None]] = []
+
+    def _publish(self, delta: MetadataDelta) -> None:
+        if not delta:
+            return
+        for fn in self.listeners:
+            try:
+                fn(self.image, delta)
+            except Exception:
+                log.exception("metadata listener failed")
 
     def on_commit(self, entries: tuple[Entry, ...]) -> None:
         for e in entries:
-            if e.kind == DATA:
-                for r in decode_records(e.data):
-                    self.image.apply(r)
             self.applied = e.offset + 1
+            if e.kind == DATA:
+                self._publish(self.image.apply_batch(decode_records(e.data)))
 
     def on_load_snapshot(self, snapshot: Snapshot) -> None:
+        old = MetadataImage()
+        old.__dict__.update(self.image.__dict__)
         self.image.restore(decode_records(snapshot.data))
         self.applied = snapshot.end_offset
+        self._publish(MetadataImage.diff(old, self.image))
 
 
 class ClusterNode:
@@ -117,6 +132,9 @@ class ClusterNode:
         self.gossip = GossipTransport(self.gossip_core, on_event=self._on_member)
         self.seeds = seeds
         self.controller = Controller(ControllerConfig())
+        # Serialises controller decisions with their commit (the embedding broker
+        # shares one lock between this loop and its admin requests).
+        self.lock = asyncio.Lock()
         self.reconcile_ms = reconcile_ms
         self.snapshot_every = snapshot_every
         self._task: asyncio.Task[None] | None = None
@@ -206,10 +224,13 @@ class ClusterNode:
                 self.raft.execute(c.take_snapshot(c.applied, data, self.raft.now()))
             if not self.is_active_controller() or not self._settled():
                 continue
-            recs = self.controller.reconcile(self.machine.image, self.live_brokers())
-            if recs:
-                with contextlib.suppress(NotLeaderError):
-                    await self.raft.propose([encode_records(recs)])
+            async with self.lock:
+                if not self.is_active_controller() or not self._settled():
+                    continue
+                recs = self.controller.reconcile(self.machine.image, self.live_brokers())
+                if recs:
+                    with contextlib.suppress(NotLeaderError):
+                        await self.raft.propose([encode_records(recs)])
 
     async def propose(self, records: list[MetadataRecord]) -> int:
         return await self.raft.propose([encode_records(records)])

@@ -36,6 +36,7 @@ def coordinator(broker: Broker) -> GroupCoordinator:
 def install(broker: Broker) -> GroupCoordinator:
     gc = GroupCoordinator(broker)
     gc.load()
+    broker.replicas.role_listeners.append(gc.on_partition_role)
     broker.services["groups"] = gc
     backoff_raw = broker.config.get("log.cleaner.backoff.ms")
     backoff_s = max(0.05, (int(backoff_raw) if backoff_raw else 15000) / 1000)

@@ -21,9 +21,10 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jocko_py.broker.group.offsets_store import (
+    OFFSETS_TOPIC,
     OffsetsStore,
     group_key,
     group_value,
@@ -103,16 +104,40 @@ class GroupCoordinator:
     # -- lifecycle -------------------------------------------------------------------
 
     def load(self) -> None:
-        state = self.store.load()
-        self.groups = state.groups
+        """Groups are loaded per `__consumer_offsets` partition as this broker becomes
+        its leader (`on_partition_role`); nothing to read up front."""
         self.loaded = True
+
+    def on_partition_role(self, p: Any, leader: bool) -> None:
+        """Elected: load the partition's groups from the local replica. Resigned: drop
+        them (their members learn NOT_COORDINATOR and look the coordinator up again)."""
+        if p.topic != OFFSETS_TOPIC:
+            return
+        idx = p.partition
+        if leader:
+            state = self.store.load([idx])
+            for gid, g in state.groups.items():
+                if self.store.partition_for(gid) == idx:
+                    self.groups[gid] = g
+            log.info("[partition=%s] elected coordinator: %d group(s) loaded", p.name,
+                     sum(self.store.partition_for(g) == idx for g in self.groups))
+            return
+        dropped = [gid for gid in self.groups if self.store.partition_for(gid) == idx]
+        for gid in dropped:
+            g = self.groups.pop(gid)
+            for m in g.members.values():
+                m.complete_join(JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
+                m.complete_sync(SyncResult(E.NOT_COORDINATOR))
+        if dropped:
+            log.info("[partition=%s] resigned as coordinator of %d group(s)", p.name,
+                     len(dropped))
 
     def is_active(self) -> bool:
         """Coordinator duties start once `__consumer_offsets` exists (first FindCoordinator)."""
         return self.loaded and self.store.topic_exists()
 
-    def ensure_active(self) -> None:
-        self.store.ensure_topic()
+    async def ensure_active(self) -> None:
+        await self.store.ensure_topic()
 
     def _group_error(self, group_id: str | None, *, allow_empty: bool = False) -> E | None:
         if group_id is None or (not group_id and not allow_empty):
@@ -120,6 +145,8 @@ class GroupCoordinator:
         if not self.loaded:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if not self.store.topic_exists():
+            return E.NOT_COORDINATOR
+        if not self.store.is_leader_for(group_id):
             return E.NOT_COORDINATOR
         return None
 

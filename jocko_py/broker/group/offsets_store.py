@@ -1,8 +1,10 @@
 """Group metadata and committed offsets in the internal topic `__consumer_offsets`.
 
 This module owns the byte layout of that topic and the I/O against it: it
-writes records through the replica manager's partitions and reads them back on
-start. Layout (Kafka's, from `coordinator-records/`): every record key and
+writes records through the replica manager (as the partition's leader: this broker
+coordinates exactly the groups whose partition it leads) and reads a partition back
+when this broker becomes its leader. A write is acknowledged to clients once the
+partition's high watermark passes it (`wait_durable`: acks=all semantics). Layout (Kafka's, from `coordinator-records/`): every record key and
 value starts with an int16 version, followed by the versioned struct.
 
 * key version 0/1 = OffsetCommitKey(group, topic, partition),
@@ -188,6 +190,7 @@ class OffsetsStore:
         self.replication_factor = max(1, broker.config.int("offsets.topic.replication.factor"))
         self.segment_bytes = broker.config.get("offsets.topic.segment.bytes") or "104857600"
         self.pinned = False
+        self._written: dict[str, tuple[Any, int]] = {}
 
     def topic_exists(self) -> bool:
         t = self.broker.topics.image.topics.get(OFFSETS_TOPIC)
@@ -197,14 +200,17 @@ class OffsetsStore:
             self.pinned = True
         return t is not None
 
-    def ensure_topic(self) -> None:
-        """Create the topic as Kafka does on the first FindCoordinator."""
+    async def ensure_topic(self) -> None:
+        """Create the topic as Kafka does on the first FindCoordinator, with
+        `offsets.topic.replication.factor` capped to the live brokers."""
         if self.topic_exists():
             return
         t0 = time.monotonic()
+        live = sum(not b.fenced for b in self.broker.topics.image.brokers.values())
         try:
-            self.broker.topics.create_topic(
-                OFFSETS_TOPIC, self.num_partitions, self.replication_factor,
+            await self.broker.topics.create_topic(
+                OFFSETS_TOPIC, self.num_partitions,
+                max(1, min(self.replication_factor, live)),
                 {"cleanup.policy": "compact", "segment.bytes": self.segment_bytes,
                  "compression.type": "producer"})
         except TopicError as e:
@@ -216,16 +222,26 @@ class OffsetsStore:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
+    def is_leader_for(self, group_id: str) -> bool:
+        p = self.broker.replicas.get(OFFSETS_TOPIC, self.partition_for(group_id))
+        return p is not None and p.is_leader
+
+    def leader_of(self, group_id: str) -> int:
+        """The broker leading the group's partition (its coordinator), or -1."""
+        img = self.broker.topics.image.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        return img.leader if img is not None else -1
+
     def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
-        """Write records for one group atomically (one batch); a Kafka error code."""
+        """Write records for one group atomically (one batch); a Kafka error code.
+        `wait_durable(group_id, ...)` then waits for the ISR to have them."""
         if not entries:
             return ErrorCode.NONE
         p = self.broker.replicas.get(OFFSETS_TOPIC, self.partition_for(group_id))
-        if p is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if p is None or not p.is_leader:
+            return ErrorCode.NOT_COORDINATOR
         now = int(time.time() * 1000)
         batch = rb.build_batch([rb.NewRecord(k, v, (), now) for k, v in entries])
-        r = p.append(batch, max(MAX_BATCH_BYTES, p.log.config.max_message_bytes))
+        r = p.append_internal(batch, now)
         if r.error != ErrorCode.NONE:
             log.warning("[group=%s] write to %s failed: %s %s", group_id, p.name,
                         r.error.name, r.message)
@@ -233,9 +249,21 @@ class OffsetsStore:
                 return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         self.broker.replicas.notify_append(p)
+        self._written[group_id] = (p, r.last_offset)
         return ErrorCode.NONE
 
-    def load(self) -> LoadedState:
+    async def wait_durable(self, group_id: str, timeout_s: float) -> ErrorCode:
+        """Wait until the group's last write is below the HW (replicated to the ISR)."""
+        written = self._written.pop(group_id, None)
+        if written is None:
+            return ErrorCode.NONE
+        p, last = written
+        err = await self.broker.replicas.wait_replicated(p, last, time.monotonic() + timeout_s)
+        if err in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+            return ErrorCode.NOT_COORDINATOR
+        return err
+
+    def load(self, partitions: list[int] | None = None) -> LoadedState:
         """Replay every partition of the topic into groups with their offsets.
 
         Partitions are merged by record timestamp (see the module docstring); a
@@ -250,7 +278,8 @@ class OffsetsStore:
         t0 = time.monotonic()
         t = self.broker.topics.image.topics.get(OFFSETS_TOPIC)
         count = max(self.num_partitions, len(t.partitions) if t is not None else 0)
-        streams = [self._records(idx) for idx in range(count)]
+        wanted = range(count) if partitions is None else partitions
+        streams = [self._records(idx) for idx in wanted]
         for _ts, name, offset, key, value in heapq.merge(*streams, key=lambda r: r[0]):
             out.records += 1
             try:

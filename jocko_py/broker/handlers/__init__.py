@@ -18,6 +18,8 @@ MODULES = [
     "find_coordinator",
     "groups",
     "offsets",
+    "controller_apis",
+    "offset_for_leader_epoch",
 ]
 
 

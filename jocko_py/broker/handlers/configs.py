@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jocko_py.broker.api import RequestContext, api
-from jocko_py.broker.topics import TopicError
+from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
 from jocko_py.commitlog.config import TOPIC_CONFIGS, TOPIC_TO_BROKER, LogConfig
 from jocko_py.protocol.errors import ErrorCode
 
@@ -121,7 +121,7 @@ async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: bool) -> dict[str, Any]:
+async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: bool) -> dict[str, Any]:
     broker = ctx.broker
     res: dict[str, Any] = {"error_code": 0, "error_message": None,
                            "resource_type": r.resource_type, "resource_name": r.resource_name}
@@ -166,8 +166,8 @@ def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: bool) 
         if not validate_only:
             changes = {k: v for k, v in new.items() if current.get(k) != v}
             if changes:
-                broker.topics.set_topic_configs(name, changes)
-                broker.replicas.update_topic_config(name)
+                await broker.topics.set_topic_configs(
+                    name, changes, forwarded=ctx.header.client_id == FORWARD_CLIENT_ID)
     except TopicError as e:
         res.update(error_code=e.code, error_message=e.message)
     return res
@@ -176,10 +176,12 @@ def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: bool) 
 @api(33, 0, 2)
 async def alter_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0,
-            "responses": [_apply(ctx, r, False, req.validate_only) for r in req.resources]}
+            "responses": [await _apply(ctx, r, False, req.validate_only)
+                          for r in req.resources]}
 
 
 @api(44, 0, 1)
 async def incremental_alter_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0,
-            "responses": [_apply(ctx, r, True, req.validate_only) for r in req.resources]}
+            "responses": [await _apply(ctx, r, True, req.validate_only)
+                          for r in req.resources]}

@@ -27,11 +27,11 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         for rp in t.partitions:
             out: dict[str, Any] = {"partition_index": rp.partition_index, "low_watermark": -1,
                                    "error_code": 0}
-            p = replicas.get(t.name, rp.partition_index)
+            p, err = replicas.get_partition_or_error(t.name, rp.partition_index)
             if t.name in INTERNAL_TOPICS:
                 out["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
             elif p is None:
-                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out["error_code"] = err
             else:
                 offset = p.high_watermark if rp.offset == -1 else rp.offset
                 if offset < 0 or offset > p.high_watermark:

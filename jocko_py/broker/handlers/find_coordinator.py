@@ -1,8 +1,10 @@
 """FindCoordinator (key 10), versions 0-6.
 
-Single node: this broker coordinates every group. The first lookup of a group
+The coordinator of a group is the leader of its `__consumer_offsets` partition
+(any broker answers, from its metadata image). The first lookup of a group
 coordinator creates `__consumer_offsets` (`offsets.topic.num.partitions`,
-compacted), as Kafka does. v4+ carries a batch of keys and answers per key.
+compacted, `offsets.topic.replication.factor` capped to the live brokers), as
+Kafka does; a partition without a live leader gets COORDINATOR_NOT_AVAILABLE. v4+ carries a batch of keys and answers per key.
 Transaction coordinators (key type 1) are not available: transactions are not
 supported, so those keys get COORDINATOR_NOT_AVAILABLE. Unknown key types get
 INVALID_REQUEST.
@@ -24,29 +26,33 @@ GROUP_KEY = 0
 TXN_KEY = 1
 
 
-def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
+async def _lookup(ctx: RequestContext, key: str, key_type: int
+                  ) -> tuple[ErrorCode, str | None, int, str, int]:
+    """(error, message, node id, host, port) of the coordinator of ``key``."""
     if key_type == TXN_KEY:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported"
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported", -1, "", -1
     if key_type != GROUP_KEY:
-        return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"
+        return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
     gc = coordinator(ctx.broker)
     try:
-        gc.ensure_active()
+        await gc.ensure_active()
     except TopicError as e:
         log.warning("[group=%s] cannot create the offsets topic: %s", key, e.message)
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
     if not gc.loaded:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-    return ErrorCode.NONE, None
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    leader = gc.store.leader_of(key)
+    b = ctx.broker.topics.image.brokers.get(leader)
+    if b is None or b.fenced:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    return ErrorCode.NONE, None, b.broker_id, b.host, b.port
 
 
 @api(10, 0, 6)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    b = ctx.broker
-    host, port, node = b.config.advertised_host, b.config.advertised_port, b.broker_id
     key_type = req.key_type if ctx.version >= 1 else GROUP_KEY
     if ctx.version < 4:
-        err, msg = _lookup(ctx, req.key, key_type)
+        err, msg, node, host, port = await _lookup(ctx, req.key, key_type)
         ok = err == ErrorCode.NONE
         return {"throttle_time_ms": 0, "error_code": err,
                 "error_message": msg if not ok else None,
@@ -54,7 +60,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 "port": port if ok else -1}
     out = []
     for key in req.coordinator_keys:
-        err, msg = _lookup(ctx, key, key_type)
+        err, msg, node, host, port = await _lookup(ctx, key, key_type)
         ok = err == ErrorCode.NONE
         out.append({"key": key, "node_id": node if ok else -1, "host": host if ok else "",
                     "port": port if ok else -1, "error_code": err, "error_message": msg})

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.topics import TopicError
 from jocko_py.protocol.errors import ErrorCode
 
 MAX_EPOCH = 32766
@@ -25,5 +26,10 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if ctx.version >= 3 and req.producer_id >= 0 and 0 <= req.producer_epoch < MAX_EPOCH:
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": req.producer_id,
                 "producer_epoch": req.producer_epoch + 1}
-    pid = ctx.broker.topics.allocate_producer_id()
+    try:
+        pid = await ctx.broker.topics.allocate_producer_id()
+    except TopicError as e:
+        code = e.code if e.code != ErrorCode.NOT_CONTROLLER else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1,
+                "producer_epoch": -1}
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}

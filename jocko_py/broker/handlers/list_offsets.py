@@ -26,9 +26,9 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         for rp in t.partitions:
             out: dict[str, Any] = {"partition_index": rp.partition_index, "error_code": 0,
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1}
-            p = replicas.get(t.name, rp.partition_index)
+            p, err = replicas.get_partition_or_error(t.name, rp.partition_index)
             if p is None:
-                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out["error_code"] = err
             elif epoch_error := p.check_leader_epoch(rp.current_leader_epoch):
                 out["error_code"] = epoch_error
             else:

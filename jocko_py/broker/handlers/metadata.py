@@ -79,7 +79,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                     continue
                 if auto and name not in INTERNAL_TOPICS:
                     try:
-                        broker.topics.create_topic(
+                        await broker.topics.create_topic(
                             name, broker.config.num_partitions,
                             min(broker.config.int("default.replication.factor"), len(live) or 1),
                         )

@@ -16,7 +16,7 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.handlers.configs import describe_topic_configs, validate_topic_configs
-from jocko_py.broker.topics import INTERNAL_TOPICS, TopicError
+from jocko_py.broker.topics import FORWARD_CLIENT_ID, INTERNAL_TOPICS, TopicError
 from jocko_py.protocol.errors import ErrorCode
 
 ZERO = uuid.UUID(int=0)
@@ -43,9 +43,10 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
             rf = (t.replication_factor if t.replication_factor != -1
                   else broker.config.int("default.replication.factor"))
             configs: dict[str, str] = {c.name: c.value for c in t.configs}
-            tid = broker.topics.create_topic(
+            tid = await broker.topics.create_topic(
                 t.name, n, rf, configs, validate_only=req.validate_only,
                 validate_configs=lambda c: validate_topic_configs(broker, c),
+                forwarded=ctx.header.client_id == FORWARD_CLIENT_ID,
             )
             entry.update(topic_id=tid if not req.validate_only else ZERO,
                          num_partitions=n, replication_factor=rf)
@@ -87,7 +88,8 @@ async def delete_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
             if name in INTERNAL_TOPICS:
                 raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                  f"Internal topic {name} cannot be deleted")
-            entry["topic_id"] = broker.topics.delete_topic(name)
+            entry["topic_id"] = await broker.topics.delete_topic(
+                name, forwarded=ctx.header.client_id == FORWARD_CLIENT_ID)
         except TopicError as e:
             entry.update(error_code=e.code, error_message=e.message)
         out.append(entry)
@@ -104,7 +106,9 @@ async def create_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
             if t.assignments:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  "Manual replica assignment is not supported")
-            broker.topics.create_partitions(t.name, t.count, req.validate_only)
+            await broker.topics.create_partitions(
+                t.name, t.count, req.validate_only,
+                forwarded=ctx.header.client_id == FORWARD_CLIENT_ID)
         except TopicError as e:
             entry.update(error_code=e.code, error_message=e.message)
         out.append(entry)

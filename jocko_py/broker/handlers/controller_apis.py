@@ -1,0 +1,56 @@
+"""Broker-to-controller APIs, served by the active controller's broker.
+
+- AlterPartition (56) v2: a partition leader asks to change the ISR. Accepted only
+  from the current leader with the current leader epoch (else FENCED_LEADER_EPOCH) and
+  partition epoch (else INVALID_UPDATE_VERSION), with an ISR of unfenced replicas
+  containing the leader (INELIGIBLE_REPLICA / INVALID_REQUEST); the answer carries the
+  partition as committed. Not the controller: NOT_CONTROLLER.
+- AllocateProducerIds (67) v0: a block of producer ids for a broker with its current
+  broker epoch (else STALE_BROKER_EPOCH), valid once its record is committed.
+
+Kafka serves these on the controller listener; here the controller runs inside a
+broker and they are served on the broker listener (and therefore advertised).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jocko_py.broker.api import RequestContext, api
+from jocko_py.protocol.errors import ErrorCode
+
+
+@api(56, 2, 2)
+async def alter_partition(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    topics = ctx.broker.topics
+    if not topics.quorum.is_active_controller():
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
+    out = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code = await topics.alter_partition_local(
+                req.broker_id, t.topic_id, p.partition_index, p.leader_epoch,
+                p.partition_epoch, tuple(p.new_isr), forwarded=True)
+            if code == ErrorCode.NOT_CONTROLLER:
+                return {"throttle_time_ms": 0, "error_code": code, "topics": []}
+            ti = topics.image.topic_by_id(t.topic_id)
+            cur = None if ti is None else ti.partitions.get(p.partition_index)
+            parts.append({
+                "partition_index": p.partition_index, "error_code": code,
+                "leader_id": cur.leader if cur else -1,
+                "leader_epoch": cur.leader_epoch if cur else -1,
+                "isr": list(cur.isr) if cur else [], "leader_recovery_state": 0,
+                "partition_epoch": cur.partition_epoch if cur else -1,
+            })
+        out.append({"topic_id": t.topic_id, "partitions": parts})
+    return {"throttle_time_ms": 0, "error_code": 0, "topics": out}
+
+
+@api(67, 0, 0)
+async def allocate_producer_ids(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    code, start, count = await ctx.broker.topics.allocate_producer_block(
+        req.broker_id, req.broker_epoch, forwarded=True)
+    return {"throttle_time_ms": 0, "error_code": code,
+            "producer_id_start": start if not code else -1,
+            "producer_id_len": count if not code else 0}

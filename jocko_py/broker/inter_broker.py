@@ -1,0 +1,121 @@
+"""An asyncio Kafka client for broker-to-broker requests (replica fetches, requests
+forwarded to the active controller, AlterPartition).
+
+One `BrokerChannel` is one TCP connection to one broker; requests are pipelined and
+matched to responses by correlation id. Correlation ids start at a random value per
+channel, so a response that belongs to an earlier connection (or an earlier process)
+can never be taken for the answer to a new request. A channel that fails is closed and
+every pending request raises `ConnectionError`; the next request dials again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import struct
+from typing import Any
+
+from jocko_py.protocol import codec
+
+log = logging.getLogger("jocko_py.broker.inter_broker")
+
+_LEN = struct.Struct(">i")
+MAX_RESPONSE = 256 * 1024 * 1024
+
+
+class BrokerChannel:
+    def __init__(self, host: str, port: int, client_id: str, connect_timeout: float = 2.0):
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.connect_timeout = connect_timeout
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: dict[int, tuple[int, int, asyncio.Future[Any]]] = {}
+        self._corr = int.from_bytes(os.urandom(3), "big")
+        self._read_task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def _connect(self) -> None:
+        async with self._lock:
+            if self._writer is not None and not self._writer.is_closing():
+                return
+            reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.connect_timeout)
+            self._reader = reader
+            self._read_task = asyncio.create_task(self._read_loop(reader))
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        err: BaseException = ConnectionError(f"connection to {self.address} closed")
+        try:
+            while True:
+                (size,) = _LEN.unpack(await reader.readexactly(4))
+                if size < 4 or size > MAX_RESPONSE:
+                    raise ConnectionError(f"bad response size {size} from {self.address}")
+                frame = await reader.readexactly(size)
+                (corr,) = struct.unpack_from(">i", frame, 0)
+                entry = self._pending.pop(corr, None)
+                if entry is None:
+                    log.debug("response with unknown correlation id %d from %s", corr,
+                              self.address)
+                    continue
+                api_key, version, fut = entry
+                if fut.done():
+                    continue
+                try:
+                    _, resp = codec.decode_response(api_key, version, frame)
+                except Exception as e:  # a garbled response fails that request only
+                    fut.set_exception(ConnectionError(f"undecodable response: {e}"))
+                    continue
+                fut.set_result(resp)
+        except (asyncio.IncompleteReadError, OSError, ConnectionError) as e:
+            err = ConnectionError(f"connection to {self.address} lost: {e}")
+        except asyncio.CancelledError:
+            err = ConnectionError(f"connection to {self.address} closed")
+            raise
+        finally:
+            self._fail_all(err)
+
+    def _fail_all(self, err: BaseException) -> None:
+        pending, self._pending = self._pending, {}
+        for _, _, fut in pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        if self._writer is not None:
+            self._writer.close()
+        self._writer = None
+
+    async def request(self, api_key: int, version: int, body: dict[str, Any],
+                      timeout: float) -> Any:
+        """Send one request and wait (bounded) for its response."""
+        try:
+            await self._connect()
+        except (OSError, TimeoutError) as e:
+            raise ConnectionError(f"cannot connect to {self.address}: {e}") from e
+        assert self._writer is not None
+        self._corr = (self._corr + 1) & 0x7FFFFFFF
+        corr = self._corr
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[corr] = (api_key, version, fut)
+        self._writer.write(codec.encode_request(api_key, version, corr, self.client_id, body))
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            self._pending.pop(corr, None)
+            # the connection may be wedged: start afresh next time
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        if self._read_task is not None:
+            self._read_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._read_task
+            self._read_task = None
+        self._fail_all(ConnectionError(f"channel to {self.address} closed"))

@@ -1,0 +1,425 @@
+"""One partition replica on this broker: the sole owner of its replication state.
+
+Owns the role (leader / follower / none), leader id and leader epoch, partition
+epoch, replicas, the committed ISR and a pending ISR change (an AlterPartition in
+flight), the followers' state as the leader sees it (log end offset, last fetch
+and last caught-up time) and the high watermark. Decisions take `now` (ms) and
+return what the caller must do (an ISR change to send, whether the HW moved), so
+the simulation can drive a partition without sockets.
+
+Rules (Kafka's `Partition.scala`, followed here)
+------------------------------------------------
+- Role and epochs come only from the metadata image (`make_leader` /
+  `make_follower`); a partition never promotes itself.
+- A leader appends with its leader epoch stamped in every batch; the epoch's
+  start offset goes into the log's leader-epoch cache.
+- `acks=all` needs |ISR| >= `min.insync.replicas` before the append
+  (NOT_ENOUGH_REPLICAS); the write is acknowledged once the HW passes it.
+- The HW is the minimum log end offset over the maximal ISR (committed ISR plus
+  a pending expansion; a pending shrink keeps the larger, committed set). It
+  never goes back while leading.
+- A follower's LEO is the offset it fetches from. It is caught up when it
+  fetches at or past the leader's LEO (or past the LEO the leader had at its
+  previous fetch, at that fetch's time). A follower outside the ISR that reaches
+  the HW, and the start of the current leader epoch, is added (expand); an ISR
+  member not caught up for `replica.lag.time.max.ms` is removed (shrink). At most
+  one ISR change is in flight; it ends when the metadata shows a newer partition
+  epoch or the controller refuses it.
+- Consumers read up to the HW; followers up to the LEO. A follower whose last
+  fetched epoch ends before its fetch offset in our epoch cache is told the
+  diverging epoch and truncates (KIP-279).
+- A follower appends the leader's batches as they are (offsets and epochs kept)
+  and takes HW = min(leader HW, own LEO).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from jocko_py.cluster.metadata import PartitionImage
+from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
+from jocko_py.commitlog.log import Log
+from jocko_py.protocol import records as rb
+from jocko_py.protocol.errors import ErrorCode
+
+log = logging.getLogger("jocko_py.broker.partition")
+
+
+class Role(enum.Enum):
+    NONE = "none"
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+@dataclass(slots=True)
+class AppendResult:
+    error: ErrorCode = ErrorCode.NONE
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+    record_errors: list[tuple[int, str]] | None = None
+    last_offset: int = -1
+
+
+@dataclass(slots=True)
+class ReadResult:
+    error: ErrorCode
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes | memoryview | None = None
+    diverging_epoch: tuple[int, int] | None = None
+
+
+@dataclass(slots=True)
+class FollowerState:
+    log_end_offset: int = -1
+    last_fetch_ms: int = 0
+    last_fetch_leader_leo: int = -1
+    last_caught_up_ms: int = 0
+
+
+@dataclass(slots=True)
+class IsrChange:
+    """An AlterPartition the leader must send."""
+
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class FetchEffect:
+    hw_advanced: bool = False
+    isr_change: IsrChange | None = None
+    result: ReadResult | None = None
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class Partition:
+    def __init__(
+        self, topic: str, partition: int, topic_id: uuid.UUID, log_: Log, broker_id: int
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.log = log_
+        self.broker_id = broker_id
+        self.role = Role.NONE
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.pending_isr: tuple[int, ...] | None = None
+        self.followers: dict[int, FollowerState] = {}
+        self.leader_epoch_start_offset = 0
+        self.high_watermark = min(self._checkpointed_hw(), log_.log_end_offset)
+
+    def _checkpointed_hw(self) -> int:
+        # No HW checkpoint file yet: after a restart the HW is re-learnt from the
+        # leader (follower) or from the ISR's fetches (leader). Starting from the
+        # log start is safe: it only delays what consumers see.
+        return self.log.log_start_offset
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    def maximal_isr(self) -> tuple[int, ...]:
+        if self.pending_isr is None:
+            return self.isr
+        return tuple(dict.fromkeys(self.isr + self.pending_isr))
+
+    # ------------------------------------------------------------------ role changes
+
+    def make_leader(self, img: PartitionImage, now: int) -> bool:
+        """Become (or stay) leader as ``img`` says; True if the leader epoch is new."""
+        new_epoch = self.role is not Role.LEADER or img.leader_epoch != self.leader_epoch
+        self.replicas = img.replicas
+        self.isr = img.isr
+        if self.pending_isr is not None and img.partition_epoch > self.partition_epoch:
+            self.pending_isr = None
+        self.partition_epoch = img.partition_epoch
+        if new_epoch:
+            self.role = Role.LEADER
+            self.leader_id = self.broker_id
+            self.leader_epoch = img.leader_epoch
+            self.pending_isr = None
+            self.leader_epoch_start_offset = self.log.log_end_offset
+            self.log.leader_epochs.assign(img.leader_epoch, self.log.log_end_offset)
+            # Followers' positions are unknown until they fetch; ISR members count as
+            # caught up now so they are not dropped before their first fetch.
+            self.followers = {
+                r: FollowerState(last_caught_up_ms=now if r in img.isr else 0)
+                for r in img.replicas if r != self.broker_id
+            }
+            log.info("[partition=%s] leader at epoch %d, ISR %s, LEO %d, HW %d", self.name,
+                     img.leader_epoch, list(img.isr), self.log.log_end_offset,
+                     self.high_watermark)
+        else:
+            for r in img.replicas:
+                if r != self.broker_id and r not in self.followers:
+                    self.followers[r] = FollowerState()
+            for r in list(self.followers):
+                if r not in img.replicas:
+                    del self.followers[r]
+        self.maybe_advance_high_watermark()
+        return new_epoch
+
+    def make_follower(self, img: PartitionImage) -> bool:
+        """Follow ``img.leader`` (or no one while leaderless); True if anything changed."""
+        changed = (self.role is not Role.FOLLOWER or img.leader != self.leader_id
+                   or img.leader_epoch != self.leader_epoch)
+        if self.role is Role.LEADER:
+            log.info("[partition=%s] resigning leadership at epoch %d (new leader %d, "
+                     "epoch %d)", self.name, self.leader_epoch, img.leader, img.leader_epoch)
+        self.role = Role.FOLLOWER
+        self.leader_id = img.leader
+        self.leader_epoch = img.leader_epoch
+        self.partition_epoch = img.partition_epoch
+        self.replicas = img.replicas
+        self.isr = img.isr
+        self.pending_isr = None
+        self.followers = {}
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        return changed
+
+    def stop(self) -> None:
+        self.role = Role.NONE
+        self.leader_id = -1
+        self.followers = {}
+
+    # ------------------------------------------------------------------ leader path
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """A client's view of the leader epoch (-1: not given) against ours (KIP-320)."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.NONE
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+
+    def append_as_leader(self, data: memoryview | bytes, acks: int,
+                         max_message_bytes: int, now: int) -> AppendResult:
+        """Validate and append a producer's records blob (one partition's data)."""
+        if self.role is not Role.LEADER:
+            return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                message=f"broker {self.broker_id} is not the leader")
+        if acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
+            return AppendResult(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                message=f"ISR {list(self.isr)} is smaller than min.insync.replicas="
+                        f"{self.log.config.min_insync_replicas}")
+        try:
+            batches = rb.split_batches(data, validate_crc=True)
+            if not batches:
+                return AppendResult(ErrorCode.INVALID_RECORD, message="empty record set")
+            if len(batches) != 1:
+                return AppendResult(
+                    ErrorCode.INVALID_RECORD,
+                    message="Produce requests v3+ must contain exactly one record batch "
+                    "per partition",
+                )
+            compacted = self.log.config.compact
+            for h, view in batches:
+                rb.check_produce_batch(h)
+                rb.validate_record_structure(view, h, require_keys=compacted)
+        except rb.UnsupportedMagicError as e:
+            # Kafka: legacy magic 0/1 is an invalid record for v3+ produce; any
+            # other magic means the bytes are not a record batch at all
+            code = ErrorCode.INVALID_RECORD if e.magic in (0, 1) else ErrorCode.CORRUPT_MESSAGE
+            return AppendResult(code, message=str(e))
+        except rb.InvalidRecordError as e:
+            return AppendResult(ErrorCode.INVALID_RECORD, message=str(e))
+        except rb.RecordError as e:
+            return AppendResult(ErrorCode(e.error_code), message=str(e))
+        h, view = batches[0]
+        if h.size > max_message_bytes:
+            return AppendResult(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                message=f"batch of {h.size} bytes exceeds max.message.bytes={max_message_bytes}",
+            )
+        if h.is_transactional:
+            return AppendResult(
+                ErrorCode.INVALID_TXN_STATE, message="transactions are not supported"
+            )
+        producers = self.log.producer_state
+        check = producers.check(h)
+        if check.error != ErrorCode.NONE:
+            return AppendResult(check.error, log_start_offset=self.log.log_start_offset)
+        if check.duplicate is not None:
+            d = check.duplicate
+            return AppendResult(
+                base_offset=d.first_offset, last_offset=d.last_offset,
+                log_start_offset=self.log.log_start_offset,
+            )
+        return self._append(view, now)
+
+    def append_internal(self, batch: bytes, now: int) -> AppendResult:
+        """Append a batch the broker built itself (group metadata, offsets)."""
+        if self.role is not Role.LEADER:
+            return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return self._append(memoryview(bytearray(batch)), now)
+
+    def _append(self, view: memoryview, now: int) -> AppendResult:
+        append_time = now if self.log.config.log_append_time else None
+        try:
+            info = self.log.append(view, self.leader_epoch, log_append_time=append_time)
+        except KafkaStorageError as e:
+            log.error("[partition=%s] append failed: %s", self.name, e)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(e))
+        except rb.RecordError as e:  # e.g. a batch larger than segment.bytes
+            return AppendResult(ErrorCode(e.error_code), message=str(e))
+        self.maybe_advance_high_watermark()
+        return AppendResult(
+            base_offset=info.first_offset,
+            last_offset=info.last_offset,
+            log_append_time=append_time if append_time is not None else -1,
+            log_start_offset=self.log.log_start_offset,
+        )
+
+    def maybe_advance_high_watermark(self) -> bool:
+        """HW = min LEO over the maximal ISR (leader); True if it moved."""
+        if self.role is not Role.LEADER:
+            return False
+        hw = self.log.log_end_offset
+        for r in self.maximal_isr():
+            if r == self.broker_id:
+                continue
+            f = self.followers.get(r)
+            hw = min(hw, f.log_end_offset if f is not None else -1)
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            return True
+        return False
+
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now: int) -> FetchEffect:
+        """A follower fetched from ``fetch_offset``: record its position; maybe move the
+        HW; maybe ask to add it to the ISR."""
+        eff = FetchEffect()
+        f = self.followers.get(replica_id)
+        if f is None:
+            return eff
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            f.last_caught_up_ms = now
+        elif f.last_fetch_leader_leo >= 0 and fetch_offset >= f.last_fetch_leader_leo:
+            f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
+        f.log_end_offset = fetch_offset
+        f.last_fetch_ms = now
+        f.last_fetch_leader_leo = leo
+        eff.hw_advanced = self.maybe_advance_high_watermark()
+        if (self.pending_isr is None and replica_id not in self.isr
+                and fetch_offset >= self.high_watermark
+                and fetch_offset >= self.leader_epoch_start_offset):
+            eff.isr_change = self._propose_isr(self.isr + (replica_id,))
+            log.info("[partition=%s] follower %d caught up at %d: expanding ISR to %s",
+                     self.name, replica_id, fetch_offset, list(eff.isr_change.new_isr))
+        return eff
+
+    def maybe_shrink_isr(self, now: int, lag_max_ms: int) -> IsrChange | None:
+        if self.role is not Role.LEADER or self.pending_isr is not None:
+            return None
+        out_of_sync = [
+            r for r in self.isr
+            if r != self.broker_id
+            and now - self.followers.get(r, FollowerState()).last_caught_up_ms > lag_max_ms
+        ]
+        if not out_of_sync:
+            return None
+        new_isr = tuple(r for r in self.isr if r not in out_of_sync)
+        log.info("[partition=%s] shrinking ISR from %s to %s: %s not caught up for %d ms",
+                 self.name, list(self.isr), list(new_isr), out_of_sync, lag_max_ms)
+        return self._propose_isr(new_isr)
+
+    def _propose_isr(self, new_isr: tuple[int, ...]) -> IsrChange:
+        self.pending_isr = new_isr
+        return IsrChange(self.topic_id, self.partition, self.leader_epoch,
+                         self.partition_epoch, new_isr)
+
+    def isr_change_failed(self, change: IsrChange) -> None:
+        if self.pending_isr == change.new_isr and self.partition_epoch == change.partition_epoch:
+            self.pending_isr = None
+
+    # ------------------------------------------------------------------ reads
+
+    def read(self, offset: int, max_bytes: int, *, upper: int, min_one: bool) -> ReadResult:
+        hw = self.high_watermark
+        try:
+            info = self.log.read(offset, max_bytes, max_offset=upper, min_one_batch=min_one)
+        except OffsetOutOfRangeError:
+            return ReadResult(
+                ErrorCode.OFFSET_OUT_OF_RANGE, hw, hw, self.log.log_start_offset, None
+            )
+        except KafkaStorageError:
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, hw, self.log.log_start_offset)
+        return ReadResult(ErrorCode.NONE, hw, hw, self.log.log_start_offset, info.records)
+
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """KIP-279 on the leader: (epoch, end offset) if the follower's log diverges."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = self.log.leader_epochs.end_offset_for(
+            last_fetched_epoch, self.log.log_end_offset)
+        if epoch < 0:
+            return None  # nothing to compare with: an out-of-range fetch sorts it out
+        if epoch != last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
+
+    # ------------------------------------------------------------------ follower path
+
+    def append_as_follower(self, records: memoryview | bytes, leader_hw: int,
+                           leader_log_start: int) -> int:
+        """Append the leader's batches as they are; returns the number of bytes taken."""
+        n = 0
+        if records:
+            batches = rb.split_batches(records, validate_crc=True)
+            if batches:
+                # a batch cut at the end of the response is fetched again next time
+                whole = sum(h.size for h, _ in batches)
+                view = memoryview(bytes(records[:whole]))
+                first = batches[0][0].base_offset
+                if first < self.log.log_end_offset:
+                    # already have these (a response to a fetch we retried)
+                    skip = 0
+                    for h, _ in batches:
+                        if h.next_offset <= self.log.log_end_offset:
+                            skip += h.size
+                    view = view[skip:]
+                if len(view):
+                    self.log.append(view, -1, assign_offsets=False)
+                n = whole
+        if leader_log_start > self.log.log_start_offset:
+            self.log.delete_records_before(min(leader_log_start, self.log.log_end_offset))
+        self.high_watermark = max(self.high_watermark,
+                                  min(leader_hw, self.log.log_end_offset))
+        return n
+
+    def truncate_to(self, offset: int) -> None:
+        before = self.log.log_end_offset
+        self.log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        log.info("[partition=%s] truncated from %d to %d (leader %d epoch %d)", self.name,
+                 before, self.log.log_end_offset, self.leader_id, self.leader_epoch)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self.high_watermark = offset
+        log.info("[partition=%s] log reset to start at %d", self.name, offset)

@@ -1,0 +1,169 @@
+"""Follower side of replication: one fetcher task per source (leader) broker.
+
+Each fetcher sends Fetch v12 requests with this broker's replica id for every
+partition it follows on that leader, batched in one request: fetch offset = our
+log end, the current leader epoch, and the last fetched epoch (the latest epoch in
+our leader-epoch cache) so the leader can report a diverging epoch (KIP-279). On a
+diverging epoch we truncate to min(leader's end offset for that epoch, our own end
+offset for it) and fetch again; the loop converges to the common prefix. Data is
+appended as the leader wrote it (offsets and epochs kept), and the follower's HW
+follows the leader's, capped at our own log end.
+
+Errors: NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH /
+UNKNOWN_TOPIC_OR_PARTITION back the partition off until metadata moves it (a newer
+epoch reaches us through the metadata log); OFFSET_OUT_OF_RANGE below the leader's
+log start restarts our log there; a lost connection backs off and re-dials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from jocko_py.broker.inter_broker import BrokerChannel
+from jocko_py.broker.partition import Partition, Role
+from jocko_py.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from jocko_py.broker.replica_manager import ReplicaManager
+
+log = logging.getLogger("jocko_py.broker.replica_fetcher")
+
+FETCH_VERSION = 12
+BACKOFF_S = 0.2
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: ReplicaManager, source_id: int, host: str, port: int) -> None:
+        self.manager = manager
+        self.source_id = source_id
+        self.channel = BrokerChannel(host, port, f"jocko-py-replica-{manager.broker_id}")
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._backoff_until: dict[tuple[str, int], float] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.cfg_max_wait_ms = manager.replica_fetch_wait_max_ms
+        self.cfg_max_bytes = manager.replica_fetch_max_bytes
+
+    def add(self, p: Partition) -> None:
+        self.partitions[(p.topic, p.partition)] = p
+        self._backoff_until.pop((p.topic, p.partition), None)
+        self._changed.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def remove(self, key: tuple[str, int]) -> None:
+        self.partitions.pop(key, None)
+        self._changed.set()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.channel.close()
+
+    def _ready(self) -> list[Partition]:
+        now = time.monotonic()
+        return [p for k, p in self.partitions.items()
+                if p.role is Role.FOLLOWER and p.leader_id == self.source_id
+                and self._backoff_until.get(k, 0) <= now]
+
+    async def _run(self) -> None:
+        while True:
+            ready = self._ready()
+            if not ready:
+                self._changed.clear()
+                try:
+                    await asyncio.wait_for(self._changed.wait(), BACKOFF_S)
+                except TimeoutError:
+                    pass
+                continue
+            try:
+                await self._fetch_once(ready)
+            except (ConnectionError, OSError, TimeoutError) as e:
+                log.info("[broker=%d] fetch from broker %d failed: %s", self.manager.broker_id,
+                         self.source_id, e)
+                await asyncio.sleep(BACKOFF_S)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("[broker=%d] replica fetcher for broker %d failed; retrying",
+                              self.manager.broker_id, self.source_id)
+                await asyncio.sleep(BACKOFF_S)
+
+    async def _fetch_once(self, ready: list[Partition]) -> None:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        sent: dict[tuple[str, int], tuple[Partition, int, int]] = {}
+        for p in ready:
+            lg = p.log
+            last_epoch = lg.leader_epochs.latest_epoch()
+            sent[(p.topic, p.partition)] = (p, lg.log_end_offset, p.leader_epoch)
+            by_topic.setdefault(p.topic, []).append({
+                "partition": p.partition, "current_leader_epoch": p.leader_epoch,
+                "fetch_offset": lg.log_end_offset, "last_fetched_epoch": last_epoch,
+                "log_start_offset": lg.log_start_offset,
+                "partition_max_bytes": self.cfg_max_bytes,
+            })
+        body = {
+            "replica_id": self.manager.broker_id, "max_wait_ms": self.cfg_max_wait_ms,
+            "min_bytes": 1, "max_bytes": self.cfg_max_bytes * 4, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "forgotten_topics_data": [], "rack_id": "",
+        }
+        resp = await self.channel.request(1, FETCH_VERSION, body,
+                                          timeout=self.cfg_max_wait_ms / 1000 + 10)
+        if resp.error_code:
+            log.info("[broker=%d] fetch from %d: error %s", self.manager.broker_id,
+                     self.source_id, ErrorCode(resp.error_code).name)
+            await asyncio.sleep(BACKOFF_S)
+            return
+        for tr in resp.responses:
+            for pr in tr.partitions:
+                key = (tr.topic, pr.partition_index)
+                entry = sent.get(key)
+                if entry is None:
+                    continue
+                p, fetch_offset, epoch = entry
+                # metadata may have moved the partition while the fetch was in flight
+                if (self.partitions.get(key) is not p or p.role is not Role.FOLLOWER
+                        or p.leader_epoch != epoch or p.log.log_end_offset != fetch_offset):
+                    continue
+                self._handle_partition(p, pr)
+
+    def _handle_partition(self, p: Partition, pr: Any) -> None:
+        key = (p.topic, p.partition)
+        err = pr.error_code
+        if err == ErrorCode.NONE:
+            div = pr.diverging_epoch
+            if div is not None and div.epoch >= 0 and div.end_offset >= 0:
+                own_epoch, own_end = p.log.leader_epochs.end_offset_for(
+                    div.epoch, p.log.log_end_offset)
+                target = div.end_offset if own_epoch < 0 else min(div.end_offset, own_end)
+                p.truncate_to(max(0, target))
+                self.manager.on_follower_truncated(p)
+                return
+            records = pr.records
+            n = p.append_as_follower(records if records is not None else b"",
+                                     pr.high_watermark, pr.log_start_offset)
+            if n or records:
+                self.manager.on_follower_appended(p)
+            return
+        if err == ErrorCode.OFFSET_OUT_OF_RANGE:
+            leader_start = pr.log_start_offset
+            if leader_start >= 0 and p.log.log_end_offset < leader_start:
+                p.truncate_fully_and_start_at(leader_start)
+            elif pr.high_watermark >= 0 and p.log.log_end_offset > pr.high_watermark:
+                # ahead of a leader that has no diverging epoch to tell: keep what is
+                # committed only
+                p.truncate_to(pr.high_watermark)
+            self.manager.on_follower_truncated(p)
+            return
+        self._backoff_until[key] = time.monotonic() + BACKOFF_S * 2
+        log.debug("[partition=%s] fetch from %d: %s", p.name, self.source_id,
+                  ErrorCode(err).name if err in ErrorCode._value2member_map_ else err)
