@@ -132,6 +132,8 @@ class Log:
         self._producer_checkpoints: list[tuple[int, ProducerStateManager]] = []
         # offset of producer-state.json on disk, None when there is none
         self._producer_snapshot_offset: int | None = None
+        # True while producer-state.json holds exactly the current state at the log end
+        self._producer_snapshot_current = False
         self._loaded = False
 
     # --- opening ---------------------------------------------------------------
@@ -275,6 +277,7 @@ class Log:
             snap = ps.load(path)
             if start <= snap <= leo:
                 self._producer_snapshot_offset = snap
+                self._producer_snapshot_current = snap == leo
                 scan_from = snap
             else:
                 # covers batches that are gone (truncated) or only part of the log
@@ -312,12 +315,14 @@ class Log:
                 base.observe(h, h.base_offset)
         # in place: callers may hold a reference to producer_state
         self.producer_state.producers = base.producers
+        self._producer_snapshot_current = False
         self._take_producer_checkpoint()
         if self._producer_snapshot_offset is not None and self._producer_snapshot_offset > leo:
             self._delete_producer_snapshot()
 
     def _delete_producer_snapshot(self) -> None:
         self._producer_snapshot_offset = None
+        self._producer_snapshot_current = False
         path = self.dir / PRODUCER_SNAPSHOT_FILE
         try:
             path.unlink(missing_ok=True)
@@ -325,14 +330,20 @@ class Log:
             raise KafkaStorageError(f"cannot delete {path}: {exc}") from exc
 
     def save_producer_state(self) -> None:
-        """Write the producer snapshot (covering the whole log); done by :meth:`close`."""
+        """Write the producer snapshot (covering the whole log); done by :meth:`close`.
+
+        Skipped when the file already holds the current state at the log end.
+        """
         leo = self.log_end_offset
+        if self._producer_snapshot_current and self._producer_snapshot_offset == leo:
+            return
         try:
             self.producer_state.save(self.dir / PRODUCER_SNAPSHOT_FILE, leo)
         except OSError as exc:
             logger.warning("[log=%s] could not save producer state: %s", self.name, exc)
             return
         self._producer_snapshot_offset = leo
+        self._producer_snapshot_current = True
 
     def _on_log_start_moved(self) -> None:
         start = self._log_start_offset
@@ -467,6 +478,7 @@ class Log:
             for h in patched:
                 epochs.assign(h.partition_leader_epoch, h.base_offset)
         self.active_segment.append(buf, patched)
+        self._producer_snapshot_current = False
         ps = self.producer_state
         for h in patched:
             if h.producer_id >= 0:

@@ -381,3 +381,22 @@ def test_truncate_fully_clears_producer_state(tmp_path: Path) -> None:
     lg = Log.open(d, _cfg(), had_clean_shutdown=True)
     assert lg.producer_state.producers == {} and lg.log_start_offset == 50
     lg.close()
+
+
+def test_snapshot_is_not_rewritten_when_unchanged(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    path = d / PRODUCER_SNAPSHOT_FILE
+    lg = Log.open(d, _cfg())
+    lg.append(_idem(1, 0, 0), 0, now_ms=NOW)
+    lg.save_producer_state()  # the broker may save before closing
+    os.utime(path, ns=(1, 1))
+    lg.close()  # nothing changed since: no second write
+    assert path.stat().st_mtime_ns == 1
+    lg = Log.open(d, _cfg(), had_clean_shutdown=True)
+    lg.close()  # an idle partition's restart writes nothing either
+    assert path.stat().st_mtime_ns == 1
+    lg = Log.open(d, _cfg(), had_clean_shutdown=True)
+    lg.append(batch(1, ts=NOW), 0, now_ms=NOW)
+    lg.close()
+    assert path.stat().st_mtime_ns != 1
+    assert json.loads(path.read_text())["offset"] == 2
