@@ -44,9 +44,13 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
         me = BrokerInfo(config.broker_id, config.advertised_host, config.advertised_port,
                         config.rack, uuid.uuid4())
         return LocalQuorum(config.data_dir, config.broker_id, me, cc)
+    from jocko_py.cluster.gossip.core import GossipConfig
     from jocko_py.cluster.node import ClusterNode
     from jocko_py.cluster.raft.core import RaftConfig
 
+    probe = max(50, config.int("jocko.gossip.probe.interval.ms"))
+    gossip_cfg = GossipConfig(probe_interval_ms=probe, probe_timeout_ms=probe * 2 // 5,
+                              sync_interval_ms=probe * 10, reconnect_interval_ms=probe * 3)
     election = config.int("controller.quorum.election.timeout.ms")
     fetch_timeout = config.int("controller.quorum.fetch.timeout.ms")
     node = ClusterNode(
@@ -61,6 +65,7 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
         raft_config=RaftConfig(election_timeout_ms=election, fetch_timeout_ms=fetch_timeout,
                                fetch_max_wait_ms=min(500, fetch_timeout // 4),
                                request_timeout_ms=min(2000, max(100, election // 3))),
+        gossip_config=gossip_cfg,
     )
     return RaftQuorum(node, config.broker_id, cc)
 

@@ -49,6 +49,7 @@ DEFAULTS: dict[str, str] = {
     "controller.quorum.voters": "",
     "controller.quorum.election.timeout.ms": "1000",
     "controller.quorum.fetch.timeout.ms": "2000",
+    "jocko.gossip.probe.interval.ms": "1000",
     "transactional.id.expiration.ms": "604800000",
     "producer.id.expiration.ms": "86400000",
     "max.incremental.fetch.session.cache.slots": "1000",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from jocko_py.broker import handlers
 from jocko_py.broker.config import build_config
+from jocko_py.app import build_quorum
 from jocko_py.broker.core import Broker
 from jocko_py.broker.server import Server
 from jocko_py.protocol import codec
@@ -54,7 +55,8 @@ async def _scenario(tmp_path: Path) -> tuple[int, int, Broker]:
         data_dir=str(tmp_path / "data"),
         overrides={"log.flush.interval.messages": "1", "num.partitions": str(CONNECTIONS)},
     )
-    broker = Broker(cfg, "group-commit-cluster")
+    quorum = build_quorum(cfg)
+    broker = Broker(cfg, "group-commit-cluster", quorum)
     broker.start()
     passes = 0
     logs = broker.replicas.logs
@@ -68,6 +70,7 @@ async def _scenario(tmp_path: Path) -> tuple[int, int, Broker]:
     logs.flush_dirty = counting_flush  # type: ignore[method-assign]
     server = Server(broker)
     await server.start()
+    await quorum.start()
     try:
         from jocko_py.client import Client
 
@@ -86,6 +89,7 @@ async def _scenario(tmp_path: Path) -> tuple[int, int, Broker]:
         return passes, CONNECTIONS * REQUESTS_PER_CONNECTION, broker
     finally:
         await server.stop()
+        await quorum.close()
         broker.close()
 
 

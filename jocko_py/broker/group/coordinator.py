@@ -100,6 +100,7 @@ class GroupCoordinator:
         self.store = OffsetsStore(broker)
         self.groups: dict[str, Group] = {}
         self.loaded = False
+        self._to_load: set[int] = set()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -115,13 +116,14 @@ class GroupCoordinator:
             return
         idx = p.partition
         if leader:
-            state = self.store.load([idx])
-            for gid, g in state.groups.items():
-                if self.store.partition_for(gid) == idx:
-                    self.groups[gid] = g
-            log.info("[partition=%s] elected coordinator: %d group(s) loaded", p.name,
-                     sum(self.store.partition_for(g) == idx for g in self.groups))
+            # One load for every partition elected by the same metadata batch (all of
+            # them at start-up); until it runs, their groups get
+            # COORDINATOR_LOAD_IN_PROGRESS.
+            if not self._to_load:
+                asyncio.get_running_loop().call_soon(self._load_elected)
+            self._to_load.add(idx)
             return
+        self._to_load.discard(idx)
         dropped = [gid for gid in self.groups if self.store.partition_for(gid) == idx]
         for gid in dropped:
             g = self.groups.pop(gid)
@@ -131,6 +133,22 @@ class GroupCoordinator:
         if dropped:
             log.info("[partition=%s] resigned as coordinator of %d group(s)", p.name,
                      len(dropped))
+
+    def _load_elected(self) -> None:
+        wanted, self._to_load = self._to_load, set()
+        wanted = {i for i in wanted if self.store.is_leader_for_partition(i)}
+        if not wanted:
+            return
+        # every local replica is read (merged by timestamp, see offsets_store): a group
+        # may have records in two partitions after __consumer_offsets grew
+        state = self.store.load()
+        n = 0
+        for gid, g in state.groups.items():
+            if self.store.partition_for(gid) in wanted:
+                self.groups[gid] = g
+                n += 1
+        log.info("elected coordinator for %d partition(s) of %s: %d group(s) loaded",
+                 len(wanted), OFFSETS_TOPIC, n)
 
     def is_active(self) -> bool:
         """Coordinator duties start once `__consumer_offsets` exists (first FindCoordinator)."""
@@ -146,6 +164,8 @@ class GroupCoordinator:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if not self.store.topic_exists():
             return E.NOT_COORDINATOR
+        if self.store.partition_for(group_id) in self._to_load:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
         if not self.store.is_leader_for(group_id):
             return E.NOT_COORDINATOR
         return None

@@ -223,7 +223,10 @@ class OffsetsStore:
         return partition_for(group_id, self.num_partitions)
 
     def is_leader_for(self, group_id: str) -> bool:
-        p = self.broker.replicas.get(OFFSETS_TOPIC, self.partition_for(group_id))
+        return self.is_leader_for_partition(self.partition_for(group_id))
+
+    def is_leader_for_partition(self, idx: int) -> bool:
+        p = self.broker.replicas.get(OFFSETS_TOPIC, idx)
         return p is not None and p.is_leader
 
     def leader_of(self, group_id: str) -> int:
