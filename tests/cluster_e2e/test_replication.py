@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from jocko_py.client import Client, KafkaError as JockoError
+from jocko_py.client import Client
+from jocko_py.client import KafkaError as JockoError
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode
 from tests.support.cluster import Cluster
@@ -93,7 +94,7 @@ def test_leader_kill_loses_no_acknowledged_record(cluster: Cluster) -> None:
     for p in range(PARTITIONS):
         assert got[p] == acked[p], (
             f"partition {p}: read {len(got[p])}, acked {len(acked[p])}; first difference at "
-            f"{next((i for i, (a, b) in enumerate(zip(got[p], acked[p])) if a != b), None)}")
+            f"{next((i for i, (a, b) in enumerate(zip(got[p], acked[p], strict=False)) if a != b), None)}")
         # in order, each value once
         assert got[p] == sorted(set(got[p]))
     # every replica's log is identical up to the HW
@@ -102,7 +103,7 @@ def test_leader_kill_loses_no_acknowledged_record(cluster: Cluster) -> None:
 
 def _assert_replicas_agree(cluster: Cluster, topic: str, partitions: int) -> None:
     for p in range(partitions):
-        def same() -> bool:
+        def same(p: int = p) -> bool:
             logs = []
             for b in cluster.brokers.values():
                 d = b.data_dir / f"{topic}-{p}"
