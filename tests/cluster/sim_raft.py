@@ -123,6 +123,7 @@ class RaftSim:
         self.committed: dict[int, Entry] = {}
         self.committed_voters = set(self.bootstrap)
         self.committed_voters_at = -1
+        self._pending_voters: dict[tuple[int, int], set[int]] = {}
         self.snapshot_fp: dict[int, str] = {}
         self.leaders: dict[int, int] = {}
         self.on_apply = on_apply
@@ -188,6 +189,10 @@ class RaftSim:
             if isinstance(a, PersistQuorumState | AppendLog | TruncateLog | PersistSnapshot):
                 self._check_persist(n, a)
                 n.storage.execute(a)
+                if isinstance(a, AppendLog):
+                    for e in a.entries:
+                        if e.kind == VOTERS and e.offset > self.committed_voters_at:
+                            self._pending_voters[(e.offset, e.epoch)] = set(decode_voters(e.data))
                 if isinstance(a, TruncateLog | PersistSnapshot):
                     self.check_committed_durable()
             elif isinstance(a, Commit):
@@ -222,16 +227,15 @@ class RaftSim:
                 )
 
     def voter_sets(self) -> list[set[int]]:
-        """The committed voter set, plus the set of every VOTERS entry appended after it
-        on some durable log (raft uses a new set from its append; changes are one voter
-        at a time, so any majority of one set overlaps any majority of the other)."""
+        """The committed voter set, plus the set of every VOTERS entry made durable after
+        it on some log, even if since truncated (raft uses a new set from its append, so
+        a leader may have committed entries on a majority of a set that a later leader
+        truncated; changes are one voter at a time, so any majority of one set overlaps
+        any majority of the other, and such entries stay safe)."""
         sets = [self.committed_voters]
-        for node in self.nodes.values():
-            for e in node.storage.state.entries:
-                if e.kind == VOTERS and e.offset > self.committed_voters_at:
-                    v = set(decode_voters(e.data))
-                    if v not in sets:
-                        sets.append(v)
+        for (off, _epoch), v in sorted(self._pending_voters.items()):
+            if off > self.committed_voters_at and v not in sets:
+                sets.append(v)
         return sets
 
     def check_committed_durable(self, entries: list[Entry] | None = None) -> None:
@@ -298,6 +302,9 @@ class RaftSim:
                 if e.kind == VOTERS:
                     self.committed_voters = set(decode_voters(e.data))
                     self.committed_voters_at = e.offset
+                    self._pending_voters = {
+                        k: v for k, v in self._pending_voters.items() if k[0] > e.offset
+                    }
                     self.stats.voter_changes += 1
                     self.stats.voter_set_sizes.append(len(self.committed_voters))
                     self.check_committed_durable()

@@ -6,9 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from jocko_py.cluster.raft.core import DurableState, NotLeaderError, RaftConfig, RaftCore, Role
+from jocko_py.cluster.raft.core import (
+    DurableState,
+    NotLeaderError,
+    RaftConfig,
+    RaftCore,
+    Role,
+    encode_voters,
+)
 from jocko_py.cluster.raft.messages import (
     DATA,
+    LEADER_CHANGE,
     NONE,
     VOTERS,
     AppendLog,
@@ -16,6 +24,7 @@ from jocko_py.cluster.raft.messages import (
     Entry,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
     PersistQuorumState,
     PersistSnapshot,
     Send,
@@ -259,3 +268,129 @@ def test_follower_acknowledges_an_append_only_after_persisting_it() -> None:
             proposed = True
     assert proposed and checked > 0
     assert all(c.high_watermark >= 3 for c in cores.values())
+
+
+def _removed_voter() -> RaftCore:
+    """Replica 2 of the committed set {1, 2} holds, above its high watermark, a VOTERS
+    entry removing itself (its leader resigned before the removal committed)."""
+    entries = [
+        Entry(0, 1, b"1", LEADER_CHANGE),
+        Entry(1, 1, encode_voters({1: "a", 2: "b"}), VOTERS),
+        Entry(2, 1, b"x", DATA),
+        Entry(3, 1, encode_voters({1: "a"}), VOTERS),
+    ]
+    durable = DurableState(epoch=1, voted_for=2, entries=entries)
+    core = RaftCore(2, {1: "a", 2: "b", 3: "c"}, CFG, durable)
+    core.start(0)
+    return core
+
+
+def _vote_request(src: int, epoch: int, pre_vote: bool, end: int = 4) -> VoteRequest:
+    return VoteRequest(
+        src=src,
+        dest=2,
+        correlation_id=7,
+        cluster_id="jocko",
+        voter_id=2,
+        candidate_epoch=epoch,
+        candidate_id=src,
+        last_offset_epoch=1,
+        last_offset=end,
+        pre_vote=pre_vote,
+    )
+
+
+def test_a_voter_removed_by_an_uncommitted_entry_still_votes_and_runs() -> None:
+    """Seeds 600465 and 601545 of the raft simulation hung without a leader: the
+    replica removed by an uncommitted VOTERS entry had the longest log, so the remaining
+    voter could not get its vote, and it refused to run. As the Raft thesis (4.2.2) and
+    KIP-853 say, it answers votes whatever the voter sets say, and runs (without
+    counting its own vote) until the removal commits."""
+    core = _removed_voter()
+    assert not core.is_voter() and core.may_run()
+    acts = core.tick(10_000)
+    assert core.role is Role.PROSPECTIVE
+    reqs = [a.message for a in acts if isinstance(a, Send) and isinstance(a.message, VoteRequest)]
+    assert [r.dest for r in reqs] == [1] and all(r.pre_vote for r in reqs)
+    grant = VoteResponse(
+        src=1,
+        dest=2,
+        correlation_id=reqs[0].correlation_id,
+        error_code=NONE,
+        leader_id=-1,
+        leader_epoch=1,
+        vote_granted=True,
+    )
+    core.receive(grant, 10_001)
+    assert core.role is Role.CANDIDATE and core.epoch == 2  # 1's vote made the majority
+    # A candidate gets its vote, though neither of them is in 2's latest voter set.
+    voter = _removed_voter()
+    for pre_vote in (True, False):
+        resp = voter.receive(_vote_request(3, 2, pre_vote), 10_000)[-1]
+        assert isinstance(resp, Send) and isinstance(resp.message, VoteResponse)
+        assert resp.message.vote_granted, pre_vote
+    assert voter.voted_for == 3
+
+
+def test_a_removed_voter_does_not_count_its_own_vote() -> None:
+    core = _removed_voter()
+    core.tick(10_000)
+    assert core.role is Role.PROSPECTIVE  # its own pre-vote is no majority of {1}
+
+
+def test_a_committed_removal_makes_an_observer_that_never_runs() -> None:
+    core = _removed_voter()
+    core.high_watermark = core.log_end
+    assert not core.may_run()
+    core.tick(10_000)
+    assert core.role is Role.UNATTACHED
+
+
+def _leader_of_three() -> RaftCore:
+    core = RaftCore(1, {1: "a", 2: "b", 3: "c"}, CFG)
+    core.start(0)
+    now = 1000
+    for _ in range(2):  # the pre-vote round, then the vote round
+        acts = core.tick(now) if core.role is not Role.CANDIDATE else []
+        reqs = [a.message for a in acts if isinstance(a, Send)]
+        corr = reqs[0].correlation_id if reqs else core._vote_corr
+        core.receive(
+            VoteResponse(
+                src=2,
+                dest=1,
+                correlation_id=corr,
+                error_code=NONE,
+                leader_id=-1,
+                leader_epoch=core.epoch,
+                vote_granted=True,
+            ),
+            now,
+        )
+    assert core.role is Role.LEADER
+    return core
+
+
+def test_a_follower_fetching_a_snapshot_counts_for_check_quorum() -> None:
+    """Seed 8882 of the raft simulation hung: the leader's quorum needed a follower
+    that was fetching a snapshot, FetchSnapshot did not count as contact, so every
+    leader resigned (check quorum) before the transfer could end, and each new epoch
+    started it over."""
+    core = _leader_of_three()
+    t0 = 1000
+    for now in range(t0, t0 + 5 * CFG.fetch_timeout_ms, 50):
+        core.receive(
+            FetchSnapshotRequest(
+                src=3,
+                dest=1,
+                correlation_id=now,
+                cluster_id="jocko",
+                replica_id=3,
+                current_leader_epoch=core.epoch,
+                snapshot_id=(1, 1),
+                position=0,
+                max_bytes=64,
+            ),
+            now,
+        )
+        core.tick(now)
+        assert core.role is Role.LEADER, now

@@ -25,9 +25,8 @@ Terms are KRaft *epochs*; epochs start at 1, an empty log has last epoch 0.
    candidate's log is at least as up to date as theirs and they have no live leader.
    A majority of pre-votes makes it a *candidate*: epoch + 1, vote for itself, persist,
    then ask for votes. A vote is granted iff the epoch matches, the voter has not voted
-   for another candidate in it, the candidate is in the voter set, and its log is at
-   least as up to date (greater last epoch, or equal epoch and offset >= ours). A
-   candidate that neither wins nor loses within a randomized election timeout
+   for another candidate in it, and its log is at least as up to date (greater last
+   epoch, or equal epoch and offset >= ours). A candidate that neither wins nor loses within a randomized election timeout
    (``[T, 2T)``) goes back to prospective. Followers with a live leader reject votes
    (leader stickiness); pre-vote keeps partitioned replicas from inflating epochs.
 3. Leadership. A winner appends a LEADER_CHANGE entry in its epoch and sends
@@ -53,7 +52,11 @@ Terms are KRaft *epochs*; epochs start at 1, an empty log has last epoch 0.
    Only the leader changes it, one voter at a time, only after it has committed an
    entry of its epoch and when no VOTERS entry is uncommitted; a new voter must have
    caught up as an observer. A leader removed from the set resigns once the change is
-   committed. Replicas outside the set are observers: they fetch, never vote or run.
+   committed. Replicas outside the set are observers: they fetch and never run, except
+   one removed by a VOTERS entry above its high watermark, which runs (without counting
+   its own vote) until the removal commits: the old set may still need it. Vote requests
+   are answered whatever the voter sets say; a candidate counts only votes from its own
+   latest set.
 8. Discovery. A replica without a known leader sends Fetch to a random voter every
    ``request_timeout_ms``; non-leaders answer NOT_LEADER_OR_FOLLOWER with the leader
    they know. Such hearsay never counts as contact with the leader, and hearsay naming
@@ -75,7 +78,6 @@ from jocko_py.cluster.raft.messages import (
     DATA,
     DUPLICATE_VOTER,
     FENCED_LEADER_EPOCH,
-    INCONSISTENT_VOTER_SET,
     INVALID_REQUEST,
     LEADER_CHANGE,
     NONE,
@@ -280,6 +282,15 @@ class RaftCore:
 
     def is_voter(self) -> bool:
         return self.node_id in self.voters
+
+    def may_run(self) -> bool:
+        """A voter runs elections; so does a replica that a VOTERS entry not yet committed
+        (as far as it knows) removed: until that entry commits, the old set may still be
+        the quorum, and it may need this replica, which can hold the most up-to-date log.
+        Such a replica does not count its own vote (Raft thesis 4.2.2)."""
+        return self.is_voter() or self.node_id in self.voters_at(
+            max(self.high_watermark, self.log_start)
+        )
 
     def _majority(self, voters: dict[int, str]) -> int:
         return len(voters) // 2 + 1
@@ -506,7 +517,7 @@ class RaftCore:
     def _on_election_timeout(self, now: int) -> None:
         if self.role is Role.FOLLOWER:
             self._timed_out = (self.epoch, self.leader_id, now)
-        if not self.is_voter():
+        if not self.may_run():
             # Observers never run; forget a silent leader and rediscover one.
             if self.role is Role.FOLLOWER:
                 self._set_role(Role.UNATTACHED, -1, now)
@@ -585,13 +596,11 @@ class RaftCore:
                 )
             )
 
-        # The candidate counts only votes from its own voter set. The receiver's voter set
-        # may be stale (it has not fetched a VOTERS entry adding the candidate yet), so a
-        # candidate it does not know as a voter is not refused for that: rejecting it
-        # could leave a quorum that needs this vote unable to elect anyone (as KIP-853).
-        if self.node_id not in self.voters:
-            reply(False, INCONSISTENT_VOTER_SET)
-            return
+        # Votes are answered without consulting the voter sets (KIP-853; Raft thesis
+        # 4.1): the candidate counts only votes from its own voter set, and the
+        # receiver's may differ from it in either direction. A replica removed by an
+        # uncommitted VOTERS entry (or not yet seeing the one that adds the candidate)
+        # that refused could leave a quorum that needs its vote unable to elect anyone.
         if m.pre_vote:
             # No state change: a pre-vote only asks "would you vote for me?".
             ok = (
@@ -915,6 +924,11 @@ class RaftCore:
         elif m.current_leader_epoch != self.epoch:
             err = FENCED_LEADER_EPOCH
         else:
+            # A follower fetching a snapshot is in contact (check quorum counts it, as
+            # KRaft does): else a leader whose quorum needs that follower resigns before
+            # a large snapshot can arrive, and every new epoch starts the transfer over.
+            p = self._progress.setdefault(m.replica_id, _Progress())
+            p.last_fetch_ms = now
             found = self._snapshot_blob(m.snapshot_id)
             if found is None:
                 err = SNAPSHOT_NOT_FOUND
@@ -1069,11 +1083,25 @@ class RaftCore:
             if self._snap_fetch is None or req != (m.src, self._snap_fetch, len(self._snap_buf)):
                 return
         self._snap_inflight.pop(m.correlation_id, None)
+        if (
+            self.role is Role.FOLLOWER
+            and m.src == self.leader_id
+            and m.error_code == NOT_LEADER_OR_FOLLOWER
+            and m.leader_epoch == self.epoch
+        ):
+            # Our leader resigned (as for Fetch). The transfer resumes with the next
+            # leader that holds the same snapshot.
+            self._gone_leader = (self.epoch, self.leader_id)
+            self._set_role(Role.UNATTACHED, -1, now)
+            return
         if self.role is not Role.FOLLOWER or m.src != self.leader_id:
             self._fetch_corr = -1
             return
         self._fetch_corr = None
         self._fetch_backoff = 0
+        if m.error_code in (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH):
+            self._fetch_corr = -1  # epochs are moving: retry later, keeping what we have
+            return
         if m.error_code != NONE or self._snap_fetch != m.snapshot_id:
             self._snap_fetch = None
             self._snap_buf = bytearray()
