@@ -62,19 +62,65 @@ def cmd_topic(args: argparse.Namespace) -> int:
                 print(t.name)
         elif args.action == "describe":
             md = c.metadata([args.topic] if args.topic else None)
-            for t in md.topics:
+            for t in sorted(md.topics, key=lambda t: t.name):
                 if t.error_code:
                     print(f"{t.name}: error {t.error_code}", file=sys.stderr)
                     return 1
+                parts = sorted(t.partitions, key=lambda p: p.partition_index)
+                if args.under_replicated:
+                    parts = [p for p in parts if len(p.isr_nodes) < len(p.replica_nodes)]
+                    if not parts:
+                        continue
                 print(f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: "
-                      f"{len(t.partitions)}")
-                if args.topic:
+                      f"{len(t.partitions)}\tReplicationFactor: "
+                      f"{len(t.partitions[0].replica_nodes) if t.partitions else 0}")
+                if args.topic and not args.under_replicated:
                     for cfg in c.describe_configs(t.name):
                         if cfg.config_source == 1:
                             print(f"\tConfig: {cfg.name}={cfg.value}")
-                for p in sorted(t.partitions, key=lambda p: p.partition_index):
+                for p in parts:
                     print(f"\tPartition: {p.partition_index}\tLeader: {p.leader_id}\t"
+                          f"LeaderEpoch: {p.leader_epoch}\t"
                           f"Replicas: {list(p.replica_nodes)}\tIsr: {list(p.isr_nodes)}")
+    return 0
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    """Brokers, the active controller and the metadata quorum (kafka-metadata-quorum)."""
+    from jocko_py.client import Client, KafkaError
+
+    with Client(args.bootstrap_server) as c:
+        md = c.metadata([])
+        dc = c.request(60, 0, {"include_cluster_authorized_operations": False})
+        dq = c.request(55, 1, {"topics": [{"topic_name": "__cluster_metadata",
+                                            "partitions": [{"partition_index": 0}]}]})
+    if dq.error_code:
+        raise KafkaError(dq.error_code, dq.error_message)
+    q = dq.topics[0].partitions[0]
+    live = {b.node_id: b for b in md.brokers}
+    print(f"ClusterId:      {dc.cluster_id}")
+    print(f"Controller:     {md.controller_id}")
+    print("Brokers:")
+    known = sorted(set(live) | {r.replica_id for r in list(q.current_voters) + list(q.observers)})
+    voters = {r.replica_id for r in q.current_voters}
+    for bid in known:
+        b = live.get(bid)
+        state = "alive" if b is not None else "fenced/offline"
+        addr = f"{b.host}:{b.port}" if b is not None else "-"
+        role = "voter" if bid in voters else "observer"
+        print(f"  {bid:>4}  {state:<15} {addr:<22} rack={b.rack if b else None}  {role}")
+    print(f"Quorum:         leader {q.leader_id}, epoch {q.leader_epoch}, "
+          f"high watermark {q.high_watermark}")
+    now = int(time.time() * 1000)
+    print("  NodeId  LogEndOffset  Lag   LastFetchMsAgo  LastCaughtUpMsAgo  Status")
+    for kind, reps in (("Leader/Follower", q.current_voters), ("Observer", q.observers)):
+        for r in reps:
+            status = "Leader" if r.replica_id == q.leader_id else kind.split("/")[-1]
+            fetch = now - r.last_fetch_timestamp if r.last_fetch_timestamp >= 0 else -1
+            caught = now - r.last_caught_up_timestamp if r.last_caught_up_timestamp >= 0 else -1
+            print(f"  {r.replica_id:>6}  {r.log_end_offset:>12}  "
+                  f"{max(0, q.high_watermark - r.log_end_offset):>4}  {fetch:>14}  "
+                  f"{caught:>17}  {status}")
     return 0
 
 
@@ -164,7 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--partitions", type=int, default=1)
     t.add_argument("--replication-factor", type=int, default=1)
     t.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    t.add_argument("--under-replicated", action="store_true",
+                   help="describe: only partitions whose ISR is smaller than the replicas")
     t.set_defaults(func=cmd_topic)
+
+    cl = sub.add_parser("cluster", help="cluster state")
+    cl.add_argument("action", choices=["status"])
+    cl.add_argument("--bootstrap-server", default="localhost:9092")
+    cl.set_defaults(func=cmd_cluster)
 
     p = sub.add_parser("produce", help="produce lines of stdin as records")
     p.add_argument("topic")

@@ -134,6 +134,15 @@ class TopicManager:
             return resp
         raise TopicError(ErrorCode.NOT_CONTROLLER, last)
 
+    async def forward(self, api_key: int, version: int, body: dict[str, Any],
+                      ok: Callable[[Any], bool] | None = None) -> Any:
+        """Send a request to the active controller's broker (read-only requests)."""
+        try:
+            return await self._controller_request(api_key, version, body, ok)
+        except _Local:
+            raise TopicError(ErrorCode.NOT_CONTROLLER,
+                             "this broker just became the controller; retry") from None
+
     async def _wait_applied(self, pred: Callable[[MetadataImage], bool]) -> None:
         await self.quorum.wait_for(pred, APPLY_TIMEOUT_S)
 

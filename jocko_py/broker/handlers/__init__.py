@@ -20,6 +20,7 @@ MODULES = [
     "offsets",
     "controller_apis",
     "offset_for_leader_epoch",
+    "describe_quorum",
 ]
 
 

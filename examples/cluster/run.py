@@ -1,0 +1,106 @@
+"""Boot a three-broker jocko-py cluster on loopback and keep it running until Ctrl-C.
+
+    python examples/cluster/run.py            # brokers on 127.0.0.1:9092, 9093, 9094
+    python examples/cluster/run.py --base-port 19092 --data-dir /tmp/jocko-cluster
+
+Every broker is a raft voter (`--controller-quorum-voters`), joins the others by
+gossip, and keeps its data in its own directory (`<data-dir>/broker-N`); its log goes
+to `<data-dir>/broker-N.log`. The script prints the bootstrap string once every broker
+is registered, then watches the processes; Ctrl-C (or SIGTERM) stops them all.
+`--stop-after N` exits after N seconds (used by the tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _wait_port(port: int, deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--brokers", type=int, default=3)
+    ap.add_argument("--base-port", type=int, default=9092,
+                    help="Kafka port of broker 1; broker N listens on base+N-1, its raft "
+                    "port is base+100+N-1 and its gossip port base+200+N-1")
+    ap.add_argument("--data-dir", default=str(HERE / "data"))
+    ap.add_argument("--stop-after", type=float, default=0, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    n, base = args.brokers, args.base_port
+    if n < 1:
+        raise SystemExit("run.py: --brokers must be at least 1")
+    root = Path(args.data_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    voters = ",".join(f"{i}@127.0.0.1:{base + 100 + i - 1}" for i in range(1, n + 1))
+    gossip = {i: f"127.0.0.1:{base + 200 + i - 1}" for i in range(1, n + 1)}
+    procs: dict[int, subprocess.Popen[bytes]] = {}
+    exe = [sys.executable, "-m", "jocko_py.cli"]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    stop = False
+
+    def on_signal(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        for i in range(1, n + 1):
+            log = open(root / f"broker-{i}.log", "ab")  # noqa: SIM115 - handed to the child
+            procs[i] = subprocess.Popen(exe + [
+                "broker", "--broker-id", str(i), "--broker-addr", f"127.0.0.1:{base + i - 1}",
+                "--data-dir", str(root / f"broker-{i}"),
+                "--controller-quorum-voters", voters, "--gossip-addr", gossip[i],
+                "--join", ",".join(a for j, a in gossip.items() if j != i),
+            ], stdout=log, stderr=subprocess.STDOUT, env=env)
+            log.close()
+        deadline = time.monotonic() + 60
+        for i in procs:
+            if not _wait_port(base + i - 1, deadline):
+                print(f"broker {i} did not start; see {root / f'broker-{i}.log'}",
+                      file=sys.stderr)
+                return 1
+        bootstrap = ",".join(f"127.0.0.1:{base + i - 1}" for i in procs)
+        print(f"cluster of {n} brokers is up; data and logs in {root}")
+        print(f"bootstrap: {bootstrap}", flush=True)
+        t_end = time.monotonic() + args.stop_after if args.stop_after else None
+        reported: set[int] = set()
+        while not stop and (t_end is None or time.monotonic() < t_end):
+            for i, p in procs.items():
+                if p.poll() is not None and i not in reported:
+                    reported.add(i)
+                    print(f"broker {i} exited with {p.returncode} (see broker-{i}.log)",
+                          file=sys.stderr)
+            time.sleep(0.5)
+        return 0
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        print("cluster stopped")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
