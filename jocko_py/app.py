@@ -67,6 +67,9 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
                                request_timeout_ms=min(2000, max(100, election // 3))),
         gossip_config=gossip_cfg,
     )
+    if config.bool("auto.leader.rebalance.enable"):
+        node.leader_rebalance_interval_ms = max(
+            100, int(float(config.get("leader.imbalance.check.interval.seconds")) * 1000))
     return RaftQuorum(node, config.broker_id, cc)
 
 

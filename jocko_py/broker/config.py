@@ -46,6 +46,8 @@ DEFAULTS: dict[str, str] = {
     "controlled.shutdown.enable": "true",
     "controlled.shutdown.timeout.ms": "30000",
     "unclean.leader.election.enable": "false",
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": "300",
     "controller.quorum.voters": "",
     "controller.quorum.election.timeout.ms": "1000",
     "controller.quorum.fetch.timeout.ms": "2000",

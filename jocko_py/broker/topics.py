@@ -339,6 +339,27 @@ class TopicManager:
         if code:
             raise TopicError(code, None)
 
+    # ------------------------------------------------------------------ leaders, replicas
+
+    async def elect_leaders(self, wanted: list[tuple[str, int]], unclean: bool
+                            ) -> dict[tuple[str, int], ErrorCode]:
+        """ElectLeaders as the active controller (raises NotControllerError elsewhere)."""
+        results: dict[tuple[str, int], int] = {}
+
+        def decide(img: MetadataImage) -> tuple[int, list[MetadataRecord]]:
+            res, recs = self.quorum.controller.elect_leaders(img, wanted, unclean)
+            results.update(res)
+            return 0, recs
+
+        await self._commit(decide)
+        return {k: _err(v) for k, v in results.items()}
+
+    async def reassign(self, topic: str, pid: int, target: tuple[int, ...] | None
+                       ) -> ErrorCode:
+        """One partition's AlterPartitionReassignments, as the active controller."""
+        return await self._commit(
+            lambda img: self.quorum.controller.reassign(img, topic, pid, target))
+
     # ------------------------------------------------------------------ producer ids
 
     async def allocate_producer_block(self, broker_id: int, broker_epoch: int, *,

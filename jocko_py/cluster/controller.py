@@ -36,6 +36,17 @@ Rules
 - ISR changes requested by a partition leader (``alter_partition``, Kafka's
   AlterPartition) are accepted only with the current leader epoch and partition epoch,
   an ISR within the replicas, containing the leader, of unfenced brokers.
+- Preferred leaders (``elect_leaders`` with the preferred type, ElectLeaders; and
+  ``rebalance_leaders`` for ``auto.leader.rebalance.enable``): the first replica becomes
+  leader when it is unfenced, in the ISR and not already leading. An unclean election
+  (ElectLeaders type 1) only applies to a leaderless partition: the first live replica
+  leads with an ISR of itself.
+- Reassignment (``reassign``, AlterPartitionReassignments, as KRaft does it): the
+  replicas become target + current (target first), ``adding`` = target - current,
+  ``removing`` = current - target. Once every adding replica is in the ISR,
+  ``reconcile`` completes it: replicas = target, ISR = ISR & target, removing/adding
+  cleared, and a new leader from target & ISR if the leader is being removed.
+  Cancelling (target None) goes back to the replicas before the reassignment.
 """
 
 from __future__ import annotations
@@ -72,6 +83,11 @@ UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 
 # Kafka error codes returned by admin operations.
 NONE = 0
+ELECTION_NOT_NEEDED = 84
+PREFERRED_LEADER_NOT_AVAILABLE = 80
+ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+NO_REASSIGNMENT_IN_PROGRESS = 85
+INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 TOPIC_ALREADY_EXISTS = 36
@@ -140,6 +156,8 @@ class Controller:
             if bid not in live and not b.fenced:
                 out.append(FenceBrokerRecord(bid, b.broker_epoch))
         out.extend(self._repair_partitions(image, set(live)))
+        if not out:
+            out.extend(self._complete_reassignments(image, set(live)))
         return out
 
     def _repair_partitions(self, image: MetadataImage, usable: set[int]) -> list[MetadataRecord]:
@@ -282,6 +300,115 @@ class Controller:
         if isr == p.isr:
             return NONE, []
         return NONE, [PartitionChangeRecord(partition_id, topic_id, isr=isr)]
+
+    # ------------------------------------------------------------------ leaders
+
+    def elect_leaders(
+        self, image: MetadataImage, wanted: list[tuple[str, int]], unclean: bool = False,
+    ) -> tuple[dict[tuple[str, int], int], list[MetadataRecord]]:
+        """ElectLeaders: per partition an error code (NONE when a record moves it)."""
+        usable = {b for b, bi in image.brokers.items() if not bi.fenced}
+        results: dict[tuple[str, int], int] = {}
+        out: list[MetadataRecord] = []
+        for topic, pid in wanted:
+            t = image.topics.get(topic)
+            p = None if t is None else t.partitions.get(pid)
+            if t is None or p is None:
+                results[(topic, pid)] = UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if unclean:
+                if p.leader != NO_LEADER and p.leader in usable:
+                    results[(topic, pid)] = ELECTION_NOT_NEEDED
+                    continue
+                leader = next((r for r in p.replicas if r in p.isr and r in usable), None)
+                isr = p.isr
+                if leader is None:
+                    leader = next((r for r in p.replicas if r in usable), None)
+                    isr = (leader,) if leader is not None else p.isr
+                if leader is None:
+                    results[(topic, pid)] = ELIGIBLE_LEADERS_NOT_AVAILABLE
+                    continue
+                out.append(PartitionChangeRecord(pid, t.topic_id, isr=isr if isr != p.isr
+                                                 else None, leader=leader))
+                results[(topic, pid)] = NONE
+                continue
+            preferred = p.replicas[0] if p.replicas else NO_LEADER
+            if p.leader == preferred:
+                results[(topic, pid)] = ELECTION_NOT_NEEDED
+            elif preferred not in usable or preferred not in p.isr:
+                results[(topic, pid)] = PREFERRED_LEADER_NOT_AVAILABLE
+            else:
+                out.append(PartitionChangeRecord(pid, t.topic_id, leader=preferred))
+                results[(topic, pid)] = NONE
+        return results, out
+
+    def rebalance_leaders(self, image: MetadataImage) -> list[MetadataRecord]:
+        """auto.leader.rebalance.enable: every partition whose preferred replica can lead."""
+        wanted = [(name, pid) for name, t in image.topics.items() for pid in t.partitions]
+        _, recs = self.elect_leaders(image, wanted)
+        return recs
+
+    # ------------------------------------------------------------------ reassignment
+
+    def reassign(
+        self, image: MetadataImage, topic: str, pid: int, target: tuple[int, ...] | None,
+    ) -> tuple[int, list[MetadataRecord]]:
+        t = image.topics.get(topic)
+        p = None if t is None else t.partitions.get(pid)
+        if t is None or p is None:
+            return UNKNOWN_TOPIC_OR_PARTITION, []
+        if target is None:
+            if not p.adding_replicas and not p.removing_replicas:
+                return NO_REASSIGNMENT_IN_PROGRESS, []
+            original = tuple(r for r in p.replicas if r not in p.adding_replicas)
+            isr = tuple(r for r in p.isr if r in original) or p.isr
+            leader = p.leader if p.leader in original else next(
+                (r for r in original if r in isr), NO_LEADER)
+            return NONE, [PartitionChangeRecord(
+                pid, t.topic_id, isr=isr if isr != p.isr else None,
+                leader=leader if leader != p.leader else NO_LEADER_CHANGE,
+                replicas=original, adding_replicas=(), removing_replicas=())]
+        if not target or len(set(target)) != len(target):
+            return INVALID_REPLICA_ASSIGNMENT, []
+        for r in target:
+            if r not in image.brokers:
+                return INVALID_REPLICA_ASSIGNMENT, []
+        base = tuple(r for r in p.replicas if r not in p.adding_replicas) \
+            if p.adding_replicas else p.replicas
+        if tuple(target) == base and not p.adding_replicas:
+            return NONE, []
+        replicas = tuple(target) + tuple(r for r in base if r not in target)
+        adding = tuple(r for r in target if r not in base)
+        removing = tuple(r for r in base if r not in target)
+        return NONE, [PartitionChangeRecord(
+            pid, t.topic_id, replicas=replicas, adding_replicas=adding,
+            removing_replicas=removing)]
+
+    def _complete_reassignments(self, image: MetadataImage, usable: set[int]
+                                ) -> list[MetadataRecord]:
+        out: list[MetadataRecord] = []
+        for name in sorted(image.topics):
+            t = image.topics[name]
+            for pid in sorted(t.partitions):
+                p = t.partitions[pid]
+                if not p.adding_replicas and not p.removing_replicas:
+                    continue
+                if not set(p.adding_replicas) <= set(p.isr):
+                    continue
+                target = tuple(r for r in p.replicas if r not in p.removing_replicas)
+                isr = tuple(r for r in p.isr if r in target)
+                if not isr:
+                    continue
+                leader = p.leader
+                if leader not in target:
+                    leader = next((r for r in target if r in isr and r in usable), NO_LEADER)
+                    if leader == NO_LEADER:
+                        continue
+                out.append(PartitionChangeRecord(
+                    pid, t.topic_id, isr=isr if isr != p.isr else None,
+                    leader=leader if leader != p.leader else NO_LEADER_CHANGE,
+                    replicas=target, adding_replicas=(), removing_replicas=()))
+        return out
 
     # ------------------------------------------------------------------ placement
 

@@ -135,6 +135,10 @@ class ClusterNode:
         # Serialises controller decisions with their commit (the embedding broker
         # shares one lock between this loop and its admin requests).
         self.lock = asyncio.Lock()
+        # auto.leader.rebalance.enable: preferred leaders are restored every this many
+        # ms (Kafka's leader.imbalance.check.interval.seconds); 0 disables it
+        self.leader_rebalance_interval_ms = 0
+        self._last_rebalance = time.monotonic()
         self.reconcile_ms = reconcile_ms
         self.snapshot_every = snapshot_every
         self._task: asyncio.Task[None] | None = None
@@ -228,6 +232,14 @@ class ClusterNode:
                 if not self.is_active_controller() or not self._settled():
                     continue
                 recs = self.controller.reconcile(self.machine.image, self.live_brokers())
+                if not recs and self.leader_rebalance_interval_ms > 0 and \
+                        time.monotonic() - self._last_rebalance \
+                        >= self.leader_rebalance_interval_ms / 1000:
+                    self._last_rebalance = time.monotonic()
+                    recs = self.controller.rebalance_leaders(self.machine.image)
+                    if recs:
+                        log.info("[node=%d] moving %d partition(s) back to their preferred "
+                                 "leaders", self.node_id, len(recs))
                 if recs:
                     with contextlib.suppress(NotLeaderError):
                         await self.raft.propose([encode_records(recs)])

@@ -21,6 +21,7 @@ MODULES = [
     "controller_apis",
     "offset_for_leader_epoch",
     "describe_quorum",
+    "leadership",
 ]
 
 

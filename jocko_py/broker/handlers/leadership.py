@@ -1,0 +1,112 @@
+"""ElectLeaders (43) v0-2, AlterPartitionReassignments (45) v0,
+ListPartitionReassignments (46) v0: what `kafka-leader-election` and
+`kafka-reassign-partitions` drive.
+
+Decided by the active controller (see `cluster/controller.py` for the rules); any
+other broker forwards the request to it and relays the answer.
+
+- ElectLeaders: preferred (type 0): the first replica leads if it is alive and in
+  the ISR (else PREFERRED_LEADER_NOT_AVAILABLE; ELECTION_NOT_NEEDED if it already
+  leads). Unclean (type 1): only a leaderless partition gets a live replica.
+  A null topic list means every partition.
+- AlterPartitionReassignments: target replicas are added, caught up (they join the
+  ISR through AlterPartition) and then the old ones dropped; null replicas cancel.
+  Manual placement of new replicas on unknown brokers: INVALID_REPLICA_ASSIGNMENT.
+- ListPartitionReassignments: partitions with adding or removing replicas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
+from jocko_py.cluster.quorum import NotControllerError
+from jocko_py.protocol.errors import ErrorCode
+
+
+async def _forward(ctx: RequestContext, key: int, req: Any, error_body: dict[str, Any]
+                   ) -> dict[str, Any]:
+    if ctx.header.client_id == FORWARD_CLIENT_ID:
+        return error_body
+    try:
+        resp = await ctx.broker.topics.forward(
+            key, ctx.version, dict(req), ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
+    except TopicError as e:
+        return dict(error_body, error_code=e.code)
+    return dict(resp)
+
+
+@api(43, 0, 2)
+async def elect_leaders(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    broker = ctx.broker
+    image = broker.topics.image
+    if req.topic_partitions is None:
+        wanted = [(n, p) for n, t in sorted(image.topics.items()) for p in sorted(t.partitions)]
+    else:
+        wanted = [(tp.topic, p) for tp in req.topic_partitions for p in tp.partitions]
+    unclean = ctx.version >= 1 and req.election_type == 1
+    not_controller = {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
+                      "replica_election_results": []}
+    try:
+        results = await broker.topics.elect_leaders(wanted, unclean)
+    except NotControllerError:
+        return await _forward(ctx, 43, req, not_controller)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, pid), code in results.items():
+        by_topic.setdefault(topic, []).append(
+            {"partition_id": pid, "error_code": code,
+             "error_message": None if code == ErrorCode.NONE else code.name})
+    out: dict[str, Any] = {"throttle_time_ms": 0, "replica_election_results": [
+        {"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}
+    if ctx.version >= 1:
+        out["error_code"] = 0
+    return out
+
+
+@api(45, 0, 0)
+async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    broker = ctx.broker
+    if not broker.quorum.is_active_controller():
+        return await _forward(ctx, 45, req, {
+            "throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
+            "error_message": None, "responses": []})
+    responses = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            target = tuple(p.replicas) if p.replicas is not None else None
+            try:
+                code = await broker.topics.reassign(t.name, p.partition_index, target)
+            except NotControllerError:
+                code = ErrorCode.NOT_CONTROLLER
+            parts.append({"partition_index": p.partition_index, "error_code": code,
+                          "error_message": None if code == ErrorCode.NONE else code.name})
+        responses.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "responses": responses}
+
+
+@api(46, 0, 0)
+async def list_partition_reassignments(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    image = ctx.broker.topics.image
+    wanted: dict[str, set[int] | None] = {}
+    if req.topics is None:
+        wanted = {n: None for n in image.topics}
+    else:
+        wanted = {t.name: set(t.partition_indexes) for t in req.topics}
+    topics = []
+    for name, pids in sorted(wanted.items()):
+        t = image.topics.get(name)
+        if t is None:
+            continue
+        parts = [
+            {"partition_index": pid, "replicas": list(p.replicas),
+             "adding_replicas": list(p.adding_replicas),
+             "removing_replicas": list(p.removing_replicas)}
+            for pid, p in sorted(t.partitions.items())
+            if (pids is None or pid in pids) and (p.adding_replicas or p.removing_replicas)
+        ]
+        if parts:
+            topics.append({"name": name, "partitions": parts})
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": topics}
