@@ -100,8 +100,6 @@ async def run_broker(config: BrokerConfig) -> None:
     quorum = build_quorum(config)
     broker = Broker(config, cluster_id, quorum)
     broker.start()
-    if isinstance(quorum, LocalQuorum):
-        broker.replicas.remove_stray_logs(quorum.image)
     server = Server(broker)
     await server.start()
     await quorum.start()

@@ -24,7 +24,13 @@ class MetadataPublisher:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.batches = 0
+        self._strays_removed = False
 
     def on_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
         self.batches += 1
         self.broker.replicas.apply_delta(image, delta)
+        if not self._strays_removed and self.broker.quorum.caught_up():
+            # Only against a complete image: logs of partitions no longer placed here
+            # (deleted or moved away while this broker was down).
+            self._strays_removed = True
+            self.broker.replicas.remove_stray_logs(image)

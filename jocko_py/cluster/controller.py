@@ -124,9 +124,15 @@ class Controller:
 
     # ------------------------------------------------------------------ membership
 
-    def reconcile(self, image: MetadataImage, live: dict[int, BrokerInfo]) -> list[MetadataRecord]:
-        """Records that bring the image in line with the live broker set."""
+    def reconcile(self, image: MetadataImage, live: dict[int, BrokerInfo],
+                  fence_restarted: bool = True) -> list[MetadataRecord]:
+        """Records that bring the image in line with the live broker set. A broker that
+        comes back with a new incarnation before membership noticed it was gone is, for
+        its partitions, treated as fenced once (``fence_restarted``): it leaves the ISR
+        and its leaderships move (with a new leader epoch), since it may have lost what
+        it had not flushed; it rejoins the ISR by catching up, as any follower."""
         out: list[MetadataRecord] = []
+        restarted: set[int] = set()
         next_epoch = max([b.broker_epoch for b in image.brokers.values()] + [0]) + 1
         for bid in sorted(live):
             info = live[bid]
@@ -137,6 +143,8 @@ class Controller:
                 or (b.host, b.port, b.rack) != (info.host, info.port, info.rack)
             )
             if changed:
+                if b is not None and b.incarnation_id != info.incarnation and fence_restarted:
+                    restarted.add(bid)
                 epoch, next_epoch = next_epoch, next_epoch + 1
                 out.append(
                     RegisterBrokerRecord(
@@ -155,7 +163,7 @@ class Controller:
             b = image.brokers[bid]
             if bid not in live and not b.fenced:
                 out.append(FenceBrokerRecord(bid, b.broker_epoch))
-        out.extend(self._repair_partitions(image, set(live)))
+        out.extend(self._repair_partitions(image, set(live) - restarted))
         if not out:
             out.extend(self._complete_reassignments(image, set(live)))
         return out

@@ -93,6 +93,10 @@ class MetadataQuorum:
     def status(self) -> dict[str, Any]:
         return {"mode": "local", "leader": self.controller_id()}
 
+    def caught_up(self) -> bool:
+        """Has this node applied the whole committed metadata log it knows of?"""
+        return True
+
 
 class LocalQuorum(MetadataQuorum):
     """Single node: this broker is the only voter and always the active controller."""
@@ -121,7 +125,9 @@ class LocalQuorum(MetadataQuorum):
     async def start(self) -> None:
         self.publish(self._pending_delta)
         async with self.lock:
-            recs = self.controller.reconcile(self._image, {self.broker_id: self.self_info})
+            # the only broker: its restart is not a replica falling behind others
+            recs = self.controller.reconcile(self._image, {self.broker_id: self.self_info},
+                                             fence_restarted=False)
             if recs:
                 await self.propose(recs)
 
@@ -178,6 +184,10 @@ class RaftQuorum(MetadataQuorum):
 
     async def leave(self) -> None:
         await self.node.gossip.leave()
+
+    def caught_up(self) -> bool:
+        core = self.node.core
+        return core.leader_id >= 0 and 0 < core.high_watermark <= self.node.machine.applied
 
     async def close(self) -> None:
         await self.node.close()
