@@ -2,6 +2,7 @@
 #   make run    - create .venv, install, start one broker on localhost:9092 (data in ./data)
 #   make test   - install everything the tests need, then lint, type-check and run the suite
 #   make bench  - benchmark jocko-py against Apache Kafka on this machine
+#   make cluster - three brokers on loopback (examples/cluster)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -10,7 +11,7 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: run test venv venv-test lint typecheck generate check-generated kcat java-deps go-deps spark-deps pytest bench clean
+.PHONY: cluster run test venv venv-test lint typecheck generate check-generated kcat java-deps go-deps spark-deps pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +30,10 @@ venv-test: $(VENV)/.installed-test
 
 run: venv
 	$(BIN)/jocko-py broker --broker-id 0 --broker-addr localhost:9092 --data-dir ./data
+
+# three brokers on loopback (9092-9094), data in examples/cluster/data
+cluster: venv
+	$(BIN)/python examples/cluster/run.py
 
 # Protocol schemas are generated from Kafka's JSON specs and committed.
 SPECS ?= specs/kafka-protocol

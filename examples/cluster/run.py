@@ -6,7 +6,9 @@
 Every broker is a raft voter (`--controller-quorum-voters`), joins the others by
 gossip, and keeps its data in its own directory (`<data-dir>/broker-N`); its log goes
 to `<data-dir>/broker-N.log`. The script prints the bootstrap string once every broker
-is registered, then watches the processes; Ctrl-C (or SIGTERM) stops them all.
+is up, then watches the processes; Ctrl-C (or SIGTERM) stops them all. Each broker's
+command line is also written to `<data-dir>/broker-N.sh`, to start a killed broker
+again by hand (`sh <data-dir>/broker-3.sh &`).
 `--stop-after N` exits after N seconds (used by the tests).
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -63,13 +66,18 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_signal)
     try:
         for i in range(1, n + 1):
-            log = open(root / f"broker-{i}.log", "ab")  # noqa: SIM115 - handed to the child
-            procs[i] = subprocess.Popen(exe + [
+            cmd = exe + [
                 "broker", "--broker-id", str(i), "--broker-addr", f"127.0.0.1:{base + i - 1}",
                 "--data-dir", str(root / f"broker-{i}"),
                 "--controller-quorum-voters", voters, "--gossip-addr", gossip[i],
                 "--join", ",".join(a for j, a in gossip.items() if j != i),
-            ], stdout=log, stderr=subprocess.STDOUT, env=env)
+            ]
+            # the same command, to bring a killed broker back by hand
+            (root / f"broker-{i}.sh").write_text(
+                "#!/bin/sh\nexec " + " ".join(shlex.quote(c) for c in cmd)
+                + f" >> {shlex.quote(str(root / f'broker-{i}.log'))} 2>&1\n")
+            log = open(root / f"broker-{i}.log", "ab")  # noqa: SIM115 - handed to the child
+            procs[i] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
             log.close()
         deadline = time.monotonic() + 60
         for i in procs:

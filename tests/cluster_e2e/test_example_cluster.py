@@ -1,0 +1,68 @@
+"""examples/cluster/run.py: one command boots three brokers and prints the bootstrap
+string; the README's first steps work against it; Ctrl-C (SIGTERM) stops everything."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.broker import REPO, free_port
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "jocko_py.cli", *args], capture_output=True,
+                          text=True, timeout=60, cwd=REPO)
+
+
+def test_example_cluster_boots_and_serves(tmp_path: Path) -> None:
+    base = free_port()
+    while base > 65000 - 300:
+        base = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "examples/cluster/run.py"), "--base-port", str(base),
+         "--data-dir", str(tmp_path / "data")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    try:
+        assert proc.stdout is not None
+        bootstrap = ""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not bootstrap:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("bootstrap: "):
+                bootstrap = line.split(": ", 1)[1].strip()
+        assert bootstrap == ",".join(f"127.0.0.1:{base + i}" for i in range(3)), bootstrap
+        first = bootstrap.split(",")[0]
+        deadline = time.monotonic() + 60
+        while True:  # the brokers register within seconds of starting
+            out = _cli("topic", "create", "orders", "--partitions", "3",
+                       "--replication-factor", "3", "--config", "min.insync.replicas=2",
+                       "--bootstrap-server", bootstrap.split(",")[2])
+            if out.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert out.returncode == 0, out.stderr
+        desc = _cli("topic", "describe", "orders", "--bootstrap-server", first)
+        assert desc.returncode == 0, desc.stderr
+        rows = [ln for ln in desc.stdout.splitlines() if "Partition:" in ln]
+        assert len(rows) == 3 and all("Replicas: [" in r and r.count(",") >= 4 for r in rows)
+        status = _cli("cluster", "status", "--bootstrap-server", first)
+        assert status.returncode == 0 and "Quorum:" in status.stdout, status.stderr
+        for i in (1, 2, 3):
+            assert (tmp_path / "data" / f"broker-{i}.sh").exists()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            rest, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rest, _ = proc.communicate()
+    assert proc.returncode == 0 and "cluster stopped" in rest, rest
