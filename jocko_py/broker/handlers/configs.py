@@ -25,6 +25,14 @@ if TYPE_CHECKING:
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+# Replication throttles are not implemented; removing them (what
+# kafka-reassign-partitions --verify does after every reassignment) is accepted as
+# the no-op it is, setting them is refused.
+TOPIC_THROTTLES = frozenset({"leader.replication.throttled.replicas",
+                             "follower.replication.throttled.replicas"})
+BROKER_THROTTLES = frozenset({"leader.replication.throttled.rate",
+                              "follower.replication.throttled.rate",
+                              "replica.alter.log.dirs.io.max.bytes.per.second"})
 # broker properties that can set a topic config's default, most specific first
 _BROKER_SYNONYMS = {
     "retention.ms": ["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
@@ -126,6 +134,10 @@ async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: 
     res: dict[str, Any] = {"error_code": 0, "error_message": None,
                            "resource_type": r.resource_type, "resource_name": r.resource_name}
     try:
+        throttles = TOPIC_THROTTLES if r.resource_type == TOPIC else BROKER_THROTTLES
+        if incremental and r.configs and all(
+                c.name in throttles and c.config_operation == DELETE for c in r.configs):
+            return res
         if r.resource_type != TOPIC:
             raise TopicError(ErrorCode.INVALID_REQUEST,
                              "Only topic configs can be altered on this broker")
