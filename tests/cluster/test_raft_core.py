@@ -18,8 +18,10 @@ from jocko_py.cluster.raft.messages import (
     DATA,
     LEADER_CHANGE,
     NONE,
+    NOT_LEADER_OR_FOLLOWER,
     VOTERS,
     AppendLog,
+    BeginQuorumEpochRequest,
     Commit,
     Entry,
     FetchRequest,
@@ -394,3 +396,42 @@ def test_a_follower_fetching_a_snapshot_counts_for_check_quorum() -> None:
         )
         core.tick(now)
         assert core.role is Role.LEADER, now
+
+
+def _follower_incarnation(seed: int | None) -> tuple[RaftCore, FetchRequest]:
+    """Replica 2 (re)started in epoch 1, told by leader 1 that it leads, fetching."""
+    core = RaftCore(2, {1: "a", 2: "b", 3: "c"}, CFG, DurableState(epoch=1), seed=seed)
+    core.start(0)
+    begin = BeginQuorumEpochRequest(
+        src=1, dest=2, correlation_id=1, cluster_id="jocko", voter_id=2, leader_id=1, leader_epoch=1
+    )
+    acts = core.receive(begin, 10)
+    fetch = next(
+        a.message for a in acts if isinstance(a, Send) and isinstance(a.message, FetchRequest)
+    )
+    assert core.role is Role.FOLLOWER and fetch.dest == 1
+    return core, fetch
+
+
+def test_a_stale_answer_to_an_earlier_process_is_not_taken_for_a_new_fetch() -> None:
+    """Correlation ids restarted at the same value in every process: after a fast
+    restart, a NOT_LEADER_OR_FOLLOWER answered (in the same epoch, before it won) to the
+    previous process's fetch matched the new process's fetch, and the follower held the
+    sitting leader resigned for the rest of the epoch. Each incarnation now starts its
+    ids at a random point (as ClusterNode seeds each process's core at random)."""
+    for seed in (None, 7):
+        _old, old_fetch = _follower_incarnation(seed)
+        new, new_fetch = _follower_incarnation(None if seed is None else seed + 1)
+        assert new_fetch.correlation_id != old_fetch.correlation_id
+        stale = FetchResponse(
+            src=1,
+            dest=2,
+            correlation_id=old_fetch.correlation_id,
+            error_code=NOT_LEADER_OR_FOLLOWER,
+            high_watermark=-1,
+            log_start_offset=0,
+            leader_id=-1,
+            leader_epoch=1,
+        )
+        new.receive(stale, 20)
+        assert new.role is Role.FOLLOWER and new.leader_id == 1

@@ -141,6 +141,9 @@ class RaftConfig:
     request_timeout_ms: int = 300
     max_fetch_entries: int = 512
     snapshot_chunk_bytes: int = 64 * 1024
+    # KRaft always runs a pre-vote round (KIP-996); the simulation turns it off in some
+    # schedules, where it would otherwise mask a broken vote rule.
+    pre_vote: bool = True
 
 
 @dataclass(slots=True)
@@ -193,7 +196,13 @@ class RaftCore:
         self.role = Role.UNATTACHED
         self.leader_id = -1
         self._out: list[Action] = []
-        self._corr = 0
+        # Correlation ids start at a random point, so that each process incarnation
+        # uses its own: an answer to a request of the previous process (a fast restart
+        # with messages in flight) must not be taken for the answer to a new one (a
+        # stale NOT_LEADER_OR_FOLLOWER would make the sitting leader look resigned).
+        # Seeded from its own stream, so a seeded core stays deterministic.
+        corr_rng = random.SystemRandom() if seed is None else random.Random(f"corr/{seed}")
+        self._corr = corr_rng.randrange(1 << 31)
         # timers (absolute ms)
         self._election_deadline = 0
         self._last_leader_contact = -(10**12)
@@ -302,7 +311,7 @@ class RaftCore:
         return out
 
     def _next_corr(self) -> int:
-        self._corr += 1
+        self._corr = (self._corr + 1) & 0x7FFFFFFF  # an int32 on the wire
         return self._corr
 
     def _send(self, m: Message) -> None:
@@ -527,6 +536,9 @@ class RaftCore:
         self._start_prevote(now)
 
     def _start_prevote(self, now: int) -> None:
+        if not self.config.pre_vote:
+            self._become_candidate(now)
+            return
         self._set_role(Role.PROSPECTIVE, -1, now)
         self._vote_corr = self._next_corr()
         self._votes = {self.node_id}
@@ -560,15 +572,18 @@ class RaftCore:
         if granted < self._majority(voters):
             return
         if self.role is Role.PROSPECTIVE:
-            self._persist_state(self.epoch + 1, self.node_id)
-            self._set_role(Role.CANDIDATE, -1, now)
-            self._vote_corr = self._next_corr()
-            self._votes = {self.node_id}
-            self._rejects = set()
-            self._request_votes(pre_vote=False)
-            self._maybe_win(now)
+            self._become_candidate(now)
         elif self.role is Role.CANDIDATE:
             self._become_leader(now)
+
+    def _become_candidate(self, now: int) -> None:
+        self._persist_state(self.epoch + 1, self.node_id)
+        self._set_role(Role.CANDIDATE, -1, now)
+        self._vote_corr = self._next_corr()
+        self._votes = {self.node_id}
+        self._rejects = set()
+        self._request_votes(pre_vote=False)
+        self._maybe_win(now)
 
     def _log_up_to_date(self, last_epoch: int, last_offset: int) -> bool:
         mine = self.last_epoch()
@@ -1006,7 +1021,7 @@ class RaftCore:
                 self._send_fetch(self.leader_id, now)
             if m.correlation_id != self._fetch_corr:
                 return
-        if m.correlation_id != self._fetch_corr:
+        if m.correlation_id != self._fetch_corr or m.src != self._fetch_dest:
             # An answer to an earlier fetch (ours timed out first) is still good if our
             # log has not moved since we sent it.
             req = self._inflight.get(m.correlation_id)
