@@ -67,10 +67,41 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
                                request_timeout_ms=min(2000, max(100, election // 3))),
         gossip_config=gossip_cfg,
     )
+    node.heartbeats_required = True
+    node.session_timeout_ms = config.int("broker.session.timeout.ms")
     if config.bool("auto.leader.rebalance.enable"):
         node.leader_rebalance_interval_ms = max(
             100, int(float(config.get("leader.imbalance.check.interval.seconds")) * 1000))
     return RaftQuorum(node, config.broker_id, cc)
+
+
+async def heartbeat_loop(broker: Broker, quorum: RaftQuorum, interval_s: float) -> None:
+    """BrokerHeartbeat to the active controller: liveness, and the metadata offset this
+    broker has applied (it is unfenced once caught up)."""
+    node = quorum.node
+    me = broker.broker_id
+    fenced: bool | None = None
+    while True:
+        await asyncio.sleep(interval_s)
+        b = quorum.image.brokers.get(me)
+        offset = node.machine.applied
+        try:
+            if quorum.is_active_controller():
+                _, is_fenced = node.record_heartbeat(me, offset)
+            else:
+                resp = await broker.topics.forward(63, 1, {
+                    "broker_id": me, "broker_epoch": b.broker_epoch if b else -1,
+                    "current_metadata_offset": offset, "want_fence": False,
+                    "want_shut_down": False}, ok=lambda r: r.error_code != 41)
+                if resp.error_code:
+                    continue
+                is_fenced = resp.is_fenced
+        except Exception as e:  # the controller is away: try again next interval
+            log.debug("heartbeat failed: %s", e)
+            continue
+        if is_fenced != fenced:
+            fenced = is_fenced
+            log.info("broker %d is %s", me, "fenced" if is_fenced else "unfenced")
 
 
 async def controlled_shutdown(broker: Broker, timeout_s: float) -> None:
@@ -129,6 +160,9 @@ async def run_broker(config: BrokerConfig) -> None:
                 tg.create_task(_every(checkpoint_s, logs.checkpoint_recovery_points, "checkpoint")),
             ]
             bg.append(tg.create_task(broker.replicas.isr_expiration_loop()))
+            if isinstance(quorum, RaftQuorum):
+                bg.append(tg.create_task(heartbeat_loop(
+                    broker, quorum, max(0.02, config.int("broker.heartbeat.interval.ms") / 1000))))
             for starter in broker.services.get("background", []):
                 bg.append(tg.create_task(starter()))
             fatal = None

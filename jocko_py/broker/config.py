@@ -43,6 +43,7 @@ DEFAULTS: dict[str, str] = {
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.max.bytes": "1048576",
     "broker.session.timeout.ms": "9000",
+    "broker.heartbeat.interval.ms": "2000",
     "controlled.shutdown.enable": "true",
     "controlled.shutdown.timeout.ms": "30000",
     "unclean.leader.election.enable": "false",

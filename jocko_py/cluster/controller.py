@@ -125,14 +125,18 @@ class Controller:
     # ------------------------------------------------------------------ membership
 
     def reconcile(self, image: MetadataImage, live: dict[int, BrokerInfo],
-                  fence_restarted: bool = True) -> list[MetadataRecord]:
+                  fence_restarted: bool = True,
+                  caught_up: set[int] | None = None) -> list[MetadataRecord]:
         """Records that bring the image in line with the live broker set. A broker that
         comes back with a new incarnation before membership noticed it was gone is, for
         its partitions, treated as fenced once (``fence_restarted``): it leaves the ISR
         and its leaderships move (with a new leader epoch), since it may have lost what
-        it had not flushed; it rejoins the ISR by catching up, as any follower."""
+        it had not flushed; it rejoins the ISR by catching up, as any follower. With
+        ``caught_up`` given (broker heartbeats), a fenced broker is unfenced only once it
+        is in that set (its heartbeat showed it caught up with the metadata log)."""
         out: list[MetadataRecord] = []
         restarted: set[int] = set()
+        usable: set[int] = set()  # live and unfenced once these records apply
         next_epoch = max([b.broker_epoch for b in image.brokers.values()] + [0]) + 1
         for bid in sorted(live):
             info = live[bid]
@@ -156,16 +160,21 @@ class Controller:
                         fenced=True,
                     )
                 )
-                out.append(UnfenceBrokerRecord(bid, epoch))
-            elif b is not None and b.fenced:
+                if caught_up is None:
+                    out.append(UnfenceBrokerRecord(bid, epoch))
+                    usable.add(bid)
+            elif b is not None and b.fenced and (caught_up is None or bid in caught_up):
                 out.append(UnfenceBrokerRecord(bid, b.broker_epoch))
+                usable.add(bid)
+            elif b is not None and not b.fenced:
+                usable.add(bid)
         for bid in sorted(image.brokers):
             b = image.brokers[bid]
             if bid not in live and not b.fenced:
                 out.append(FenceBrokerRecord(bid, b.broker_epoch))
-        out.extend(self._repair_partitions(image, set(live) - restarted))
+        out.extend(self._repair_partitions(image, usable - restarted))
         if not out:
-            out.extend(self._complete_reassignments(image, set(live)))
+            out.extend(self._complete_reassignments(image, usable))
         return out
 
     def _repair_partitions(self, image: MetadataImage, usable: set[int]) -> list[MetadataRecord]:

@@ -54,6 +54,7 @@ from jocko_py.cluster.metadata import (
     MetadataDelta,
     MetadataImage,
     MetadataRecord,
+    RegisterBrokerRecord,
     decode_records,
     encode_records,
 )
@@ -75,6 +76,9 @@ class MetadataStateMachine:
         self.image = MetadataImage()
         self.applied = 0
         self.listeners: list[Callable[[MetadataImage, MetadataDelta], None]] = []
+        # broker id -> metadata offset just past its latest registration: a broker whose
+        # heartbeat reports at least this offset has caught up with the metadata
+        self.registered_at: dict[int, int] = {}
 
     def _publish(self, delta: MetadataDelta) -> None:
         if not delta:
@@ -89,7 +93,11 @@ class MetadataStateMachine:
         for e in entries:
             self.applied = e.offset + 1
             if e.kind == DATA:
-                self._publish(self.image.apply_batch(decode_records(e.data)))
+                records = decode_records(e.data)
+                for r in records:
+                    if isinstance(r, RegisterBrokerRecord):
+                        self.registered_at[r.broker_id] = self.applied
+                self._publish(self.image.apply_batch(records))
 
     def on_load_snapshot(self, snapshot: Snapshot) -> None:
         old = MetadataImage()
@@ -139,6 +147,14 @@ class ClusterNode:
         # ms (Kafka's leader.imbalance.check.interval.seconds); 0 disables it
         self.leader_rebalance_interval_ms = 0
         self._last_rebalance = time.monotonic()
+        # Broker heartbeats (BrokerHeartbeat): when required, the active controller
+        # fences a broker whose heartbeats lapse for session_timeout_ms (after its own
+        # first session as controller, so a new controller does not fence everyone), and
+        # unfences a broker only once a heartbeat shows it caught up with the metadata.
+        self.heartbeats_required = False
+        self.session_timeout_ms = 9000
+        self.heartbeats: dict[int, tuple[float, int]] = {}
+        self._active_since: float | None = None
         self.reconcile_ms = reconcile_ms
         self.snapshot_every = snapshot_every
         self._task: asyncio.Task[None] | None = None
@@ -197,6 +213,38 @@ class ClusterNode:
         log.info(
             "[node=%d] raft %s epoch=%d leader=%d", self.node_id, rc.role, rc.epoch, rc.leader_id
         )
+        if rc.role == "leader":
+            self._active_since = time.monotonic()
+            self.heartbeats = {}
+        else:
+            self._active_since = None
+
+    def record_heartbeat(self, broker_id: int, metadata_offset: int) -> tuple[bool, bool]:
+        """A broker's heartbeat, on the active controller: (caught up, fenced)."""
+        self.heartbeats[broker_id] = (time.monotonic(), metadata_offset)
+        caught_up = metadata_offset >= self.machine.registered_at.get(broker_id, 0)
+        b = self.machine.image.brokers.get(broker_id)
+        return caught_up, b is None or b.fenced
+
+    def _heartbeat_filter(self, live: dict[int, BrokerInfo]) -> tuple[dict[int, BrokerInfo],
+                                                                       set[int] | None]:
+        """Apply heartbeat liveness to the gossip view: (live brokers, caught-up brokers)."""
+        if not self.heartbeats_required or self._active_since is None:
+            return live, None
+        now = time.monotonic()
+        timeout = self.session_timeout_ms / 1000
+        if now - self._active_since >= timeout:
+            lapsed = {b for b in live
+                      if now - self.heartbeats.get(b, (0.0, 0))[0] > timeout}
+            for b in lapsed:
+                if not self.machine.image.brokers.get(b) or \
+                        not self.machine.image.brokers[b].fenced:
+                    log.info("[node=%d] broker %d: no heartbeat for %d ms", self.node_id, b,
+                             self.session_timeout_ms)
+            live = {b: i for b, i in live.items() if b not in lapsed}
+        caught_up = {b for b, (_, off) in self.heartbeats.items()
+                     if off >= self.machine.registered_at.get(b, 0)}
+        return live, caught_up
 
     def _on_member(self, ev: MemberEvent) -> None:
         self.member_events.append((time.time(), ev.kind, ev.name))
@@ -231,7 +279,8 @@ class ClusterNode:
             async with self.lock:
                 if not self.is_active_controller() or not self._settled():
                     continue
-                recs = self.controller.reconcile(self.machine.image, self.live_brokers())
+                live, caught_up = self._heartbeat_filter(self.live_brokers())
+                recs = self.controller.reconcile(self.machine.image, live, caught_up=caught_up)
                 if not recs and self.leader_rebalance_interval_ms > 0 and \
                         time.monotonic() - self._last_rebalance \
                         >= self.leader_rebalance_interval_ms / 1000:

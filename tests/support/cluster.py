@@ -21,6 +21,8 @@ from tests.support.broker import BrokerProcess, free_port
 FAST = {
     "jocko.gossip.probe.interval.ms": "250",
     "controller.quorum.election.timeout.ms": "1000",
+    "broker.heartbeat.interval.ms": "250",
+    "broker.session.timeout.ms": "3000",
     "controller.quorum.fetch.timeout.ms": "2000",
     "replica.lag.time.max.ms": "6000",
     "group.initial.rebalance.delay.ms": "0",

@@ -5,6 +5,9 @@
   partition epoch (else INVALID_UPDATE_VERSION), with an ISR of unfenced replicas
   containing the leader (INELIGIBLE_REPLICA / INVALID_REQUEST); the answer carries the
   partition as committed. Not the controller: NOT_CONTROLLER.
+- BrokerHeartbeat (63) v0-1: a broker's liveness and applied metadata offset; the
+  controller fences a broker whose heartbeats lapse for `broker.session.timeout.ms` and
+  unfences one only once it has caught up with the metadata log.
 - AllocateProducerIds (67) v0: a block of producer ids for a broker with its current
   broker epoch (else STALE_BROKER_EPOCH), valid once its record is committed.
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.cluster.quorum import RaftQuorum
 from jocko_py.protocol.errors import ErrorCode
 
 
@@ -45,6 +49,18 @@ async def alter_partition(ctx: RequestContext, req: Any) -> dict[str, Any]:
             })
         out.append({"topic_id": t.topic_id, "partitions": parts})
     return {"throttle_time_ms": 0, "error_code": 0, "topics": out}
+
+
+@api(63, 0, 1)
+async def broker_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """BrokerHeartbeat: liveness and metadata progress of a broker (see app.py)."""
+    quorum = ctx.broker.quorum
+    if not isinstance(quorum, RaftQuorum) or not quorum.is_active_controller():
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
+                "is_caught_up": False, "is_fenced": True, "should_shut_down": False}
+    caught_up, fenced = quorum.node.record_heartbeat(req.broker_id, req.current_metadata_offset)
+    return {"throttle_time_ms": 0, "error_code": 0, "is_caught_up": caught_up,
+            "is_fenced": fenced, "should_shut_down": False}
 
 
 @api(67, 0, 0)
