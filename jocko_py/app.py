@@ -82,7 +82,9 @@ async def heartbeat_loop(broker: Broker, quorum: RaftQuorum, interval_s: float) 
     me = broker.broker_id
     fenced: bool | None = None
     while True:
-        await asyncio.sleep(interval_s)
+        # while fenced (starting up, catching up) heartbeat often: the controller
+        # unfences this broker at the first heartbeat that shows it caught up
+        await asyncio.sleep(interval_s if fenced is False else min(interval_s, 0.1))
         b = quorum.image.brokers.get(me)
         offset = node.machine.applied
         try:

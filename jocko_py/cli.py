@@ -42,7 +42,10 @@ def cmd_broker(args: argparse.Namespace) -> int:
         )
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"jocko-py broker: {e}") from None
-    run(config)
+    try:
+        run(config)
+    except OSError as e:  # a port in use, an unwritable data directory
+        raise SystemExit(f"jocko-py broker: cannot run: {e}") from None
     return 0
 
 

@@ -257,6 +257,10 @@ def build_config(
     bid = int(props["broker.id"])
     raft = raft_addr or props.get("jocko.raft.addr") or voter_map.get(bid) \
         or f"{host}:{port + 1}"
+    if bid in voter_map and raft != voter_map[bid]:
+        raise ConfigError(
+            f"raft address {raft} differs from this broker's entry {bid}@{voter_map[bid]} "
+            "in controller.quorum.voters")
     if gossip_addr is not None:
         props["jocko.gossip.addr"] = gossip_addr
     rhost, rport = split_addr(raft)
