@@ -173,3 +173,32 @@ def test_follower_answers_not_leader(cluster: Cluster) -> None:
         with pytest.raises(JockoError) as e:
             cl.fetch(topic, 0, 0)
         assert e.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_idempotent_dedup_survives_failover(cluster: Cluster) -> None:
+    """A batch acknowledged by the old leader and retried (same producer id, epoch and
+    sequence) to the new leader is recognised as a duplicate: followers rebuilt the
+    producer state from the replicated log."""
+    topic = "dedup"
+    _create(cluster, topic, partitions=1)
+    leader = cluster.partition_state(topic)[0]
+    with Client(cluster.brokers[leader].bootstrap) as cl:
+        r = cl.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                               "producer_id": -1, "producer_epoch": -1})
+        pid, epoch = r.producer_id, r.producer_epoch
+        batches = [rb.build_batch([rb.NewRecord(None, b"r%d" % i, (), int(time.time() * 1000))],
+                                  producer_id=pid, producer_epoch=epoch, base_sequence=i)
+                   for i in range(3)]
+        offsets = [cl.produce(topic, 0, b, acks=-1) for b in batches]
+    assert offsets == [0, 1, 2]
+    cluster.brokers[leader].kill()
+    new = cluster.wait_for("new leader", lambda: (
+        lp := cluster.partition_state(topic)[0]) not in (leader, -1) and lp)
+    with Client(cluster.brokers[new].bootstrap) as cl:
+        # the last batch again, as a producer that never saw its acknowledgement would
+        assert cl.produce(topic, 0, batches[2], acks=-1) == 2
+        nxt = rb.build_batch([rb.NewRecord(None, b"r3", (), int(time.time() * 1000))],
+                             producer_id=pid, producer_epoch=epoch, base_sequence=3)
+        assert cl.produce(topic, 0, nxt, acks=-1) == 3
+        assert cl.list_offset(topic, 0, -1)[0] == 4
+    cluster.brokers[leader].start()
