@@ -254,6 +254,13 @@ def build_config(
     if voters is not None:
         props["controller.quorum.voters"] = voters
     voter_map = parse_voters(props.get("controller.quorum.voters", ""))
+    if not voter_map and props.get("controller.quorum.bootstrap.servers"):
+        raise ConfigError(
+            "controller.quorum.bootstrap.servers (a dynamic quorum, KIP-853) is not "
+            "supported: list the voters in controller.quorum.voters")
+    roles = {r.strip() for r in props.get("process.roles", "").split(",") if r.strip()}
+    if roles - {"broker", "controller"}:
+        raise ConfigError(f"process.roles: unknown role(s) {sorted(roles - {'broker', 'controller'})}")
     bid = int(props["broker.id"])
     raft = raft_addr or props.get("jocko.raft.addr") or voter_map.get(bid) \
         or f"{host}:{port + 1}"
