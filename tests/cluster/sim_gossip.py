@@ -89,23 +89,27 @@ class GossipSim:
     def fail(self, why: str) -> None:
         raise GossipViolation(f"seed={self.seed} t={self.now}ms: {why}")
 
+    def _helpers(self, pair: frozenset[str], cut: set[frozenset[str]]) -> list[str]:
+        a, b = sorted(pair)
+        return [
+            h
+            for h in self.names
+            if h not in pair and frozenset((a, h)) not in cut and frozenset((b, h)) not in cut
+        ]
+
     def _cut_links(self, k: int) -> None:
+        """Cut ``k`` direct links, keeping for every cut pair (earlier ones included: a
+        later cut can take an earlier pair's helper) at least two helpers with clean links
+        to both ends. SWIM's indirect probe has one relay, so one helper must survive the
+        crash of any one member (the detection phase crashes one)."""
         pairs = [frozenset((a, b)) for x, a in enumerate(self.names) for b in self.names[x + 1 :]]
         self.rng.shuffle(pairs)
         for pair in pairs:
             if len(self.cut) >= k:
                 break
-            a, b = sorted(pair)
-            # Keep at least two helpers with clean links to both ends.
-            helpers = [
-                h
-                for h in self.names
-                if h not in pair
-                and frozenset((a, h)) not in self.cut
-                and frozenset((b, h)) not in self.cut
-            ]
-            if len(helpers) >= 2:
-                self.cut.add(pair)
+            cut = self.cut | {pair}
+            if all(len(self._helpers(q, cut)) >= 2 for q in cut):
+                self.cut = cut
 
     def _boot(self, name: str) -> None:
         self.last_disturbance = self.now

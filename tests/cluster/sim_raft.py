@@ -12,7 +12,7 @@ import heapq
 import random
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jocko_py.cluster.metadata import (
@@ -40,6 +40,8 @@ from jocko_py.cluster.raft.messages import (
     RoleChanged,
     Send,
     TruncateLog,
+    VoteRequest,
+    VoteResponse,
 )
 from jocko_py.cluster.raft.storage import MemoryStorage
 
@@ -76,6 +78,28 @@ class SimParams:
     # Per action while chaos runs: the node crashes right before executing it, so the
     # rest of its batch (persists included) never happens, as on a real disk.
     crash_in_batch: float = 0.0
+    # Share of crashes that restart within 0-20 ms: messages to the old process arrive
+    # at the new one, and a replica that forgets what it persisted shows at once.
+    fast_restart: float = 0.0
+    pre_vote: bool = True  # RaftConfig.pre_vote for every node
+    # RaftConfig.max_fetch_entries (0: the config's): a small one makes followers reach
+    # an earlier epoch's entries before the leader's own, where commit rules differ.
+    max_fetch_entries: int = 0
+    # While chaos runs, the share of new leaders crashed (restarting fast or not) within
+    # a few round trips of their election: the leader churn of Raft's figure 8.
+    leader_kill: float = 0.0
+    # While chaos runs, the share of granted votes after which the voter crashes at once
+    # and restarts fast: the election goes on, and the restarted voter must remember.
+    vote_kill: float = 0.0
+
+
+@dataclass(frozen=True)
+class Kill:
+    """A scheduled crash of one process incarnation (delivered like a message)."""
+
+    node_id: int
+    incarnation: int
+    fast: bool = False  # restart within 0-20 ms
 
 
 @dataclass
@@ -110,7 +134,14 @@ class RaftSim:
         self.seed = seed
         self.p = params
         self.rng = random.Random(seed)
-        self.cfg = raft_config
+        # Draws of later additions (fast restarts) come from their own stream, so that a
+        # schedule without them replays exactly as before they existed.
+        self.xrng = random.Random(seed ^ 0x7E57)
+        self.cfg = replace(
+            raft_config,
+            pre_vote=params.pre_vote,
+            max_fetch_entries=params.max_fetch_entries or raft_config.max_fetch_entries,
+        )
         self.now = 0
         self._seq = 0
         self.queue: list[tuple[int, int, Any]] = []
@@ -126,6 +157,8 @@ class RaftSim:
         self._pending_voters: dict[tuple[int, int], set[int]] = {}
         self.snapshot_fp: dict[int, str] = {}
         self.leaders: dict[int, int] = {}
+        self.votes: dict[tuple[int, int], int] = {}  # (voter, epoch) -> candidate
+        self._answering: Message | None = None
         self.on_apply = on_apply
         self.stats = Stats()
         self._pending: dict[int, int] = {}  # offset proposed -> time
@@ -147,6 +180,12 @@ class RaftSim:
         n.image = MetadataImage()
         n.applied = 0
         self._run(n, n.core.start(self.now))
+
+    def _down_ms(self) -> int:
+        down = self.rng.randint(50, 1500)
+        if self.p.fast_restart and self.xrng.random() < self.p.fast_restart:
+            down = self.xrng.randint(0, 20)
+        return down
 
     def crash(self, n: SimNode, down_ms: int) -> None:
         if n.core is not None and n.core.role is Role.LEADER and self._leader_lost_at is None:
@@ -180,10 +219,12 @@ class RaftSim:
                 and self.p.crash_in_batch
                 and self.rng.random() < self.p.crash_in_batch
             ):
-                self.crash(n, self.rng.randint(50, 1500))
+                self.crash(n, self._down_ms())
                 return
             if isinstance(a, Send):
                 self._check_sent_after_persist(n, a.message)
+                if isinstance(a.message, VoteResponse):
+                    self._check_vote(a.message)
                 self._send(a.message)
                 continue
             if isinstance(a, PersistQuorumState | AppendLog | TruncateLog | PersistSnapshot):
@@ -206,6 +247,31 @@ class RaftSim:
             elif isinstance(a, RoleChanged):
                 if a.role == "leader":
                     self._on_new_leader(n, a.epoch)
+                    if (
+                        self.chaos_active
+                        and self.p.leader_kill
+                        and self.xrng.random() < self.p.leader_kill
+                    ):
+                        self._seq += 1
+                        at = self.now + self.xrng.randint(0, 3 * self.p.delay_ms[1])
+                        heapq.heappush(self.queue, (at, self._seq, Kill(n.node_id, n.incarnation)))
+
+    def _check_vote(self, m: VoteResponse) -> None:
+        """Election safety at its source: a replica grants at most one vote per epoch,
+        across restarts (a forgotten vote lets two candidates win the same epoch)."""
+        req = self._answering
+        if not m.vote_granted or not isinstance(req, VoteRequest) or req.pre_vote:
+            return
+        if (req.src, req.correlation_id) != (m.dest, m.correlation_id):
+            return
+        key = (m.src, req.candidate_epoch)
+        prev = self.votes.setdefault(key, m.dest)
+        if prev != m.dest:
+            self.fail(f"node {m.src} voted for {prev} and for {m.dest} in epoch {key[1]}")
+        if self.chaos_active and self.p.vote_kill and self.xrng.random() < self.p.vote_kill:
+            self._seq += 1
+            n = self.nodes[m.src]
+            heapq.heappush(self.queue, (self.now, self._seq, Kill(n.node_id, n.incarnation, True)))
 
     def _check_sent_after_persist(self, n: SimNode, m: Message) -> None:
         """Persist before send: whatever a message says about the sender's quorum state or
@@ -347,10 +413,19 @@ class RaftSim:
             heapq.heappush(self.queue, (self.now + self.rng.randint(lo, hi), self._seq, m))
 
     def _deliver(self, m: Any) -> None:
+        if isinstance(m, Kill):
+            k = self.nodes[m.node_id]
+            if k.core is not None and k.incarnation == m.incarnation and self.chaos_active:
+                self.crash(k, self.xrng.randint(0, 20) if m.fast else self._down_ms())
+            return
         n = self.nodes.get(m.dest)
         if n is None or n.core is None or not self.can_talk(m.src, m.dest):
             return
-        self._run(n, n.core.receive(m, self.now))
+        self._answering = m
+        try:
+            self._run(n, n.core.receive(m, self.now))
+        finally:
+            self._answering = None
 
     # ------------------------------------------------------------ schedule
 
@@ -384,7 +459,7 @@ class RaftSim:
         p, rng = self.p, self.rng
         live = [n for n in self.nodes.values() if n.core is not None]
         if live and rng.random() < p.crash_rate:
-            self.crash(rng.choice(live), rng.randint(50, 1500))
+            self.crash(rng.choice(live), self._down_ms())
         if rng.random() < p.partition_rate and self.groups is None and len(self.nodes) > 1:
             ids = list(self.nodes)
             rng.shuffle(ids)
@@ -489,28 +564,71 @@ class RaftSim:
         self.fail(f"no convergence {p.heal_ms}ms after healing: {states}")
 
 
+def schedule_params(seed: int, extras: bool = True) -> SimParams:
+    """The randomized parameters of schedule ``seed``. ``extras=False``: as drawn before
+    fast restarts, schedules without pre-vote, small fetches and leader or voter kills
+    existed (the simulation then replays those schedules exactly as it did)."""
+    rng = random.Random(seed ^ 0x5EED)
+    params = SimParams(
+        voters=rng.choice([1, 3, 3, 5]),
+        observers=rng.choice([0, 0, 1]),
+        chaos_ms=rng.choice([1000, 2000]),
+        drop=rng.choice([0.0, 0.02, 0.1]),
+        dup=rng.choice([0.0, 0.05]),
+        delay_ms=rng.choice([(1, 5), (1, 30), (5, 80)]),
+        crash_rate=rng.choice([0.0, 0.002, 0.01]),
+        partition_rate=rng.choice([0.0, 0.003, 0.01, 0.03]),
+        snapshot_every=rng.choice([0, 8, 32]),
+        reconfig_rate=rng.choice([0.0, 0.0, 0.01]),
+        crash_in_batch=rng.choice([0.0, 0.002, 0.01]),
+    )
+    # Drawn last, so the other parameters of every seed stay as they were: one
+    # schedule in four reconfigures often, with an observer to promote.
+    if rng.random() < 0.25:
+        params.reconfig_rate = 0.02
+        params.observers = max(params.observers, 1)
+    if not extras:
+        return params
+    # Later additions draw from their own stream (see RaftSim.xrng).
+    xr = random.Random(seed ^ 0xFA57)
+    if params.crash_rate or params.crash_in_batch:
+        params.fast_restart = xr.choice([0.0, 0.3, 0.8])
+    # Without pre-vote a removed voter is Raft's disruptive server (its candidacies
+    # depose every leader, and it never hears of them); only fixed voter sets then.
+    params.pre_vote = xr.random() >= 0.25 or params.reconfig_rate > 0
+    if xr.random() < 0.4 and params.delay_ms != (5, 80):
+        # Followers then catch up slowly: fewer writes.
+        params.max_fetch_entries = xr.choice([1, 2])
+        params.propose_every_ms = 60
+    if xr.random() < 0.3:
+        params.leader_kill = xr.choice([0.3, 0.6, 1.0])
+    if xr.random() < 0.3:
+        params.vote_kill = xr.choice([0.2, 0.5])
+    if xr.random() < 0.1:
+        params = replace(params, **FIGURE_8)
+    return params
+
+
+# Raft's figure 8 as a schedule family: three voters, every new leader killed soon
+# after its election, followers fetching one entry at a time, so that leaders of
+# different epochs leave conflicting uncommitted tails and a new leader re-replicates
+# an earlier epoch's entries one by one.
+FIGURE_8: dict[str, Any] = dict(
+    voters=3,
+    observers=0,
+    chaos_ms=3000,
+    drop=0.02,
+    delay_ms=(1, 30),
+    partition_rate=0.0,
+    reconfig_rate=0.0,
+    max_fetch_entries=1,
+    propose_every_ms=60,
+    leader_kill=1.0,
+)
+
+
 def run_schedule(seed: int, params: SimParams | None = None) -> RaftSim:
     """Replay one schedule; raises InvariantViolation naming the seed on failure."""
-    rng = random.Random(seed ^ 0x5EED)
-    if params is None:
-        params = SimParams(
-            voters=rng.choice([1, 3, 3, 5]),
-            observers=rng.choice([0, 0, 1]),
-            chaos_ms=rng.choice([1000, 2000]),
-            drop=rng.choice([0.0, 0.02, 0.1]),
-            dup=rng.choice([0.0, 0.05]),
-            delay_ms=rng.choice([(1, 5), (1, 30), (5, 80)]),
-            crash_rate=rng.choice([0.0, 0.002, 0.01]),
-            partition_rate=rng.choice([0.0, 0.003, 0.01, 0.03]),
-            snapshot_every=rng.choice([0, 8, 32]),
-            reconfig_rate=rng.choice([0.0, 0.0, 0.01]),
-            crash_in_batch=rng.choice([0.0, 0.002, 0.01]),
-        )
-        # Drawn last, so the other parameters of every seed stay as they were: one
-        # schedule in four reconfigures often, with an observer to promote.
-        if rng.random() < 0.25:
-            params.reconfig_rate = 0.02
-            params.observers = max(params.observers, 1)
-    sim = RaftSim(seed, params)
+    sim = RaftSim(seed, params if params is not None else schedule_params(seed))
     sim.run()
     return sim
