@@ -168,7 +168,8 @@ class ClusterNode:
         await self.raft.start()
         await self.gossip.start(self.seeds)
         self._task = asyncio.create_task(self._control_loop())
-        loops = {"raft tick": self.raft.ticker, "gossip tick": self.gossip.ticker}
+        loops = {"raft tick": self.raft.ticker, "gossip tick": self.gossip.ticker,
+                 "raft persist": self.raft.persister}
         loops["control"] = self._task
         for name, task in loops.items():
             assert task is not None

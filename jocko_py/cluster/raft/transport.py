@@ -4,14 +4,17 @@ Frames on the wire are ``[u32 big-endian length][encode_message bytes]``. Each n
 listens on its raft address; messages to a voter go over one outbound connection per
 peer (connected lazily, re-dialled after a failure; a message that cannot be sent is
 dropped, which raft tolerates). Messages to replicas we have no address for (observers)
-go back over the connection they last arrived on. Persistence actions run on the event
-loop, in action order, before any later send (metadata is small; fsync latency is the
-price of the rule "persist before answering").
+go back over the connection they last arrived on. Actions run in order, and every
+persistence action completes before any later action (rule: persist before answering):
+persistence (write + fsync) runs in a worker thread so it never blocks the event loop,
+and the actions after it wait in a queue, drained by one task (``persister``) in order.
+A batch without persistence runs at once when nothing is queued.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import struct
@@ -21,16 +24,22 @@ from typing import Protocol
 from jocko_py.cluster.raft.core import NotLeaderError, RaftCore
 from jocko_py.cluster.raft.messages import (
     Action,
+    AppendLog,
     Commit,
     Entry,
     LoadSnapshot,
     Message,
+    PersistQuorumState,
+    PersistSnapshot,
     RoleChanged,
     Send,
     Snapshot,
+    TruncateLog,
     decode_message,
     encode_message,
 )
+
+_PERSIST = (PersistQuorumState, AppendLog, TruncateLog, PersistSnapshot)
 
 log = logging.getLogger("jocko_py.cluster.raft.transport")
 
@@ -77,6 +86,11 @@ class RaftTransport:
         self._tasks: set[asyncio.Task[None]] = set()
         self._commit_waiters: dict[int, asyncio.Future[int]] = {}
         self._closed = False
+        self._queue: collections.deque[list[Action]] = collections.deque()
+        self._wake = asyncio.Event()
+        # Drains queued actions in order, persisting in a thread (supervised like the
+        # ticker: if a write fails the task ends with the error).
+        self.persister: asyncio.Task[None] | None = None
         # The tick loop; an exception in a tick is logged and ends it (see ClusterNode,
         # which supervises it and stops the process).
         self.ticker: asyncio.Task[None] | None = None
@@ -89,6 +103,9 @@ class RaftTransport:
     async def start(self) -> None:
         host, port = split_addr(self.listen)
         self._server = await asyncio.start_server(self._serve, host, port)
+        p = asyncio.create_task(self._persist_loop())
+        self._tasks.add(p)
+        self.persister = p
         self.execute(self.core.start(self.now()))
         t = asyncio.create_task(self._ticker())
         self._tasks.add(t)
@@ -112,27 +129,49 @@ class RaftTransport:
     # ------------------------------------------------------------------ core I/O
 
     def execute(self, actions: list[Action]) -> None:
-        for a in actions:
-            if isinstance(a, Send):
-                self._send(a.message)
-            elif isinstance(a, Commit):
-                self.machine.on_commit(a.entries)
-                for e in a.entries:
-                    fut = self._commit_waiters.pop(e.offset, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(e.offset)
-            elif isinstance(a, LoadSnapshot):
-                self.machine.on_load_snapshot(a.snapshot)
-            elif isinstance(a, RoleChanged):
-                if a.role != "leader":
-                    for fut in self._commit_waiters.values():
-                        if not fut.done():
-                            fut.set_exception(NotLeaderError(a.leader_id, a.epoch))
-                    self._commit_waiters.clear()
-                if self.on_role is not None:
-                    self.on_role(a)
-            else:
-                self.storage.execute(a)
+        if not actions:
+            return
+        if self.persister is None or (
+                not self._queue and not any(isinstance(a, _PERSIST) for a in actions)):
+            for a in actions:
+                self._run(a)
+            return
+        self._queue.append(actions)
+        self._wake.set()
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                for a in self._queue[0]:
+                    if isinstance(a, _PERSIST):
+                        await asyncio.to_thread(self.storage.execute, a)
+                    else:
+                        self._run(a)
+                self._queue.popleft()
+
+    def _run(self, a: Action) -> None:
+        if isinstance(a, Send):
+            self._send(a.message)
+        elif isinstance(a, Commit):
+            self.machine.on_commit(a.entries)
+            for e in a.entries:
+                fut = self._commit_waiters.pop(e.offset, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(e.offset)
+        elif isinstance(a, LoadSnapshot):
+            self.machine.on_load_snapshot(a.snapshot)
+        elif isinstance(a, RoleChanged):
+            if a.role != "leader":
+                for fut in self._commit_waiters.values():
+                    if not fut.done():
+                        fut.set_exception(NotLeaderError(a.leader_id, a.epoch))
+                self._commit_waiters.clear()
+            if self.on_role is not None:
+                self.on_role(a)
+        else:
+            self.storage.execute(a)
 
     async def propose(self, datas: list[bytes]) -> int:
         """Append as leader and wait until committed; returns the last entry's offset."""
