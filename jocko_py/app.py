@@ -29,7 +29,9 @@ async def _every(interval_s: float, fn: object, what: str) -> None:
     while True:
         await asyncio.sleep(interval_s)
         try:
-            fn()
+            r = fn()
+            if asyncio.iscoroutine(r):
+                await r
         except Exception:
             log.exception("background task %s failed", what)
 
@@ -155,7 +157,7 @@ async def run_broker(config: BrokerConfig) -> None:
     try:
         async with asyncio.TaskGroup() as tg:
             bg = [
-                tg.create_task(_every(flush_s, broker.replicas.flush_dirty, "flush")),
+                tg.create_task(_every(flush_s, broker.replicas.flush_due, "flush")),
                 tg.create_task(_every(
                     retention_s, lambda: logs.apply_retention_all(int(time.time() * 1000)),
                     "retention")),

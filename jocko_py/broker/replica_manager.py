@@ -420,6 +420,14 @@ class ReplicaManager:
     def flush_dirty(self) -> None:
         self.logs.flush_dirty()
 
+    async def flush_due(self, *, all_dirty: bool = False) -> None:
+        """fsync the logs whose flush is due, in a worker thread (the event loop that
+        serves clients never waits on a disk); recovery points move afterwards."""
+        tickets = self.logs.begin_flush_due(all_dirty=all_dirty)
+        if tickets:
+            await asyncio.to_thread(LogManager.run_flush_tickets, tickets)
+            LogManager.end_flush_tickets(tickets)
+
     def flush_barrier(self, p: Partition) -> asyncio.Future[None] | None:
         """A future for the next group flush if `p` reached `flush.messages`.
 
@@ -431,19 +439,24 @@ class ReplicaManager:
         if self._group_flush is None:
             loop = asyncio.get_running_loop()
             self._group_flush = loop.create_future()
-            loop.call_soon(self._run_group_flush)
+            loop.call_soon(self._start_group_flush)
         return self._group_flush
 
-    def _run_group_flush(self) -> None:
+    def _start_group_flush(self) -> None:
+        # once this loop turn's handlers have appended: one fsync pass for all of them
         fut, self._group_flush = self._group_flush, None
+        if fut is not None:
+            self._spawn(self._group_flush_pass(fut))
+
+    async def _group_flush_pass(self, fut: asyncio.Future[None]) -> None:
         try:
-            self.logs.flush_dirty()
+            await self.flush_due()
         except Exception as e:
             log.error("group flush failed: %s", e)
-            if fut is not None and not fut.done():
+            if not fut.done():
                 fut.set_exception(e)
             return
-        if fut is not None and not fut.done():
+        if not fut.done():
             fut.set_result(None)
 
     async def shutdown_fetchers(self) -> None:

@@ -106,6 +106,16 @@ class _IndexFile:
         f.write(raw)
         self._dirty = True
 
+    def begin_flush(self) -> int | None:
+        """Write buffered entries to the OS; the file descriptor to fsync (None when
+        nothing changed). The fsync itself may run on another thread."""
+        if not self._dirty:
+            return None
+        f = self._handle()
+        f.flush()
+        self._dirty = False
+        return f.fileno()
+
     def flush(self) -> None:
         """Write buffered entries and fsync them (no-op when nothing changed)."""
         if not self._dirty:

@@ -45,6 +45,7 @@ The log keeps two derived states in step with its batches:
 from __future__ import annotations
 
 import bisect
+import errno
 import logging
 import os
 import time
@@ -67,7 +68,7 @@ from jocko_py.protocol.records import (
     set_log_append_time,
 )
 
-__all__ = ["AppendInfo", "Log", "ReadInfo"]
+__all__ = ["AppendInfo", "FlushTicket", "Log", "ReadInfo", "run_flush"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,29 @@ class ReadInfo:
     log_start_offset: int
     log_end_offset: int
     first_batch_offset: int  # base offset of the first returned batch, -1 when empty
+
+
+@dataclass(slots=True)
+class FlushTicket:
+    """A flush in progress (``Log.begin_flush``)."""
+
+    log: Log
+    log_end_offset: int
+    fds: list[int]
+    error: OSError | None = None
+
+
+def run_flush(ticket: FlushTicket) -> None:
+    """fsync a ticket's descriptors; safe on a thread other than the log owner's. A
+    descriptor closed meanwhile (its segment was deleted or rolled and closed) is
+    skipped; any other failure is kept in the ticket for ``end_flush``."""
+    for fd in ticket.fds:
+        try:
+            os.fsync(fd)
+        except OSError as e:
+            if e.errno != errno.EBADF:
+                ticket.error = e
+                return
 
 
 def _now_ms() -> int:
@@ -746,6 +770,33 @@ class Log:
         self.needs_flush = False
         self._dirty_reported = False
         self.last_flush_ms = _now_ms()
+
+    def begin_flush(self) -> FlushTicket:
+        """First half of a flush that does not block the caller's thread: take what must
+        be made durable (the log end now, the dirty segments' descriptors). Then
+        ``run_flush(ticket)`` (any thread: only fsyncs) and ``end_flush(ticket)`` (the
+        owner's thread: the recovery point moves to the ticket's log end). Appends may
+        continue meanwhile; they are covered by the next flush."""
+        fds: list[int] = []
+        for seg in reversed(self.segments):
+            if seg.dirty:
+                fds.extend(seg.begin_flush())
+            elif seg.next_offset <= self._recovery_point:
+                break
+        ticket = FlushTicket(self, self.log_end_offset, fds)
+        self.unflushed_messages = 0
+        self.needs_flush = False
+        self._dirty_reported = False
+        self.last_flush_ms = _now_ms()
+        return ticket
+
+    def end_flush(self, ticket: FlushTicket) -> None:
+        if ticket.error is not None:
+            for seg in self.segments:  # flush everything again next time
+                seg.dirty = True
+            raise KafkaStorageError(f"fsync of {self.name} failed: {ticket.error}")
+        self._recovery_point = max(self._recovery_point, min(ticket.log_end_offset,
+                                                             self.log_end_offset))
 
     def flush_if_due(self, now_ms: int | None = None) -> bool:
         """Flush when flush.messages was reached or flush.ms has passed; True if flushed."""

@@ -23,12 +23,13 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.errors import KafkaStorageError
-from jocko_py.commitlog.log import Log
+from jocko_py.commitlog.log import FlushTicket, Log, run_flush
 
 __all__ = ["LogManager", "read_offset_checkpoint", "write_offset_checkpoint"]
 
@@ -183,6 +184,36 @@ class LogManager:
             if not lg.unflushed_messages:
                 self._dirty.pop(tp, None)
         return flushed
+
+    def begin_flush_due(self, now_ms: int | None = None, *, all_dirty: bool = False,
+                        ) -> list[FlushTicket]:
+        """Tickets for the logs whose flush is due (or every dirty log): fsync them with
+        ``run_flush`` on any thread, then ``end_flush_tickets`` here."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        tickets = []
+        for tp, lg in list(self._dirty.items()):
+            if lg.unflushed_messages and (all_dirty or lg.needs_flush
+                                          or now - lg.last_flush_ms >= lg.config.flush_ms):
+                tickets.append(lg.begin_flush())
+            if not lg.unflushed_messages:
+                self._dirty.pop(tp, None)
+        return tickets
+
+    @staticmethod
+    def run_flush_tickets(tickets: list[FlushTicket]) -> None:
+        for t in tickets:
+            run_flush(t)
+
+    @staticmethod
+    def end_flush_tickets(tickets: list[FlushTicket]) -> None:
+        errors = []
+        for t in tickets:
+            try:
+                t.log.end_flush(t)
+            except KafkaStorageError as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
 
     @property
     def has_due_flush(self) -> bool:

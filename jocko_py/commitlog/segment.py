@@ -485,6 +485,19 @@ class LogSegment:
             self._track(h)
         return removed
 
+    def begin_flush(self) -> list[int]:
+        """The file descriptors whose fsync makes this segment durable (the log and its
+        indexes, buffers written out); clears ``dirty``. See ``Log.begin_flush``."""
+        if not self.dirty:
+            return []
+        fds = [self._fd]
+        for idx in (self.offset_index, self.time_index):
+            fd = idx.begin_flush()
+            if fd is not None:
+                fds.append(fd)
+        self.dirty = False
+        return fds
+
     def flush(self) -> None:
         if not self.dirty:
             return

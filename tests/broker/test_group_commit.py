@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from pathlib import Path
+from typing import Any
 
 from jocko_py.broker import handlers
 from jocko_py.broker.config import build_config
@@ -60,14 +61,14 @@ async def _scenario(tmp_path: Path) -> tuple[int, int, Broker]:
     broker.start()
     passes = 0
     logs = broker.replicas.logs
-    real_flush = logs.flush_dirty
+    real_flush = logs.begin_flush_due
 
-    def counting_flush() -> int:
+    def counting_flush(*args: Any, **kwargs: Any) -> Any:
         nonlocal passes
         passes += 1
-        return real_flush()
+        return real_flush(*args, **kwargs)
 
-    logs.flush_dirty = counting_flush  # type: ignore[method-assign]
+    logs.begin_flush_due = counting_flush  # type: ignore[method-assign]
     server = Server(broker)
     await server.start()
     await quorum.start()
