@@ -11,9 +11,9 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from jocko_py.app import build_quorum
 from jocko_py.broker import handlers
 from jocko_py.broker.config import build_config
-from jocko_py.app import build_quorum
 from jocko_py.broker.core import Broker
 from jocko_py.broker.server import Server
 from jocko_py.protocol import codec
