@@ -130,8 +130,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 def cmd_produce(args: argparse.Namespace) -> int:
     from jocko_py.client import Client
 
-    with Client(args.bootstrap_server) as c:
-        c.metadata([args.topic], auto_create=True)
+    with Client(args.bootstrap_server) as boot, \
+            boot.for_leader(args.topic, args.partition, auto_create=True) as c:
         n = 0
         for line in sys.stdin:
             line = line.rstrip("\n")
@@ -150,7 +150,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
 def cmd_consume(args: argparse.Namespace) -> int:
     from jocko_py.client import Client
 
-    with Client(args.bootstrap_server) as c:
+    with Client(args.bootstrap_server) as boot, boot.for_leader(args.topic, args.partition) as c:
         offset = args.offset
         if offset < 0:
             offset = c.list_offset(args.topic, args.partition, -2 if offset == -2 else -1)[0]

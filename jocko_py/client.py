@@ -24,8 +24,20 @@ class KafkaError(Exception):
 
 class Client:
     def __init__(self, bootstrap: str, client_id: str = "jocko-py-cli", timeout: float = 30.0):
-        host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host or "localhost", int(port)), timeout=timeout)
+        # a comma-separated list: the first broker that answers
+        err: OSError | None = None
+        for addr in [a.strip() for a in bootstrap.split(",") if a.strip()]:
+            host, _, port = addr.rpartition(":")
+            try:
+                self.sock = socket.create_connection((host or "localhost", int(port)),
+                                                     timeout=timeout)
+                break
+            except OSError as e:
+                err = e
+        else:
+            raise err or OSError(f"no broker address in {bootstrap!r}")
+        self.bootstrap = bootstrap
+        self.timeout = timeout
         self.client_id = client_id
         self._corr = itertools.count(1)
 
@@ -87,6 +99,21 @@ class Client:
         if res.error_code:
             raise KafkaError(res.error_code, res.error_message)
         return res.configs
+
+    def for_leader(self, topic: str, partition: int, auto_create: bool = False) -> Client:
+        """A client connected to the partition's leader (this one if it leads or if the
+        leader is unknown, in which case the request itself will say why)."""
+        md = self.metadata([topic], auto_create=auto_create)
+        for t in md.topics:
+            for p in t.partitions:
+                if p.partition_index != partition:
+                    continue
+                b = next((b for b in md.brokers if b.node_id == p.leader_id), None)
+                peer = self.sock.getpeername()
+                if b is not None and (b.host, b.port) != peer[:2] and \
+                        f"{b.host}:{b.port}" != self.bootstrap:
+                    return Client(f"{b.host}:{b.port}", self.client_id, self.timeout)
+        return self
 
     def produce(self, topic: str, partition: int, records: bytes, acks: int = -1) -> Any:
         r = self.request(0, 9, {"acks": acks, "timeout_ms": 30000, "topic_data": [{
