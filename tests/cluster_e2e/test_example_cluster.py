@@ -54,6 +54,16 @@ def test_example_cluster_boots_and_serves(tmp_path: Path) -> None:
         assert desc.returncode == 0, desc.stderr
         rows = [ln for ln in desc.stdout.splitlines() if "Partition:" in ln]
         assert len(rows) == 3 and all("Replicas: [" in r and r.count(",") >= 4 for r in rows)
+        for part in range(3):  # the CLI finds each partition's leader by itself
+            prod = subprocess.run(
+                [sys.executable, "-m", "jocko_py.cli", "produce", "orders", "--partition",
+                 str(part), "--bootstrap-server", bootstrap],
+                input="".join(f"p{part}-{i}\n" for i in range(50)), capture_output=True,
+                text=True, timeout=60, cwd=REPO)
+            assert prod.returncode == 0, prod.stderr
+            cons = _cli("consume", "orders", "--partition", str(part), "--bootstrap-server",
+                        first, "--timeout", "1")
+            assert cons.stdout.split() == [f"p{part}-{i}" for i in range(50)], cons.stderr
         status = _cli("cluster", "status", "--bootstrap-server", first)
         assert status.returncode == 0 and "Quorum:" in status.stdout, status.stderr
         for i in (1, 2, 3):
