@@ -152,6 +152,7 @@ class RaftSim:
         self.bootstrap = {i: f"node-{i}" for i in ids[: params.voters]}
         self.nodes = {i: SimNode(i, MemoryStorage()) for i in ids}
         self.committed: dict[int, Entry] = {}
+        self.commit_epoch: dict[int, int] = {}
         self.committed_voters = set(self.bootstrap)
         self.committed_voters_at = -1
         self._pending_voters: dict[tuple[int, int], set[int]] = {}
@@ -333,10 +334,17 @@ class RaftSim:
         if isinstance(a, AppendLog):
             for e in a.entries:
                 c = self.committed.get(e.offset)
-                # A node still in an older epoch may take a deposed leader's entry (to be
-                # truncated later); one that knows the committing epoch must not.
+                # A node still in an older epoch may take (or, as a deposed leader, make)
+                # an entry to be truncated later; one that knows the epoch in which the
+                # entry committed (not the entry's own: a leader commits earlier epochs'
+                # entries with one of its own) must not.
                 core = n.core
-                if c is not None and c != e and core is not None and core.epoch >= c.epoch:
+                if (
+                    c is not None
+                    and c != e
+                    and core is not None
+                    and core.epoch >= self.commit_epoch[e.offset]
+                ):
                     self.fail(f"node {n.node_id} appended {e} over committed {c}")
         elif isinstance(a, TruncateLog):
             for e in n.storage.state.entries:
@@ -364,6 +372,9 @@ class RaftSim:
             c = self.committed.get(e.offset)
             if c is None:
                 self.committed[e.offset] = e
+                # The first to apply learned the commit in the committing leader's epoch
+                # or a later one (an upper bound of the committing epoch).
+                self.commit_epoch[e.offset] = n.core.epoch if n.core is not None else e.epoch
                 self.stats.committed += 1
                 if e.kind == VOTERS:
                     self.committed_voters = set(decode_voters(e.data))
@@ -382,10 +393,12 @@ class RaftSim:
             elif c != e:
                 self.fail(f"node {n.node_id} committed {e} but {c} was committed")
             if e.kind == DATA:
-                for r in decode_records(e.data):
+                recs = decode_records(e.data)
+                for r in recs:
                     if self.on_apply is not None:
                         self.on_apply(n, r, n.image)
                     n.image.apply(r)
+                self.after_apply(n, recs)
             n.applied = e.offset + 1
         core = n.core
         if self._leader_lost_at is not None and core is not None and core.role is Role.LEADER:
@@ -514,6 +527,9 @@ class RaftSim:
 
     def after_tick(self) -> None:
         """Hook for subclasses (gossip and controller in the cluster simulation)."""
+
+    def after_apply(self, n: SimNode, records: list[MetadataRecord]) -> None:
+        """Hook for subclasses: ``n.image`` now reflects a committed entry's records."""
 
     def heal(self) -> None:
         self.groups = None

@@ -118,6 +118,10 @@ RAFT_REGRESSIONS = [
     (4255, False),
     (8339, False),
     (8882, False),
+    # The simulation held a deposed leader that appended over an entry committed in a
+    # later epoch than its own as a violation (it compared the entry's epoch, not the
+    # committing one).
+    (5001626, True),
 ]
 GOSSIP_REGRESSIONS = [
     # The simulation cut links until a pair's only helper was the member its detection
