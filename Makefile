@@ -81,6 +81,13 @@ pytest: venv-test kcat java-deps go-deps spark-deps
 
 test: venv-test kcat java-deps go-deps check-generated lint typecheck pytest
 
+# A longer campaign of the cluster simulations (raft, gossip, whole cluster) than the
+# one make test runs: SIM_SCHEDULES raft schedules (gossip half, cluster a fifth) from
+# a new random base seed, printed; JOCKO_SIM_BASE_SEED=<seed> replays a campaign.
+SIM_SCHEDULES ?= 50000
+sim-long: venv-test
+	JOCKO_SIM_SCHEDULES=$(SIM_SCHEDULES) $(BIN)/pytest -q -rs -p no:cacheprovider tests/cluster/test_simulation.py
+
 bench: venv
 	$(MAKE) -C bench all
 
