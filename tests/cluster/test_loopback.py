@@ -240,6 +240,18 @@ def test_observer_follows_the_quorum_over_tcp(tmp_path: Path) -> None:
     try:
         c.start()
         leader, _ = c.wait_leader(timeout=15)
+        # Every broker, the observer's too, registers through gossip like any other; a
+        # topic needs registered, unfenced brokers to be placed on (under load gossip
+        # may take a while: wait for it, bounded, before creating one).
+        deadline = time.monotonic() + 15
+        while True:
+            brokers = (c.nodes[leader].status() or {}).get("brokers", {})
+            if sorted(brokers) == ["1", "2", "3", "4"] and not any(
+                b["fenced"] for b in brokers.values()
+            ):
+                break
+            assert time.monotonic() < deadline, brokers
+            time.sleep(0.05)
         r = c.nodes[leader].request({"op": "create_topic", "name": "seen-by-observer"})
         assert r["error_code"] == 0, r
         sts = c.wait_converged(timeout=15)
@@ -247,11 +259,6 @@ def test_observer_follows_the_quorum_over_tcp(tmp_path: Path) -> None:
         dq = c.nodes[leader].request({"op": "describe_quorum"})
         assert [o["replica_id"] for o in dq["observers"]] == [4]
         assert sorted(v["replica_id"] for v in dq["current_voters"]) == [1, 2, 3]
-        # The observer's broker registers through gossip like any other.
-        deadline = time.monotonic() + 15
-        while sorted((c.nodes[leader].status() or {}).get("brokers", {})) != ["1", "2", "3", "4"]:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
         # AddRaftVoter promotes it (retrying while it is judged not caught up yet), then
         # RemoveRaftVoter takes one of the original voters out.
         n4 = c.nodes[4]
