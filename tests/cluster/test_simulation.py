@@ -118,6 +118,10 @@ RAFT_REGRESSIONS = [
     (4255, False),
     (8339, False),
     (8882, False),
+    # A late NOT_LEADER_OR_FOLLOWER answer to a FetchSnapshot sent in the previous
+    # epoch (the answering replica was then a candidate of the present one) was taken
+    # as the present leader's resignation: the follower never followed it again.
+    (7011072, True),
     # The simulation held a deposed leader that appended over an entry committed in a
     # later epoch than its own as a violation (it compared the entry's epoch, not the
     # committing one).

@@ -1092,20 +1092,24 @@ class RaftCore:
     def _on_fetch_snapshot_response(self, m: FetchSnapshotResponse, now: int) -> None:
         if m.leader_epoch > self.epoch:
             self._transition_epoch(m.leader_epoch, m.leader_id, now)
-        if m.correlation_id != self._fetch_corr:
+        current = m.correlation_id == self._fetch_corr  # sent in our present role
+        if not current:
             # A late answer is still good if it continues the transfer where it stands.
             req = self._snap_inflight.get(m.correlation_id)
             if self._snap_fetch is None or req != (m.src, self._snap_fetch, len(self._snap_buf)):
                 return
         self._snap_inflight.pop(m.correlation_id, None)
         if (
-            self.role is Role.FOLLOWER
+            current
+            and self.role is Role.FOLLOWER
             and m.src == self.leader_id
             and m.error_code == NOT_LEADER_OR_FOLLOWER
             and m.leader_epoch == self.epoch
         ):
-            # Our leader resigned (as for Fetch). The transfer resumes with the next
-            # leader that holds the same snapshot.
+            # Our leader resigned (as for Fetch). Only an answer to a request sent while
+            # following it counts: a late one may come from before it won this epoch
+            # (a candidate answers NOT_LEADER_OR_FOLLOWER in the epoch it runs for).
+            # The transfer resumes with the next leader holding the same snapshot.
             self._gone_leader = (self.epoch, self.leader_id)
             self._set_role(Role.UNATTACHED, -1, now)
             return
