@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -136,6 +137,11 @@ class NodeProc:
 
 class LoopbackCluster:
     def __init__(self, root: Path, n: int, observers: int = 0) -> None:
+        self._root, self._n, self._observers = root, n, observers
+        self._assign_ports()
+
+    def _assign_ports(self) -> None:
+        root, n, observers = self._root, self._n, self._observers
         ids = list(range(1, n + observers + 1))
         raft = {i: free_port() for i in ids}
         gossip = {i: free_port(socket.SOCK_DGRAM) for i in ids}
@@ -156,8 +162,20 @@ class LoopbackCluster:
         }
 
     def start(self) -> None:
-        for n in self.nodes.values():
-            n.start()
+        # A free port is only free when picked: another process (tests run beside other
+        # suites) may bind it before the node does. Then start over on new ports.
+        for attempt in range(3):
+            try:
+                for n in self.nodes.values():
+                    n.start()
+                return
+            except RuntimeError as e:
+                self.stop()
+                if attempt == 2 or "in use" not in str(e):
+                    raise
+                for node in self.nodes.values():
+                    shutil.rmtree(node.data_dir, ignore_errors=True)
+                self._assign_ports()
 
     def stop(self) -> None:
         for n in self.nodes.values():
