@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from jocko_py.client import Client
+from tests.groups.harness import Worker
 from tests.support.cluster import Cluster
 
 PARTITIONS = 3
@@ -360,3 +361,25 @@ def coordinator_kill_scenario(cluster: Cluster, topic: str, group: str,
             "committed_after_kill_s": t_committed - t_kill,
             "repeats": len(recs) - len(by_pos), "coordinator": float(killed),
             "new_coordinator": float(new_coordinator)}
+
+
+class WorkerMember:
+    """A tests/groups worker (output format: tests/groups/workers/common.py)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker.start()
+
+    def records(self) -> list[tuple[int, int, bytes]]:
+        return [(p, o, v.encode()) for p, o, v in self.worker.records()]
+
+    def alive(self) -> bool:
+        return self.worker.alive()
+
+    def stop_cleanly(self) -> None:
+        assert self.worker.stop_cleanly(), f"did not stop cleanly\n{self.worker.diag()}"
+
+    def kill(self) -> None:
+        self.worker.kill()
+
+    def describe(self) -> str:
+        return self.worker.diag()

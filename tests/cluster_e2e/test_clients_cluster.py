@@ -27,6 +27,7 @@ from tests.cluster_e2e.scenarios import (
     PARTITIONS,
     RECORDS,
     ThreadProducing,
+    WorkerMember,
     coordinator_kill_scenario,
     leader_kill_scenario,
     partition_of,
@@ -269,28 +270,6 @@ class KcatMember:
 
 
 # --------------------------------------------------------------------------- group members
-
-
-class WorkerMember:
-    """A tests/groups worker (output format: tests/groups/workers/common.py)."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker.start()
-
-    def records(self) -> list[tuple[int, int, bytes]]:
-        return [(p, o, v.encode()) for p, o, v in self.worker.records()]
-
-    def alive(self) -> bool:
-        return self.worker.alive()
-
-    def stop_cleanly(self) -> None:
-        assert self.worker.stop_cleanly(), f"did not stop cleanly\n{self.worker.diag()}"
-
-    def kill(self) -> None:
-        self.worker.kill()
-
-    def describe(self) -> str:
-        return self.worker.diag()
 
 
 @pytest.mark.parametrize("kind", ["kafka_python", "aiokafka", "confluent", "kcat"])

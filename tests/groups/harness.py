@@ -70,7 +70,8 @@ def wait_until(pred: Callable[[], bool], timeout: float, what: str,
 class Worker:
     def __init__(self, kind: str, bootstrap: str, topic: str, group: str, workdir: Path,
                  instance_id: str | None = None, assignor: str = "range",
-                 session_timeout_ms: int = SESSION_MS, name: str | None = None) -> None:
+                 session_timeout_ms: int = SESSION_MS, name: str | None = None,
+                 java_jars: Path = JAVA_JARS) -> None:
         self.kind = kind
         self.name = name or f"{kind}-{next(_ids)}"
         self.out = workdir / f"{self.name}.out"
@@ -82,7 +83,7 @@ class Worker:
             args += ["--instance-id", instance_id]
         if kind == "java":
             cmd = ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp",
-                   f"{JAVA_CLASSES}:{JAVA_JARS}/*", "jockopy.groups.GroupClient", *args]
+                   f"{JAVA_CLASSES}:{java_jars}/*", "jockopy.groups.GroupClient", *args]
         else:
             cmd = [sys.executable, str(WORKERS / f"{kind}_worker.py"), *args]
         self.cmd = cmd

@@ -48,6 +48,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * consume BOOTSTRAP OUT.tsv TOPIC:PARTITIONS [TOPIC:PARTITIONS ...]
  *     one KafkaConsumer without group.id; assign() every partition, seekToBeginning, read up
  *     to the end offsets taken at the start, write what was read to OUT.tsv.
+ * produce-paced BOOTSTRAP EVERY PAUSE_MS IN.tsv
+ *     one KafkaProducer with default settings (enable.idempotence=true, acks=all) sends the
+ *     records of IN.tsv in order, sleeping PAUSE_MS after every EVERY records, and prints
+ *     "acked N" (flushed) each time another 100 records are acknowledged, so that a test can
+ *     kill a broker mid-stream; exits 1 if any send failed.
  * offsets-for-times BOOTSTRAP QUERIES.tsv OUT.tsv
  *     QUERIES lines: topic partition timestamp; OUT lines: topic partition timestamp offset
  *     recordTimestamp (-1 -1 when offsetsForTimes returned null).
@@ -69,6 +74,9 @@ public final class E2EClient {
             case "produce":
                 produce(bootstrap, args);
                 break;
+            case "produce-paced":
+                producePaced(bootstrap, args);
+                break;
             case "consume":
                 consume(bootstrap, args);
                 break;
@@ -81,7 +89,7 @@ public final class E2EClient {
     }
 
     private static void usage() {
-        System.err.println("usage: E2EClient produce|consume|offsets-for-times BOOTSTRAP ...");
+        System.err.println("usage: E2EClient produce|produce-paced|consume|offsets-for-times BOOTSTRAP ...");
         System.exit(2);
     }
 
@@ -106,18 +114,7 @@ public final class E2EClient {
                     if (line.isEmpty()) {
                         continue;
                     }
-                    String[] c = line.split("\t", -1);
-                    List<Header> headers = new ArrayList<>();
-                    int nh = Integer.parseInt(c[7]);
-                    for (int h = 0; h < nh; h++) {
-                        byte[] hk = unb64(c[8 + 2 * h]);
-                        headers.add(new RecordHeader(
-                                new String(hk, StandardCharsets.UTF_8), unb64(c[9 + 2 * h])));
-                    }
-                    ProducerRecord<byte[], byte[]> rec = new ProducerRecord<>(
-                            c[0], Integer.parseInt(c[1]), Long.parseLong(c[3]),
-                            unb64(c[5]), unb64(c[6]), headers);
-                    producer.send(rec, (md, ex) -> {
+                    producer.send(record(line), (md, ex) -> {
                         if (ex != null) {
                             firstError.compareAndSet(null, ex);
                         } else {
@@ -139,6 +136,63 @@ public final class E2EClient {
             }
         }
         System.exit(failed ? 1 : 0);
+    }
+
+    private static ProducerRecord<byte[], byte[]> record(String line) throws IOException {
+        String[] c = line.split("\t", -1);
+        List<Header> headers = new ArrayList<>();
+        int nh = Integer.parseInt(c[7]);
+        for (int h = 0; h < nh; h++) {
+            byte[] hk = unb64(c[8 + 2 * h]);
+            headers.add(new RecordHeader(new String(hk, StandardCharsets.UTF_8), unb64(c[9 + 2 * h])));
+        }
+        return new ProducerRecord<>(c[0], Integer.parseInt(c[1]), Long.parseLong(c[3]),
+                unb64(c[5]), unb64(c[6]), headers);
+    }
+
+    private static void producePaced(String bootstrap, String[] args) throws Exception {
+        int every = Integer.parseInt(args[2]);
+        long pauseMs = Long.parseLong(args[3]);
+        List<String> lines = new ArrayList<>();
+        for (String l : Files.readAllLines(Paths.get(args[4]), StandardCharsets.US_ASCII)) {
+            if (!l.isEmpty()) {
+                lines.add(l);
+            }
+        }
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ProducerConfig.CLIENT_ID_CONFIG, "jocko-e2e-java-producer-paced");
+        AtomicLong acked = new AtomicLong();
+        AtomicLong failed = new AtomicLong();
+        AtomicReference<Exception> firstError = new AtomicReference<>();
+        long start = System.currentTimeMillis();
+        try (KafkaProducer<byte[], byte[]> producer =
+                new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer())) {
+            int sent = 0;
+            for (String line : lines) {
+                producer.send(record(line), (md, ex) -> {
+                    if (ex != null) {
+                        failed.incrementAndGet();
+                        firstError.compareAndSet(null, ex);
+                    } else if (acked.incrementAndGet() % 100 == 0) {
+                        synchronized (System.out) {
+                            System.out.println("acked " + acked.get());
+                            System.out.flush();
+                        }
+                    }
+                });
+                if (++sent % every == 0) {
+                    Thread.sleep(pauseMs);
+                }
+            }
+            producer.flush();
+        }
+        System.out.printf("produced records=%d acked=%d failed=%d ms=%d%n", lines.size(),
+                acked.get(), failed.get(), System.currentTimeMillis() - start);
+        if (firstError.get() != null) {
+            System.err.printf("%d sends failed, first: %s%n", failed.get(), firstError.get());
+        }
+        System.exit(failed.get() == 0 && acked.get() == lines.size() ? 0 : 1);
     }
 
     // ------------------------------------------------------------------ consume
