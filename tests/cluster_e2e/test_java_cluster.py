@@ -69,14 +69,15 @@ class JavaProducing:
             self.proc = subprocess.Popen(
                 [*JVM, "-cp", classpath(version), "jockopy.e2e.E2EClient", "produce-paced",
                  bootstrap, str(PACE_EVERY), str(int(PACE_PAUSE_S * 1000)), str(tsv)],
-                stdout=subprocess.PIPE, stderr=err, text=True)
+                stdout=subprocess.PIPE, stderr=err)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.out.append(line.rstrip())
+        for raw in self.proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            self.out.append(line)
             if line.startswith("acked "):
                 self.acked = max(self.acked, int(line.split()[1]))
 

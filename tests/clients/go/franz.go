@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,7 +39,7 @@ func franzCodec(codec string) (kgo.CompressionCodec, error) {
 	return kgo.NoCompression(), fmt.Errorf("unknown codec %q", codec)
 }
 
-func franzProduce(ctx context.Context, o options, recs []Record) error {
+func franzProduce(ctx context.Context, o options, recs []Record, out *printer) error {
 	codec, err := franzCodec(o.codec)
 	if err != nil {
 		return err
@@ -55,22 +56,35 @@ func franzProduce(ctx context.Context, o options, recs []Record) error {
 	}
 	defer cl.Close()
 	errs := make(chan error, len(recs))
-	for _, r := range recs {
-		kr := &kgo.Record{
-			Topic:     o.topic,
-			Partition: r.Partition,
-			Key:       r.Key,
-			Value:     r.Value,
-			Timestamp: time.UnixMilli(r.Timestamp),
-		}
-		for _, h := range r.Headers {
-			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		cl.Produce(ctx, kr, func(r *kgo.Record, err error) {
-			if err != nil {
-				errs <- fmt.Errorf("p%d: %w", r.Partition, err)
+	var acked atomic.Int64
+	for i, chunk := range chunks(o, recs) {
+		if i > 0 {
+			if err := pace(ctx, o); err != nil {
+				return err
 			}
-		})
+		}
+		for _, r := range chunk {
+			kr := &kgo.Record{
+				Topic:     o.topic,
+				Partition: r.Partition,
+				Key:       r.Key,
+				Value:     r.Value,
+				Timestamp: time.UnixMilli(r.Timestamp),
+			}
+			for _, h := range r.Headers {
+				kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+			}
+			cl.Produce(ctx, kr, func(r *kgo.Record, err error) {
+				if err != nil {
+					errs <- fmt.Errorf("p%d: %w", r.Partition, err)
+				} else {
+					acked.Add(1)
+				}
+			})
+		}
+		if o.every > 0 {
+			out.acked(int(acked.Load()))
+		}
 	}
 	if err := cl.Flush(ctx); err != nil {
 		return err

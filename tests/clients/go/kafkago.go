@@ -8,9 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -47,7 +49,7 @@ type fixedPartition int
 
 func (p fixedPartition) Balance(kafka.Message, ...int) int { return int(p) }
 
-func kafkagoProduce(ctx context.Context, o options, recs []Record) error {
+func kafkagoProduce(ctx context.Context, o options, recs []Record, out *printer) error {
 	codec, err := kafkagoCodec(o.codec)
 	if err != nil {
 		return err
@@ -64,6 +66,7 @@ func kafkagoProduce(ctx context.Context, o options, recs []Record) error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
+	var acked atomic.Int64
 	for p, msgs := range byPartition {
 		wg.Add(1)
 		go func() {
@@ -78,7 +81,25 @@ func kafkagoProduce(ctx context.Context, o options, recs []Record) error {
 				Logger:       logger,
 				ErrorLogger:  errLogger,
 			}
-			err := w.WriteMessages(ctx, msgs...)
+			if o.every > 0 {
+				// A paced stream rides out a partition leader failover (seconds).
+				w.MaxAttempts = 60
+				w.WriteBackoffMax = 500 * time.Millisecond
+			}
+			var err error
+			for i, chunk := range chunks(o, msgs) {
+				if i > 0 {
+					if err = pace(ctx, o); err != nil {
+						break
+					}
+				}
+				if err = w.WriteMessages(ctx, chunk...); err != nil {
+					break
+				}
+				if o.every > 0 {
+					out.acked(int(acked.Add(int64(len(chunk)))))
+				}
+			}
 			if cerr := w.Close(); err == nil {
 				err = cerr
 			}
@@ -188,11 +209,15 @@ func kafkagoGroup(ctx, stop context.Context, o options, out *printer) error {
 	})
 	defer r.Close()
 	var pending []kafka.Message
+	// commit commits what was processed. A failure (the coordinator's broker died: the
+	// generation's connection is gone until the reader rejoins) is reported and the
+	// records stay pending for the next commit, as an application would retry.
 	commit := func() error {
 		if len(pending) == 0 {
 			return nil
 		}
 		if err := r.CommitMessages(ctx, pending...); err != nil {
+			fmt.Fprintf(os.Stderr, "gokafka: kafka-go commit failed (retried later): %v\n", err)
 			return fmt.Errorf("commit: %w", err)
 		}
 		next := map[int32]int64{}
@@ -215,26 +240,33 @@ func kafkagoGroup(ctx, stop context.Context, o options, out *printer) error {
 				break
 			}
 			if errors.Is(err, context.DeadlineExceeded) {
-				if err := commit(); err != nil {
-					return err
-				}
+				_ = commit()
 				continue
 			}
-			return err
+			if errors.Is(err, io.EOF) { // the reader was closed
+				return err
+			}
+			// The group reader heals itself: when it cannot reach the coordinator
+			// MaxAttempts times in a row (a coordinator's broker died) it hands that
+			// error to FetchMessage and keeps trying; an application keeps fetching.
+			fmt.Fprintf(os.Stderr, "gokafka: kafka-go fetch error (fetching again): %v\n", err)
+			continue
 		}
 		out.record(fromKafkago(m))
 		pending = append(pending, m)
 		if len(pending) >= 200 {
-			if err := commit(); err != nil {
-				return err
-			}
+			_ = commit()
 		}
 	}
 	if ctx.Err() != nil {
 		return errTimeout
 	}
-	if err := commit(); err != nil {
-		return err
+	for commit() != nil { // the last commit must land (bounded by -timeout)
+		select {
+		case <-ctx.Done():
+			return errTimeout
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	if err := r.Close(); err != nil { // leaves the group
 		return err

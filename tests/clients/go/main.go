@@ -5,6 +5,10 @@
 //	produce  read records from a TSV file (tests/support/e2e.py write_tsv: explicit partition,
 //	         key, value, headers, CreateTime timestamp) and produce them with -codec, acks=all
 //	         and the library's idempotent producer where it has one; prints {"type":"produced"}.
+//	         With -every N -pause D (a paced stream, for tests that kill a broker mid-stream):
+//	         the records go in chunks of N (per partition for kafka-go) with a pause D after
+//	         each, {"type":"acked","count":n} is printed as chunks are acknowledged, and the
+//	         producer retries long enough to ride out a partition leader failover.
 //	consume  assign partitions 0..-partitions-1 of -topic from the beginning (no group) and
 //	         print every record until -n records were read.
 //	group    join consumer group -group on -topic, print every record, commit what was
@@ -62,6 +66,8 @@ type options struct {
 	group      string
 	timeout    time.Duration
 	debug      bool
+	every      int           // produce: records per paced chunk (0: not paced)
+	pause      time.Duration // produce: pause after each paced chunk
 }
 
 var errTimeout = errors.New("timed out")
@@ -80,6 +86,8 @@ func main() {
 	flag.StringVar(&o.group, "group", "", "group: consumer group id")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "upper bound on the whole run")
 	flag.BoolVar(&o.debug, "debug", false, "library debug logging on stderr")
+	flag.IntVar(&o.every, "every", 0, "produce: pace the stream, records per chunk (0: all at once)")
+	flag.DurationVar(&o.pause, "pause", 0, "produce: pause after every paced chunk")
 	flag.Parse()
 	o.brokers = strings.Split(brokers, ",")
 	if o.topic == "" {
@@ -99,7 +107,7 @@ func main() {
 		var recs []Record
 		recs, err = readTSV(o.in, o.topic)
 		if err == nil {
-			err = produce(ctx, o, recs)
+			err = produce(ctx, o, recs, out)
 			if err == nil {
 				out.emit(map[string]any{"type": "produced", "count": len(recs)})
 			}
@@ -131,14 +139,14 @@ func fail(code int, msg string) {
 	os.Exit(code)
 }
 
-func produce(ctx context.Context, o options, recs []Record) error {
+func produce(ctx context.Context, o options, recs []Record, out *printer) error {
 	switch o.lib {
 	case "franz":
-		return franzProduce(ctx, o, recs)
+		return franzProduce(ctx, o, recs, out)
 	case "sarama":
-		return saramaProduce(ctx, o, recs)
+		return saramaProduce(ctx, o, recs, out)
 	case "kafkago":
-		return kafkagoProduce(ctx, o, recs)
+		return kafkagoProduce(ctx, o, recs, out)
 	}
 	return fmt.Errorf("unknown -lib %q", o.lib)
 }
@@ -165,6 +173,32 @@ func group(ctx, stop context.Context, o options, out *printer) error {
 		return kafkagoGroup(ctx, stop, o, out)
 	}
 	return fmt.Errorf("unknown -lib %q", o.lib)
+}
+
+// chunks splits recs into paced chunks of o.every records (one chunk when not paced).
+func chunks[T any](o options, recs []T) [][]T {
+	if o.every <= 0 {
+		return [][]T{recs}
+	}
+	var out [][]T
+	for len(recs) > o.every {
+		out = append(out, recs[:o.every])
+		recs = recs[o.every:]
+	}
+	return append(out, recs)
+}
+
+// pace sleeps o.pause between paced chunks (bounded by ctx).
+func pace(ctx context.Context, o options) error {
+	if o.every <= 0 || o.pause <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(o.pause):
+		return nil
+	case <-ctx.Done():
+		return errTimeout
+	}
 }
 
 // ---------------------------------------------------------------- output
@@ -216,6 +250,11 @@ func (p *printer) record(r Record) int {
 		p.w.Flush() // group tests watch progress while members run
 	}
 	return p.records
+}
+
+// acked reports, in a paced produce, how many records were acknowledged so far.
+func (p *printer) acked(n int) {
+	p.emit(map[string]any{"type": "acked", "count": n})
 }
 
 func (p *printer) count() int {

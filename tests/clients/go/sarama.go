@@ -54,7 +54,7 @@ func bounded(ctx context.Context, f func() error) error {
 	}
 }
 
-func saramaProduce(ctx context.Context, o options, recs []Record) error {
+func saramaProduce(ctx context.Context, o options, recs []Record, out *printer) error {
 	c := saramaConfig(o)
 	codec, err := saramaCodec(o.codec)
 	if err != nil {
@@ -68,6 +68,13 @@ func saramaProduce(ctx context.Context, o options, recs []Record) error {
 	c.Producer.Return.Errors = true
 	c.Producer.Partitioner = sarama.NewManualPartitioner
 	c.Producer.Flush.Frequency = 5 * time.Millisecond
+	if o.every > 0 {
+		// A paced stream rides out a partition leader failover (seconds), not 3 x 100 ms.
+		c.Producer.Retry.Max = 60
+		c.Producer.Retry.Backoff = 250 * time.Millisecond
+		c.Metadata.Retry.Max = 60
+		c.Metadata.Retry.Backoff = 250 * time.Millisecond
+	}
 	msgs := make([]*sarama.ProducerMessage, 0, len(recs))
 	for _, r := range recs {
 		m := &sarama.ProducerMessage{
@@ -92,13 +99,25 @@ func saramaProduce(ctx context.Context, o options, recs []Record) error {
 			return err
 		}
 		defer p.Close()
-		if err := p.SendMessages(msgs); err != nil {
-			var perrs sarama.ProducerErrors
-			if errors.As(err, &perrs) && len(perrs) > 0 {
-				return fmt.Errorf("%d of %d records failed, first: p%d: %w",
-					len(perrs), len(msgs), perrs[0].Msg.Partition, perrs[0].Err)
+		acked := 0
+		for i, chunk := range chunks(o, msgs) {
+			if i > 0 {
+				if err := pace(ctx, o); err != nil {
+					return err
+				}
 			}
-			return err
+			if err := p.SendMessages(chunk); err != nil {
+				var perrs sarama.ProducerErrors
+				if errors.As(err, &perrs) && len(perrs) > 0 {
+					return fmt.Errorf("%d of %d records failed (%d acknowledged before), first: p%d: %w",
+						len(perrs), len(msgs), acked, perrs[0].Msg.Partition, perrs[0].Err)
+				}
+				return err
+			}
+			acked += len(chunk)
+			if o.every > 0 {
+				out.acked(acked)
+			}
 		}
 		return nil
 	})
