@@ -412,6 +412,16 @@ class Partition:
                                   min(leader_hw, self.log.log_end_offset))
         return n
 
+    def truncate_on_divergence(self, epoch: int, end_offset: int) -> int:
+        """The leader said our log diverges after ``end_offset`` of ``epoch`` (KIP-279):
+        keep min(its end offset, ours for that epoch); the next fetch (with our new last
+        epoch) checks again, so repeated answers walk back to the common prefix."""
+        own_epoch, own_end = self.log.leader_epochs.end_offset_for(
+            epoch, self.log.log_end_offset)
+        target = end_offset if own_epoch < 0 else min(end_offset, own_end)
+        self.truncate_to(max(0, target))
+        return self.log.log_end_offset
+
     def truncate_to(self, offset: int) -> None:
         before = self.log.log_end_offset
         self.log.truncate_to(offset)

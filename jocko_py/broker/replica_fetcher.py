@@ -142,10 +142,7 @@ class ReplicaFetcher:
         if err == ErrorCode.NONE:
             div = pr.diverging_epoch
             if div is not None and div.epoch >= 0 and div.end_offset >= 0:
-                own_epoch, own_end = p.log.leader_epochs.end_offset_for(
-                    div.epoch, p.log.log_end_offset)
-                target = div.end_offset if own_epoch < 0 else min(div.end_offset, own_end)
-                p.truncate_to(max(0, target))
+                p.truncate_on_divergence(div.epoch, div.end_offset)
                 self.manager.on_follower_truncated(p)
                 return
             records = pr.records
