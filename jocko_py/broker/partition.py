@@ -371,6 +371,34 @@ class Partition:
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, hw, self.log.log_start_offset)
         return ReadResult(ErrorCode.NONE, hw, hw, self.log.log_start_offset, info.records)
 
+    def read_for_follower(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
+                          last_fetched_epoch: int, max_bytes: int, now: int, *,
+                          record_fetch: bool = True, min_one: bool = True) -> FetchEffect:
+        """The leader's side of one partition of a follower's Fetch: leadership and epoch
+        checks, the diverging epoch (KIP-279) or the follower's position (HW, ISR
+        expansion; skipped with ``record_fetch=False``, a re-read after a wait), and the
+        records up to our log end. ``eff.result`` is the answer to send."""
+        eff = FetchEffect()
+        if self.role is not Role.LEADER or replica_id not in self.replicas:
+            eff.result = ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return eff
+        epoch_error = self.check_leader_epoch(current_leader_epoch)
+        if epoch_error:
+            eff.result = ReadResult(epoch_error)
+            return eff
+        div = self.diverging_epoch(last_fetched_epoch, fetch_offset)
+        if div is not None:
+            hw = self.high_watermark
+            eff.result = ReadResult(ErrorCode.NONE, hw, hw, self.log.log_start_offset, b"",
+                                    diverging_epoch=div)
+            return eff
+        if record_fetch and fetch_offset <= self.log.log_end_offset:
+            upd = self.update_follower_fetch(replica_id, fetch_offset, now)
+            eff.hw_advanced, eff.isr_change = upd.hw_advanced, upd.isr_change
+        eff.result = self.read(fetch_offset, max_bytes, upper=self.log.log_end_offset,
+                               min_one=min_one)
+        return eff
+
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
         """KIP-279 on the leader: (epoch, end offset) if the follower's log diverges."""
         if last_fetched_epoch < 0:

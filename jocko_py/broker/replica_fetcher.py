@@ -18,6 +18,7 @@ log start restarts our log there; a lost connection backs off and re-dials.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,50 @@ log = logging.getLogger("jocko_py.broker.replica_fetcher")
 
 FETCH_VERSION = 12
 BACKOFF_S = 0.2
+
+
+class FollowerOutcome(enum.Enum):
+    APPENDED = "appended"  # records (or a HW / log start move) taken
+    IDLE = "idle"  # nothing new
+    TRUNCATED = "truncated"  # diverging epoch or out of range: the log was cut or reset
+    BACK_OFF = "back off"  # an error that only new metadata resolves
+
+
+def fetch_position(p: Partition) -> tuple[int, int, int]:
+    """What a follower asks its leader for: (fetch offset = our log end, our current
+    leader epoch, last fetched epoch = the newest epoch in our leader-epoch cache)."""
+    lg = p.log
+    return lg.log_end_offset, p.leader_epoch, lg.leader_epochs.latest_epoch()
+
+
+def response_applies(p: Partition, fetch_offset: int, leader_epoch: int) -> bool:
+    """A response still applies if nothing moved the partition while it was in flight."""
+    return (p.role is Role.FOLLOWER and p.leader_epoch == leader_epoch
+            and p.log.log_end_offset == fetch_offset)
+
+
+def handle_fetch_response(p: Partition, error: int, high_watermark: int,
+                          log_start_offset: int, records: bytes | memoryview | None,
+                          diverging_epoch: tuple[int, int] | None) -> FollowerOutcome:
+    """The follower's decision on one partition of a Fetch response (KIP-279): truncate
+    on a diverging epoch, else append what the leader sent and follow its HW; below
+    the leader's log start, restart there."""
+    if error == ErrorCode.NONE:
+        if diverging_epoch is not None:
+            p.truncate_on_divergence(*diverging_epoch)
+            return FollowerOutcome.TRUNCATED
+        n = p.append_as_follower(records if records is not None else b"",
+                                 high_watermark, log_start_offset)
+        return FollowerOutcome.APPENDED if n or records else FollowerOutcome.IDLE
+    if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+        if log_start_offset >= 0 and p.log.log_end_offset < log_start_offset:
+            p.truncate_fully_and_start_at(log_start_offset)
+        elif high_watermark >= 0 and p.log.log_end_offset > high_watermark:
+            # ahead of a leader that has no diverging epoch to tell: keep what is
+            # committed only
+            p.truncate_to(high_watermark)
+        return FollowerOutcome.TRUNCATED
+    return FollowerOutcome.BACK_OFF
 
 
 class ReplicaFetcher:
@@ -100,13 +145,12 @@ class ReplicaFetcher:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         sent: dict[tuple[str, int], tuple[Partition, int, int]] = {}
         for p in ready:
-            lg = p.log
-            last_epoch = lg.leader_epochs.latest_epoch()
-            sent[(p.topic, p.partition)] = (p, lg.log_end_offset, p.leader_epoch)
+            fetch_offset, epoch, last_epoch = fetch_position(p)
+            sent[(p.topic, p.partition)] = (p, fetch_offset, epoch)
             by_topic.setdefault(p.topic, []).append({
-                "partition": p.partition, "current_leader_epoch": p.leader_epoch,
-                "fetch_offset": lg.log_end_offset, "last_fetched_epoch": last_epoch,
-                "log_start_offset": lg.log_start_offset,
+                "partition": p.partition, "current_leader_epoch": epoch,
+                "fetch_offset": fetch_offset, "last_fetched_epoch": last_epoch,
+                "log_start_offset": p.log.log_start_offset,
                 "partition_max_bytes": self.cfg_max_bytes,
             })
         body = {
@@ -131,36 +175,24 @@ class ReplicaFetcher:
                     continue
                 p, fetch_offset, epoch = entry
                 # metadata may have moved the partition while the fetch was in flight
-                if (self.partitions.get(key) is not p or p.role is not Role.FOLLOWER
-                        or p.leader_epoch != epoch or p.log.log_end_offset != fetch_offset):
+                if self.partitions.get(key) is not p or not response_applies(
+                        p, fetch_offset, epoch):
                     continue
                 self._handle_partition(p, pr)
 
     def _handle_partition(self, p: Partition, pr: Any) -> None:
         key = (p.topic, p.partition)
         err = pr.error_code
-        if err == ErrorCode.NONE:
-            div = pr.diverging_epoch
-            if div is not None and div.epoch >= 0 and div.end_offset >= 0:
-                p.truncate_on_divergence(div.epoch, div.end_offset)
-                self.manager.on_follower_truncated(p)
-                return
-            records = pr.records
-            n = p.append_as_follower(records if records is not None else b"",
-                                     pr.high_watermark, pr.log_start_offset)
-            if n or records:
-                self.manager.on_follower_appended(p)
-            return
-        if err == ErrorCode.OFFSET_OUT_OF_RANGE:
-            leader_start = pr.log_start_offset
-            if leader_start >= 0 and p.log.log_end_offset < leader_start:
-                p.truncate_fully_and_start_at(leader_start)
-            elif pr.high_watermark >= 0 and p.log.log_end_offset > pr.high_watermark:
-                # ahead of a leader that has no diverging epoch to tell: keep what is
-                # committed only
-                p.truncate_to(pr.high_watermark)
+        div = pr.diverging_epoch
+        diverging = (div.epoch, div.end_offset) if (
+            div is not None and div.epoch >= 0 and div.end_offset >= 0) else None
+        outcome = handle_fetch_response(p, err, pr.high_watermark, pr.log_start_offset,
+                                        pr.records, diverging)
+        if outcome is FollowerOutcome.TRUNCATED:
             self.manager.on_follower_truncated(p)
-            return
-        self._backoff_until[key] = time.monotonic() + BACKOFF_S * 2
-        log.debug("[partition=%s] fetch from %d: %s", p.name, self.source_id,
-                  ErrorCode(err).name if err in ErrorCode._value2member_map_ else err)
+        elif outcome is FollowerOutcome.APPENDED:
+            self.manager.on_follower_appended(p)
+        elif outcome is FollowerOutcome.BACK_OFF:
+            self._backoff_until[key] = time.monotonic() + BACKOFF_S * 2
+            log.debug("[partition=%s] fetch from %d: %s", p.name, self.source_id,
+                      ErrorCode(err).name if err in ErrorCode._value2member_map_ else err)

@@ -322,26 +322,19 @@ class ReplicaManager:
             if epoch_error:
                 out.append(ReadResult(epoch_error))
                 continue
-            if params.is_follower:
-                if params.replica_id not in p.replicas:
-                    out.append(ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER))
-                    continue
-                div = p.diverging_epoch(fp.last_fetched_epoch, fp.fetch_offset)
-                if div is not None:
-                    out.append(ReadResult(ErrorCode.NONE, p.high_watermark, p.high_watermark,
-                                          p.log.log_start_offset, b"", diverging_epoch=div))
-                    continue
-                if first and fp.fetch_offset <= p.log.log_end_offset:
-                    eff = p.update_follower_fetch(params.replica_id, fp.fetch_offset, now)
-                    if eff.hw_advanced:
-                        self._on_hw_maybe_moved(p)
-                    if eff.isr_change is not None:
-                        self._send_isr_change(p, eff.isr_change)
-                upper = p.log.log_end_offset
-            else:
-                upper = p.high_watermark
             limit = max(0, min(fp.max_bytes, params.max_bytes - total))
-            r = p.read(fp.fetch_offset, limit, upper=upper, min_one=total == 0)
+            if params.is_follower:
+                eff = p.read_for_follower(params.replica_id, fp.fetch_offset,
+                                          fp.current_leader_epoch, fp.last_fetched_epoch,
+                                          limit, now, record_fetch=first, min_one=total == 0)
+                if eff.hw_advanced:
+                    self._on_hw_maybe_moved(p)
+                if eff.isr_change is not None:
+                    self._send_isr_change(p, eff.isr_change)
+                assert eff.result is not None
+                r = eff.result
+            else:
+                r = p.read(fp.fetch_offset, limit, upper=p.high_watermark, min_one=total == 0)
             out.append(r)
             total += len(r.records) if r.records is not None else 0
         return out, total
