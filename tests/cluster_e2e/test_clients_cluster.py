@@ -246,7 +246,9 @@ class KcatMember:
 
     def records(self) -> list[tuple[int, int, bytes]]:
         recs = []
-        for line in self.out.read_bytes().splitlines():
+        data = self.out.read_bytes()
+        # only whole lines: kcat may be halfway through writing the last one
+        for line in data[:data.rfind(b"\n") + 1].splitlines():
             if line.startswith(b"R "):
                 _, p, o, v = line.split(b" ", 3)
                 recs.append((int(p), int(o), v))

@@ -269,7 +269,14 @@ func saramaGroup(ctx, stop context.Context, o options, out *printer) error {
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 				break
 			}
-			return err
+			// E.g. the JoinGroup to a coordinator whose broker just died (Sarama returns
+			// the dial error instead of looking the coordinator up again): an
+			// application calls Consume again, which finds the new coordinator.
+			fmt.Fprintf(os.Stderr, "gokafka: sarama Consume: %v (calling it again)\n", err)
+			select {
+			case <-run.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
 		}
 	}
 	if ctx.Err() != nil {
