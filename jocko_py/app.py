@@ -117,14 +117,29 @@ async def controlled_shutdown(broker: Broker, timeout_s: float) -> None:
     t0 = time.monotonic()
     await quorum.leave()
 
-    def led_elsewhere(img: object) -> bool:
+    def led_elsewhere() -> bool:
         return not any(
             p.leader == me and len(p.isr) > 1
             for t in quorum.image.topics.values() for p in t.partitions.values())
 
-    ok = await quorum.wait_for(led_elsewhere, timeout_s)
-    log.info("controlled shutdown: leaderships %s in %.2fs", "moved" if ok else
-             "not all moved (timed out)", time.monotonic() - t0)
+    # Bounded; and pointless once no controller is left (the whole cluster stopping).
+    deadline = t0 + timeout_s
+    no_controller_since: float | None = None
+    outcome = "not all moved (timed out)"
+    while time.monotonic() < deadline:
+        if led_elsewhere():
+            outcome = "moved"
+            break
+        now = time.monotonic()
+        if quorum.controller_id() < 0:
+            no_controller_since = no_controller_since or now
+            if now - no_controller_since > 1.0:
+                outcome = "not moved: no other controller to move them"
+                break
+        else:
+            no_controller_since = None
+        await asyncio.sleep(0.05)
+    log.info("controlled shutdown: leaderships %s in %.2fs", outcome, time.monotonic() - t0)
 
 
 async def run_broker(config: BrokerConfig) -> None:
