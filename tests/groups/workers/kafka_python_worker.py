@@ -42,6 +42,11 @@ def main() -> None:
         def on_partitions_lost(self, lost: Any) -> None:
             pass
 
+    # Load the topic's metadata before the first JoinGroup: without it kafka-python
+    # (3.0.12) may assign nothing as group leader ("No partition metadata"), rejoin at
+    # once, and then leave the second SyncGroup's assignment unapplied for good (seen
+    # against a cluster: generation 2 assigned every partition, the member never fetched).
+    consumer.partitions_for_topic(args.topic)
     consumer.subscribe([args.topic], listener=Listener())
     out.line("READY")
     last: set[int] | None = None
