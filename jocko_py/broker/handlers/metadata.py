@@ -30,7 +30,7 @@ def topic_entry(t: TopicImage, live: set[int]) -> dict[str, Any]:
         parts.append({
             "error_code": ErrorCode.NONE if p.leader in live else ErrorCode.LEADER_NOT_AVAILABLE,
             "partition_index": pid,
-            "leader_id": p.leader,
+            "leader_id": p.leader if p.leader in live else -1,
             "leader_epoch": p.leader_epoch,
             "replica_nodes": list(p.replicas),
             "isr_nodes": list(p.isr),
