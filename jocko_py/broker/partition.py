@@ -24,7 +24,8 @@ Rules (Kafka's `Partition.scala`, followed here)
   the HW, and the start of the current leader epoch, is added (expand); an ISR
   member not caught up for `replica.lag.time.max.ms` is removed (shrink). At most
   one ISR change is in flight; it ends when the metadata shows a newer partition
-  epoch or the controller refuses it.
+  epoch or the controller refuses it. An unanswered change may have been applied, so it
+  stays pending (and is sent again) rather than being dropped.
 - Consumers read up to the HW; followers up to the LEO. A follower whose last
   fetched epoch ends before its fetch offset in our epoch cache is told the
   diverging epoch and truncates (KIP-279).
@@ -93,6 +94,14 @@ class IsrChange:
     leader_epoch: int
     partition_epoch: int
     new_isr: tuple[int, ...]
+
+
+# AlterPartition answers by which the controller refused a change, judged at the leader
+# and partition epoch it carried: it was not applied.
+_ISR_CHANGE_REFUSED = frozenset({
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_REQUEST, ErrorCode.INELIGIBLE_REPLICA,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+})
 
 
 def now_ms() -> int:
@@ -353,9 +362,22 @@ class Partition:
         return IsrChange(self.topic_id, self.partition, self.leader_epoch,
                          self.partition_epoch, new_isr)
 
-    def isr_change_failed(self, change: IsrChange) -> None:
-        if self.pending_isr == change.new_isr and self.partition_epoch == change.partition_epoch:
+    def isr_change_failed(self, change: IsrChange, error: int) -> bool:
+        """The controller did not confirm ``change``: ``error`` is its answer, or
+        REQUEST_TIMED_OUT when none came. Only a refusal proves the change was not
+        applied, and clears it. Any other outcome may have applied it (an answer lost on
+        the way back, or INVALID_UPDATE_VERSION to a retry of a change that did apply):
+        the change stays pending, so an expansion keeps counting the new member in the
+        HW, until the metadata shows a newer partition epoch. Returns True when the
+        request should be sent again (no answer)."""
+        if (self.role is not Role.LEADER or self.pending_isr != change.new_isr
+                or self.partition_epoch != change.partition_epoch
+                or self.leader_epoch != change.leader_epoch):
+            return False
+        if error in _ISR_CHANGE_REFUSED:
             self.pending_isr = None
+            return False
+        return error != ErrorCode.INVALID_UPDATE_VERSION
 
     # ------------------------------------------------------------------ reads
 

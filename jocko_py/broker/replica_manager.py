@@ -375,20 +375,27 @@ class ReplicaManager:
 
     def _send_isr_change(self, p: Partition, change: IsrChange) -> None:
         if self.alter_partition is None:
-            p.isr_change_failed(change)
+            p.isr_change_failed(change, ErrorCode.INVALID_REQUEST)  # no controller to ask
             return
         send = self.alter_partition
 
         async def run() -> None:
-            try:
-                err = await send(change)
-            except Exception as e:
-                log.info("[partition=%s] AlterPartition failed: %s", p.name, e)
-                err = ErrorCode.REQUEST_TIMED_OUT
-            if err != ErrorCode.NONE:
-                log.info("[partition=%s] ISR change to %s refused: %s", p.name,
-                         list(change.new_isr), err.name)
-                p.isr_change_failed(change)
+            backoff = 0.1
+            while True:
+                try:
+                    err = await send(change)
+                except Exception as e:
+                    log.info("[partition=%s] AlterPartition failed: %s", p.name, e)
+                    err = ErrorCode.REQUEST_TIMED_OUT
+                if err == ErrorCode.NONE:
+                    return
+                log.info("[partition=%s] ISR change to %s not confirmed: %s", p.name,
+                         list(change.new_isr), getattr(err, "name", err))
+                if not p.isr_change_failed(change, err):
+                    return
+                # no answer: it may or may not have been applied; ask again
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
 
         self._spawn(run())
 

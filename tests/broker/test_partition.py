@@ -85,3 +85,32 @@ def test_follower_refuses_produce_and_reports_divergence(tmp_path: Path) -> None
     assert p.role is Role.FOLLOWER
     assert p.append_as_leader(_batch(), 1, 1 << 20, now=3).error == \
         ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_an_unanswered_isr_expansion_stays_pending(tmp_path: Path) -> None:
+    """An AlterPartition whose answer never came may have been applied: the expansion
+    stays in the maximal ISR (the HW waits for the new member) and is sent again; only a
+    refusal drops it, and the metadata's newer partition epoch settles it. Found by the
+    replication simulation (seeds 91, 239): dropping it let the HW pass the LEO of a
+    member the controller had added."""
+    p = _leader(tmp_path, isr=(1, 2), min_isr=1)
+    assert p.append_as_leader(_batch(2), -1, 1 << 20, now=0).error == ErrorCode.NONE
+    p.update_follower_fetch(2, 2, now=0)
+    eff = p.update_follower_fetch(3, 2, now=0)  # caught up: expand to {1, 2, 3}
+    change = eff.isr_change
+    assert change is not None and change.new_isr == (1, 2, 3)
+    assert p.isr_change_failed(change, ErrorCode.REQUEST_TIMED_OUT)  # no answer: retry
+    assert p.pending_isr == (1, 2, 3)
+    assert not p.isr_change_failed(change, ErrorCode.INVALID_UPDATE_VERSION)  # a retry of
+    assert p.pending_isr == (1, 2, 3)  # an applied change: wait for the metadata
+    p.append_as_leader(_batch(1), -1, 1 << 20, now=1)
+    p.update_follower_fetch(2, 3, now=1)
+    assert p.high_watermark == 2  # 3 counts: it has 2 records only
+    p.make_leader(PartitionImage((1, 2, 3), (1, 2, 3), 1, 0, 1), now=2)
+    assert p.pending_isr is None and p.isr == (1, 2, 3)
+    # a refusal judged at our epochs drops the change at once
+    p.update_follower_fetch(3, 3, now=3)
+    shrink = p.maybe_shrink_isr(now=100_000, lag_max_ms=10)
+    assert shrink is not None
+    assert not p.isr_change_failed(shrink, ErrorCode.INELIGIBLE_REPLICA)
+    assert p.pending_isr is None
