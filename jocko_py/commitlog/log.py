@@ -697,6 +697,11 @@ class Log:
         end may end up below ``offset``.
         """
         if offset >= self.log_end_offset:
+            # As Kafka does: cut the epoch cache at the log end all the same. A replica
+            # that led and assigned its epoch at its log end without writing in it keeps
+            # an entry the new leader never had; left there, every fetch reports the same
+            # divergence and the follower never catches up.
+            self.leader_epochs.truncate_from_end(self.log_end_offset)
             return
         if offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset)

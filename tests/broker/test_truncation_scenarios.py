@@ -98,7 +98,7 @@ class Replicas:
                 self.image.apply_batch(recs)
                 self.publish()
             else:
-                leader.isr_change_failed(c)
+                leader.isr_change_failed(c, code)
         r = leader.read(offset, 1 << 20, upper=leader.log.log_end_offset, min_one=True)
         assert r.error == ErrorCode.NONE, r
         f.append_as_follower(r.records or b"", leader.high_watermark,
@@ -228,3 +228,34 @@ def test_fast_double_failover(tmp_path: Path) -> None:
     assert final[:3] == [b"a0", b"a1", b"a2"] and final[-1] == b"c0"
     assert r.values(first) == r.values(second) == final
     assert b"a3-unreplicated" not in final and b"b1-unreplicated" not in final
+
+
+def test_a_former_leader_that_wrote_nothing_in_its_epoch_catches_up(tmp_path: Path) -> None:
+    """A replica that led an epoch without writing in it has that epoch in its cache at
+    its log end; the next leader never had that epoch. The diverging-epoch answer must
+    clear it (Kafka truncates the epoch cache at the log end even when the log is not
+    cut), or every fetch reports the same divergence and the follower never catches up.
+    Found by the replication simulation (seeds 127, 133)."""
+    r = Replicas(tmp_path, (1, 2, 3))
+    first = r.state().leader
+    o = r.produce(b"m0")
+    r.sync(*[x for x in (1, 2, 3) if x != first])
+    r.ack_if_committed(b"m0", o)
+    r.crash(first)  # the second leader takes epoch 1 and writes nothing in it
+    r.restart(first)
+    second = r.state().leader
+    assert r.parts[second].log.leader_epochs.latest_epoch() == 1
+    info = r.live.pop(second)  # fenced while alive (its session lapsed): epoch 2 elsewhere
+    r.reconcile()
+    assert r.state().leader != second and r.state().leader_epoch == 2
+    r.live[second] = info  # back, same process: it follows, its log never cut
+    r.reconcile()
+    followers = [x for x in (1, 2, 3) if x != r.state().leader]
+    r.sync(*followers, rounds=6)
+    o = r.produce(b"m1")
+    r.sync(*followers, rounds=6)
+    r.ack_if_committed(b"m1", o)
+    assert r.acked == [b"m0", b"m1"]
+    assert r.values(second) == [b"m0", b"m1"]
+    assert set(r.state().isr) == {1, 2, 3}
+    r.check()
