@@ -10,7 +10,8 @@ _campaigns_collected = False
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     global _campaigns_collected
     _campaigns_collected = any(
-        i.nodeid.startswith("tests/cluster/test_simulation.py") for i in items
+        i.nodeid.startswith(("tests/cluster/test_simulation.py",
+                             "tests/cluster/test_replication_sim.py")) for i in items
     )
 
 
