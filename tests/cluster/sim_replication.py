@@ -352,8 +352,12 @@ class ReplicationSim:
         self.at(200, self.for_process(b, timeout))
         if self.lost(b.bid, leader):
             return
-        self.at(self.delay(), lambda: self.serve_fetch(
-            leader, b, part, req, fetch_offset, epoch, last_epoch))
+        # A request dies with its sender's connection: the leader never serves a fetch
+        # of a process that crashed meanwhile. (Kafka goes further, KIP-903: the fetch
+        # carries the broker epoch and AlterPartition is refused for a stale one, so
+        # even a late proposal built on the old process's position cannot re-add it.)
+        self.at(self.delay(), self.for_process(b, lambda: self.serve_fetch(
+            leader, b, part, req, fetch_offset, epoch, last_epoch)))
 
     def serve_fetch(self, leader_id: int, f: Broker, part: int, req: int, fetch_offset: int,
                     epoch: int, last_epoch: int) -> None:
