@@ -35,6 +35,7 @@ class Broker:
             config.get,
         )
         self.replicas.alter_partition = self.topics.alter_partition
+        self.replicas.incarnation = str(quorum.incarnation)
         self.publisher = MetadataPublisher(self)
         quorum.listeners.append(self.publisher.on_delta)
         # extension point for services added by later layers (group coordinator, ...)

@@ -33,6 +33,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("jocko_py.broker.replica_fetcher")
 
 FETCH_VERSION = 12
+# Fetch v12 carries no broker epoch (KIP-903 adds one in v15): the follower's client id
+# carries its process incarnation instead, so a fetch sent by a process that has since
+# restarted (and maybe lost its unflushed tail) never counts as the new one's position.
+REPLICA_CLIENT_PREFIX = "jocko-py-replica-"
+
+
+def replica_incarnation(client_id: str | None) -> str | None:
+    """The incarnation a follower's fetch names in its client id, if any."""
+    if not client_id or not client_id.startswith(REPLICA_CLIENT_PREFIX):
+        return None
+    _, _, inc = client_id[len(REPLICA_CLIENT_PREFIX):].partition("-")
+    return inc or None
 BACKOFF_S = 0.2
 
 
@@ -84,7 +96,10 @@ class ReplicaFetcher:
     def __init__(self, manager: ReplicaManager, source_id: int, host: str, port: int) -> None:
         self.manager = manager
         self.source_id = source_id
-        self.channel = BrokerChannel(host, port, f"jocko-py-replica-{manager.broker_id}")
+        # the client id names this process's incarnation: the leader records positions
+        # only from the incarnation the metadata registered (see REPLICA_CLIENT_PREFIX)
+        self.channel = BrokerChannel(
+            host, port, f"{REPLICA_CLIENT_PREFIX}{manager.broker_id}-{manager.incarnation}")
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._backoff_until: dict[tuple[str, int], float] = {}
         self._changed = asyncio.Event()

@@ -67,6 +67,8 @@ class FetchParams:
     max_bytes: int
     isolation_level: int
     partitions: list[FetchPartition] = field(default_factory=list)
+    # the follower process's incarnation, from its client id (see replica_fetcher)
+    replica_incarnation: str | None = None
 
     @property
     def is_follower(self) -> bool:
@@ -89,6 +91,8 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._group_flush: asyncio.Future[None] | None = None
         self.alter_partition: AlterPartitionFn | None = None
+        # this process's incarnation (as registered), named in our fetchers' client ids
+        self.incarnation = ""
         self.replica_lag_time_max_ms = int(props("replica.lag.time.max.ms") or 30000)
         self.replica_fetch_wait_max_ms = int(props("replica.fetch.wait.max.ms") or 500)
         self.replica_fetch_max_bytes = int(props("replica.fetch.max.bytes") or 1048576)
@@ -305,6 +309,13 @@ class ReplicaManager:
 
     def _read_all(self, params: FetchParams, first: bool) -> tuple[list[ReadResult], int]:
         now = now_ms()
+        current = False
+        if params.is_follower:
+            # only the registered incarnation's fetches move the HW and the ISR (a
+            # request left over from before a restart is served, not believed)
+            b = self._image().brokers.get(params.replica_id)
+            current = b is not None and not b.fenced and \
+                str(b.incarnation_id) == params.replica_incarnation
         total = 0
         out: list[ReadResult] = []
         for fp in params.partitions:
@@ -326,7 +337,8 @@ class ReplicaManager:
             if params.is_follower:
                 eff = p.read_for_follower(params.replica_id, fp.fetch_offset,
                                           fp.current_leader_epoch, fp.last_fetched_epoch,
-                                          limit, now, record_fetch=first, min_one=total == 0)
+                                          limit, now, record_fetch=first and current,
+                                          min_one=total == 0)
                 if eff.hw_advanced:
                     self._on_hw_maybe_moved(p)
                 if eff.isr_change is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,11 @@ class MetadataQuorum:
 
     @property
     def image(self) -> MetadataImage:
+        raise NotImplementedError
+
+    @property
+    def incarnation(self) -> uuid.UUID:
+        """This process's broker incarnation (registered with the broker)."""
         raise NotImplementedError
 
     def is_active_controller(self) -> bool:
@@ -116,6 +122,10 @@ class LocalQuorum(MetadataQuorum):
     def image(self) -> MetadataImage:
         return self._image
 
+    @property
+    def incarnation(self) -> uuid.UUID:
+        return self.self_info.incarnation
+
     def is_active_controller(self) -> bool:
         return True
 
@@ -160,6 +170,13 @@ class RaftQuorum(MetadataQuorum):
     @property
     def image(self) -> MetadataImage:
         return self.node.machine.image
+
+    @property
+    def incarnation(self) -> uuid.UUID:
+        from jocko_py.cluster.gossip.messages import member_incarnation
+
+        core = self.node.gossip_core
+        return member_incarnation(core.members[core.name].meta)
 
     def is_active_controller(self) -> bool:
         return self.node.is_active_controller()

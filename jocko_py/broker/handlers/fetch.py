@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.replica_fetcher import replica_incarnation
 from jocko_py.broker.replica_manager import FetchParams, FetchPartition
 from jocko_py.protocol.errors import ErrorCode
 
@@ -36,6 +37,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                 "session_id": 0, "responses": []}
     params = FetchParams(
+        replica_incarnation=replica_incarnation(ctx.header.client_id),
         replica_id=req.replica_id, max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes,
         max_bytes=req.max_bytes if ctx.version >= 3 else 2**31 - 1,
         isolation_level=req.isolation_level,
