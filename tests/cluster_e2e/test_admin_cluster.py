@@ -19,6 +19,13 @@ from tests.support.cluster import Cluster
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
 
+def _visible_everywhere(cluster: Cluster, topic: str) -> None:
+    """CreateTopics answers once the controller committed; each broker applies the
+    metadata a moment later (clients retry UNKNOWN_TOPIC_OR_PARTITION meanwhile)."""
+    cluster.wait_for(f"{topic} on every broker", lambda: all(
+        cluster.partition_state(topic, via=b)[0] >= 0 for b in cluster.alive()))
+
+
 def _batch(v: bytes) -> bytes:
     return rb.build_batch([rb.NewRecord(None, v, (), int(time.time() * 1000))])
 
@@ -29,6 +36,7 @@ def test_admin_requests_work_on_every_broker(cluster: Cluster) -> None:
             c.create_topic(f"t{i}", 2, 3, {"retention.ms": "3600000"})
     for i in cluster.brokers:
         # visible everywhere, with the config, and deletable from another broker
+        _visible_everywhere(cluster, f"t{i}")
         for b in cluster.brokers.values():
             md = cluster.metadata(b, [f"t{i}"])
             assert md.topics[0].error_code == 0 and len(md.topics[0].partitions) == 2
@@ -40,16 +48,24 @@ def test_admin_requests_work_on_every_broker(cluster: Cluster) -> None:
                               "timeout_ms": 30000, "validate_only": False})
         assert r.results[0].error_code == 0
         c.delete_topic("t3")
-    for b in cluster.brokers.values():
-        md = cluster.metadata(b)
-        names = {t.name for t in md.topics}
-        assert "t3" not in names and {"t1", "t2"} <= names
-        assert len(cluster.metadata(b, ["t2"]).topics[0].partitions) == 4
+    def applied_everywhere() -> bool:
+        for b in cluster.brokers.values():
+            names = {t.name for t in cluster.metadata(b).topics}
+            if "t3" in names or not {"t1", "t2"} <= names:
+                return False
+            if len(cluster.metadata(b, ["t2"]).topics[0].partitions) != 4:
+                return False
+        return True
+    # the answering broker has applied it at once; the others within moments
+    md = cluster.metadata(cluster.brokers[1])
+    assert "t3" not in {t.name for t in md.topics}
+    cluster.wait_for("partitions and deletion applied on every broker", applied_everywhere)
 
 
 def test_preferred_leader_election_after_restart(cluster: Cluster) -> None:
     with Client(cluster.brokers[1].bootstrap) as c:
         c.create_topic("pref", 1, 3)
+    _visible_everywhere(cluster, "pref")
     leader, _, epoch = cluster.partition_state("pref")
     cluster.brokers[leader].kill()
     cluster.wait_for("a new leader", lambda: cluster.partition_state("pref")[0]
@@ -75,6 +91,7 @@ def test_preferred_leader_election_after_restart(cluster: Cluster) -> None:
 def test_reassignment_moves_a_replica_and_keeps_the_data(cluster: Cluster) -> None:
     with Client(cluster.brokers[1].bootstrap) as c:
         c.create_topic("moved", 1, 1)
+    _visible_everywhere(cluster, "moved")
     leader = cluster.partition_state("moved")[0]
     target = next(b for b in cluster.brokers if b != leader)
     with Client(cluster.brokers[leader].bootstrap) as c:
