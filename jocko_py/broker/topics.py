@@ -17,6 +17,7 @@ Topic names are validated here, as Kafka's broker does before asking its control
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import uuid
@@ -43,6 +44,7 @@ _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 FORWARD_CLIENT_ID = "jocko-py-forward"
 CONTROLLER_TIMEOUT_S = 15.0
+CONTROLLER_POLL_S = 0.1  # how often an in-flight forward checks the controller is still it
 APPLY_TIMEOUT_S = 10.0
 
 
@@ -121,8 +123,11 @@ class TopicManager:
                     await ch.close()
                 ch = self._channels[cid] = BrokerChannel(b.host, b.port, FORWARD_CLIENT_ID)
             try:
-                resp = await ch.request(api_key, version, body,
-                                        timeout=max(0.1, deadline - loop.time()))
+                resp = await self._request_while_controller(
+                    ch, cid, api_key, version, body, max(0.1, deadline - loop.time()))
+            except _ControllerMoved:
+                last = f"controller {cid} lost its role while the request was in flight"
+                continue
             except (ConnectionError, OSError, TimeoutError) as e:
                 last = f"controller {cid} unreachable: {e}"
                 await asyncio.sleep(0.1)
@@ -133,6 +138,24 @@ class TopicManager:
                 continue
             return resp
         raise TopicError(ErrorCode.NOT_CONTROLLER, last)
+
+    async def _request_while_controller(self, ch: BrokerChannel, cid: int, api_key: int,
+                                        version: int, body: dict[str, Any],
+                                        timeout: float) -> Any:
+        """``ch.request``, abandoned as soon as the quorum names another controller: a
+        controller cut off by a partition never answers, and waiting out the whole
+        deadline on it would starve heartbeats to its successor (every broker fenced)."""
+        req = asyncio.ensure_future(ch.request(api_key, version, body, timeout=timeout))
+        while True:
+            done, _ = await asyncio.wait({req}, timeout=CONTROLLER_POLL_S)
+            if done:
+                return req.result()
+            if self.quorum.controller_id() != cid:
+                req.cancel()
+                await ch.close()  # fails the orphaned request; a new channel next time
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await req
+                raise _ControllerMoved()
 
     async def forward(self, api_key: int, version: int, body: dict[str, Any],
                       ok: Callable[[Any], bool] | None = None) -> Any:
@@ -443,6 +466,10 @@ class TopicManager:
         if resp.error_code:
             return _err(resp.error_code)
         return _err(resp.topics[0].partitions[0].error_code)
+
+
+class _ControllerMoved(Exception):
+    """The controller a request went to is no longer the quorum's controller."""
 
 
 class _Local(Exception):

@@ -73,10 +73,11 @@ class BrokerProcess:
         self.log_path = log_path or (self.data_dir.parent / f"broker-{self.broker_id}.log")
         self.proc: subprocess.Popen[bytes] | None = None
         self.last_stop_forced = False
+        self.host = "127.0.0.1"  # where it listens (a fault-lab broker has its own address)
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
         cmd = [
@@ -105,7 +106,7 @@ class BrokerProcess:
                         f"broker exited with {self.proc.returncode}:\n{self.log_tail()}"
                     )
                 try:
-                    wait_for_port("127.0.0.1", self.port, timeout=0.5)
+                    wait_for_port(self.host, self.port, timeout=0.5)
                     return self
                 except TimeoutError:
                     if time.monotonic() > deadline:
