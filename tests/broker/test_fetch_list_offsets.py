@@ -143,3 +143,15 @@ def test_newer_leader_epoch_than_ours_is_unknown(mod_broker: BrokerProcess) -> N
             {"name": "f", "partitions": [{"partition_index": 0, "current_leader_epoch": 5,
                                           "timestamp": -1}]}]})
         assert lo.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+def test_error_partitions_carry_empty_not_null_records(mod_broker: BrokerProcess) -> None:
+    """Regression (fault campaign, partition nemesis): a partition answered with an error
+    (here OFFSET_OUT_OF_RANGE and UNKNOWN_TOPIC_OR_PARTITION; in the campaign
+    NOT_LEADER_OR_FOLLOWER from a deposed leader) carried null records, which librdkafka
+    rejects ("Protocol parse failure for Fetch v12 ... invalid MessageSetSize -1") and so
+    drops the whole response. Kafka sends empty records."""
+    with Client(mod_broker.bootstrap) as c:
+        end = c.list_offset("f", 0, -1)[0]
+        r = fetch(c, [(0, end + 100, 1 << 20), (9, 0, 1 << 20)])
+        assert [p.records for p in r.responses[0].partitions] == [b"", b""]

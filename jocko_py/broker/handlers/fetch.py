@@ -62,8 +62,9 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 "log_start_offset": r.log_start_offset,
                 "aborted_transactions": None if ctx.version < 4 else [],
                 "preferred_read_replica": -1,
-                "records": r.records if r.records is not None else (b"" if not r.error
-                                                                    else None),
+                # never null, errors included: Kafka sends empty records, and librdkafka
+                # rejects a null record set as a parse failure of the whole response
+                "records": r.records if r.records is not None else b"",
             }
             if r.diverging_epoch is not None and ctx.version >= 12:
                 out["diverging_epoch"] = {"epoch": r.diverging_epoch[0],
