@@ -3,6 +3,7 @@
 #   make test   - install everything the tests need, then lint, type-check and run the suite
 #   make bench  - benchmark jocko-py against Apache Kafka on this machine
 #   make cluster - three brokers on loopback (examples/cluster)
+#   make chaos  - fault campaign on real processes (tests/faults; root: netns, tmpfs)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -11,7 +12,7 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: cluster run test venv venv-test lint typecheck generate check-generated kcat java-deps go-deps spark-deps pytest bench clean
+.PHONY: chaos cluster run test venv venv-test lint typecheck generate check-generated kcat java-deps go-deps spark-deps pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +88,20 @@ test: venv-test kcat java-deps go-deps check-generated lint typecheck pytest
 SIM_SCHEDULES ?= 50000
 sim-long: venv-test
 	JOCKO_SIM_SCHEDULES=$(SIM_SCHEDULES) $(BIN)/pytest -q -rs -p no:cacheprovider tests/cluster/test_simulation.py
+
+# A fault campaign (tests/faults/campaign.py): fresh three-broker labs back to back for
+# CHAOS_DURATION seconds, nemeses from CHAOS_NEMESES (all, matrix, kill, pause, partition,
+# power-loss, disk-full or single names), a new base seed each time unless CHAOS_SEED is
+# set; report in chaos/<UTC stamp>/report.md and .json. Needs root (netns, tmpfs).
+CHAOS_DURATION ?= 1800
+CHAOS_NEMESES ?= all
+CHAOS_SEED ?=
+CHAOS_BROKERS ?= 3
+CHAOS_RUN_SECONDS ?= 240
+chaos: venv-test
+	$(BIN)/python -m tests.faults.campaign --duration $(CHAOS_DURATION) \
+	  --nemeses $(CHAOS_NEMESES) --brokers $(CHAOS_BROKERS) \
+	  --run-seconds $(CHAOS_RUN_SECONDS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
 
 bench: venv
 	$(MAKE) -C bench all
