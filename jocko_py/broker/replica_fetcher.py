@@ -104,6 +104,10 @@ class ReplicaFetcher:
         self._backoff_until: dict[tuple[str, int], float] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # checked every round as well as cancelling the task: Python 3.11's wait_for can
+        # lose a cancellation that races with its result, and a fetcher left running
+        # after shutdown kept appending to closed logs and held the process up
+        self._closed = False
         self.cfg_max_wait_ms = manager.replica_fetch_wait_max_ms
         self.cfg_max_bytes = manager.replica_fetch_max_bytes
 
@@ -111,7 +115,7 @@ class ReplicaFetcher:
         self.partitions[(p.topic, p.partition)] = p
         self._backoff_until.pop((p.topic, p.partition), None)
         self._changed.set()
-        if self._task is None:
+        if self._task is None and not self._closed:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     def remove(self, key: tuple[str, int]) -> None:
@@ -119,6 +123,7 @@ class ReplicaFetcher:
         self._changed.set()
 
     async def close(self) -> None:
+        self._closed = True
         if self._task is not None:
             self._task.cancel()
             try:
@@ -134,7 +139,7 @@ class ReplicaFetcher:
                 and self._backoff_until.get(k, 0) <= now]
 
     async def _run(self) -> None:
-        while True:
+        while not self._closed:
             ready = self._ready()
             if not ready:
                 self._changed.clear()

@@ -89,6 +89,7 @@ class ReplicaManager:
         self.fetch_waiters = Purgatory()
         self.produce_waiters = Purgatory()
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.fetchers_stopped = False  # set once the broker is stopping: no new fetchers
         self._group_flush: asyncio.Future[None] | None = None
         self.alter_partition: AlterPartitionFn | None = None
         # this process's incarnation (as registered), named in our fetchers' client ids
@@ -150,7 +151,7 @@ class ReplicaManager:
             changed = p.make_follower(ref.after)
             key = (p.topic, p.partition)
             self._remove_from_fetchers(key, keep=ref.after.leader)
-            if ref.after.leader >= 0:
+            if ref.after.leader >= 0 and not self.fetchers_stopped:
                 b = image.brokers.get(ref.after.leader)
                 if b is not None:
                     f = self.fetchers.get(b.broker_id)
@@ -169,8 +170,8 @@ class ReplicaManager:
             # a broker re-registered with a new address: fetchers re-dial
             b = image.brokers.get(bid)
             f = self.fetchers.get(bid)
-            if f is not None and b is not None and (f.channel.host, f.channel.port) != (
-                    b.host, b.port):
+            if f is not None and b is not None and not self.fetchers_stopped and (
+                    f.channel.host, f.channel.port) != (b.host, b.port):
                 self.fetchers.pop(bid)
                 self._spawn(f.close())
                 nf = ReplicaFetcher(self, b.broker_id, b.host, b.port)
@@ -472,6 +473,9 @@ class ReplicaManager:
             fut.set_result(None)
 
     async def shutdown_fetchers(self) -> None:
+        # no fetcher may start after this: metadata still arriving while the broker
+        # stops must not restart replication into logs about to be closed
+        self.fetchers_stopped = True
         for f in list(self.fetchers.values()):
             await f.close()
         self.fetchers.clear()

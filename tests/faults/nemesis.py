@@ -122,7 +122,10 @@ def bounce(ctx: Context, kind: str, clean: bool, times: int = 1,
         if stay_down:
             ctx.hold(8, 12)
         b.start(timeout=60)
-        ctx.lab.wait_registered(set(ctx.lab.brokers), timeout=60)
+        # registered again as the new incarnation: the broker's own metadata lists it
+        # only once the controller unfenced it (other brokers' views may still be stale)
+        ctx.lab.wait_for(f"broker {b.broker_id} registered again", lambda b=b: b.broker_id in {
+            x.node_id for x in ctx.lab.metadata(via=b).brokers}, 60)
     rec["target"] = rec["targets"][0]
     rec["t_heal"] = ctx.now()
     return ctx.recover(rec)

@@ -30,6 +30,7 @@ def run_once(root: Path, seed: int, schedule: list[str], *, seconds: float = 0.0
     result: dict[str, Any] = {"seed": seed, "brokers": brokers, "partitions": partitions,
                               "schedule": schedule, "faults": []}
     lab = Lab(root, brokers, isolate=isolate)
+    wl: Workload | None = None
     t_wall = time.monotonic()
     try:
         lab.open()
@@ -66,6 +67,9 @@ def run_once(root: Path, seed: int, schedule: list[str], *, seconds: float = 0.0
         say(f"[seed {seed}] run failed: {result['crash']}")
         result["log_tails"] = lab.log_tails(40)
     finally:
+        if wl is not None:  # a failed run: clients must not outlive the lab
+            wl.stop_producing.set()
+            wl.stop_consuming.set()
         lab.close()
     result["wall_s"] = round(time.monotonic() - t_wall, 1)
     result["valid"] = (not result.get("crash") and not result.get("thread_errors")
