@@ -57,7 +57,8 @@ def check(h: History, examples: int = 5) -> dict[str, Any]:
 
     ok = [s for s in h.sends if s.outcome == "ok"]
     for s in ok:
-        at[(s.partition, s.offset)].add(s.value)
+        if s.offset >= 0:
+            at[(s.partition, s.offset)].add(s.value)
         if s.value not in by_value:
             key = "lost" if max_offset.get(s.partition, -1) > s.offset else "unseen"
             found[key].append((s.value, s.partition, s.offset))
@@ -97,6 +98,10 @@ def check(h: History, examples: int = 5) -> dict[str, Any]:
         "polled": len(h.polls),
         "final_records": sum(len(r) for r in h.final.values()),
         "producer_restarts": len(h.restarts),
+        "acknowledged_without_offset": sum(1 for s in ok if s.offset < 0),
+        "acknowledged_without_offset_examples": [
+            (s.proc, s.value, s.partition, round(s.t_invoke, 3), round(s.t_done or -1, 3))
+            for s in ok if s.offset < 0][:examples],
         "duplicates_client": len(dup_client),
         "errors": {k: len(v) for k, v in found.items()},
         "examples": {k: [repr(x) for x in v[:examples]] for k, v in found.items() if v},

@@ -276,6 +276,13 @@ class Lab:
                    f"{self.brokers[y].host}/32")
                 self.blackholes.add((x, y))
 
+    def cut_clients(self, a: int) -> None:
+        """Drop everything between broker a and the clients (the root namespace)."""
+        if (a, 0) not in self.blackholes:
+            sh("ip", "-n", self.brokers[a].netns or "", "route", "add", "blackhole",
+               f"{self.subnet}.254/32")
+            self.blackholes.add((a, 0))
+
     def partition(self, groups: list[set[int]]) -> None:
         """Cut every link between brokers of different groups."""
         for i, g in enumerate(groups):
@@ -286,8 +293,9 @@ class Lab:
 
     def heal(self) -> None:
         for x, y in sorted(self.blackholes):
+            host = self.brokers[y].host if y else f"{self.subnet}.254"
             sh("ip", "-n", self.brokers[x].netns or "", "route", "del", "blackhole",
-               f"{self.brokers[y].host}/32", check=False)
+               f"{host}/32", check=False)
         self.blackholes.clear()
 
 

@@ -73,7 +73,7 @@ class Context:
                 return False
             for t in md.topics:
                 for p in t.partitions:
-                    if len(p.isr_nodes) != n or p.leader_id < 0:
+                    if sorted(p.isr_nodes) != sorted(p.replica_nodes) or p.leader_id < 0:
                         return False
         return True
 
@@ -149,8 +149,8 @@ def pause(ctx: Context, kind: str) -> dict[str, Any]:
 
 def partition(ctx: Context, kind: str) -> dict[str, Any]:
     """Cut links with blackhole routes: ``kind`` isolate-<leader|controller|random> (one
-    broker from every other broker; clients still reach it) or halves (a random
-    majority/minority split)."""
+    broker from every other broker; clients still reach it), isolate-leader-all (from
+    the clients too) or halves (a random majority/minority split)."""
     lab = ctx.lab
     ids = list(lab.brokers)
     if kind == "halves":
@@ -161,9 +161,11 @@ def partition(ctx: Context, kind: str) -> dict[str, Any]:
         led = sorted(p for p, (leader, _) in st.items() if leader in minority)
         target = sorted(minority)
     else:
-        b, led = ctx.pick(kind.removeprefix("isolate-"))
+        b, led = ctx.pick(kind.removeprefix("isolate-").removesuffix("-all"))
         groups = [{b.broker_id}, set(ids) - {b.broker_id}]
         target = [b.broker_id]
+        if kind.endswith("-all"):
+            lab.cut_clients(b.broker_id)
     rec = {"nemesis": f"partition-{kind}", "target": target, "affected": led,
            "groups": [sorted(g) for g in groups], "t_start": ctx.now()}
     lab.partition(groups)
@@ -283,6 +285,7 @@ NEMESES: dict[str, Callable[[Context], dict[str, Any]]] = {
     "pause-controller": lambda c: pause(c, "controller"),
     "partition-isolate-leader": lambda c: partition(c, "isolate-leader"),
     "partition-isolate-controller": lambda c: partition(c, "isolate-controller"),
+    "partition-isolate-leader-all": lambda c: partition(c, "isolate-leader-all"),
     "partition-halves": lambda c: partition(c, "halves"),
     "power-loss-leader": lambda c: power_loss(c, "leader"),
     "power-loss-random": lambda c: power_loss(c, "random"),

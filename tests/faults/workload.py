@@ -157,7 +157,10 @@ class ProducerWorker(threading.Thread):
     def _done(self, s: Send, err: Any, msg: Any) -> None:
         s.t_done = self.history.now()
         if err is None:
-            s.outcome, s.offset = "ok", msg.offset()
+            # librdkafka reports some successes without an offset (a retry the broker
+            # answered as a duplicate it could not place): kept as -1
+            off = msg.offset()
+            s.outcome, s.offset = "ok", off if off is not None and off >= 0 else -1
         else:
             s.error = str(err)
             s.outcome = "fail" if err.code() in DEFINITE_FAILURES else "info"
