@@ -9,6 +9,7 @@ coordinator is elected or resigns for `__consumer_offsets` partitions).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -21,13 +22,54 @@ log = logging.getLogger("jocko_py.broker.metadata_publisher")
 
 
 class MetadataPublisher:
+    """Publishes nothing until the broker has caught up with the committed metadata log
+    (as Kafka's broker waits for its initial catch-up): replaying a long log at start-up
+    would otherwise make this broker leader and follower of partitions at every epoch
+    they ever had, briefly serving as a long-deposed leader and dialling fetchers to
+    brokers that no longer lead. Once caught up, the whole image is published as one
+    delta (from the empty image), then every batch as it commits."""
+
+    CATCH_UP_POLL_S = 0.05
+
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.batches = 0
+        self.live = False
         self._strays_removed = False
+        self._waiting: asyncio.Task[None] | None = None
 
     def on_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
         self.batches += 1
+        if not self.live:
+            if not self.broker.quorum.caught_up():
+                self._wait_for_catch_up()
+                return
+            self._go_live(image)
+            return
+        self._apply(image, delta)
+
+    def _go_live(self, image: MetadataImage) -> None:
+        self.live = True
+        log.info("[broker=%d] caught up with the metadata log: publishing it",
+                 self.broker.broker_id)
+        self._apply(image, MetadataImage.diff(MetadataImage(), image))
+
+    def _wait_for_catch_up(self) -> None:
+        """The batch that completes the catch-up may carry no change for this broker (no
+        delta, no call): look again until caught up."""
+        if self._waiting is not None:
+            return
+
+        async def wait() -> None:
+            while not self.live:
+                await asyncio.sleep(self.CATCH_UP_POLL_S)
+                if not self.live and self.broker.quorum.caught_up():
+                    self._go_live(self.broker.quorum.image)
+            self._waiting = None
+
+        self._waiting = asyncio.get_running_loop().create_task(wait())
+
+    def _apply(self, image: MetadataImage, delta: MetadataDelta) -> None:
         self.broker.replicas.apply_delta(image, delta)
         if not self._strays_removed and self.broker.quorum.caught_up():
             # Only against a complete image: logs of partitions no longer placed here

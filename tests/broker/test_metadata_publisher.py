@@ -1,0 +1,71 @@
+"""The metadata publisher holds back until the broker caught up with the metadata log.
+
+Regression (fault campaign, every restart): a restarted broker replayed the metadata
+log delta by delta and became leader, then follower, of its partitions at every epoch
+they ever had ("leader at epoch 1 ... resigning ... leader at epoch 3 ..."), briefly a
+long-deposed leader that a client with stale metadata could write to. Now nothing is
+published before the catch-up; then the whole image goes out as one delta."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+from jocko_py.broker.metadata_publisher import MetadataPublisher
+from jocko_py.cluster.controller import BrokerInfo, Controller, ControllerConfig
+from jocko_py.cluster.metadata import MetadataDelta, MetadataImage
+
+
+class Replicas:
+    def __init__(self) -> None:
+        self.deltas: list[MetadataDelta] = []
+
+    def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        self.deltas.append(delta)
+
+    def remove_stray_logs(self, image: MetadataImage) -> None:
+        pass
+
+
+def setup() -> tuple[Any, MetadataPublisher, MetadataImage, list[MetadataDelta]]:
+    img = MetadataImage()
+    quorum = SimpleNamespace(caught_up=lambda: False, image=img)
+    broker: Any = SimpleNamespace(broker_id=1, quorum=quorum, replicas=Replicas())
+    pub = MetadataPublisher(broker)
+    ctl = Controller(ControllerConfig())
+    live = {b: BrokerInfo(b, "h", b, None, uuid.uuid4()) for b in (1, 2, 3)}
+    deltas = [img.apply_batch(ctl.reconcile(img, live))]
+    _, recs = ctl.create_topic(img, "t", 3, 3)
+    deltas.append(img.apply_batch(recs))
+    for moved in (2, 3):  # leaders move around while this broker replays
+        deltas.append(img.apply_batch(ctl.reconcile(img, {b: live[b] for b in live
+                                                          if b != moved})))
+    return broker, pub, img, deltas
+
+
+async def test_nothing_published_before_catch_up_then_one_delta() -> None:
+    broker, pub, img, deltas = setup()
+    for d in deltas:
+        pub.on_delta(img, d)
+    assert broker.replicas.deltas == []
+    broker.quorum.caught_up = lambda: True
+    pub.on_delta(img, deltas[-1])
+    [whole] = broker.replicas.deltas
+    assert {(r.topic, r.partition) for r in whole.partitions.values()} == {
+        ("t", 0), ("t", 1), ("t", 2)}
+    assert all(r.before is None for r in whole.partitions.values())
+    pub.on_delta(img, deltas[-1])  # live: every later batch as it comes
+    assert len(broker.replicas.deltas) == 2
+
+
+async def test_catch_up_without_a_further_batch_still_publishes() -> None:
+    broker, pub, img, deltas = setup()
+    pub.on_delta(img, deltas[0])
+    broker.quorum.caught_up = lambda: True  # the last batch carried nothing for us
+    for _ in range(40):
+        if broker.replicas.deltas:
+            break
+        await asyncio.sleep(0.05)
+    assert pub.live and len(broker.replicas.deltas) == 1
