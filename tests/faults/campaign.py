@@ -17,6 +17,7 @@ import argparse
 import json
 import logging
 import random
+import signal
 import statistics
 import sys
 import time
@@ -25,7 +26,7 @@ from typing import Any
 
 from tests.faults import nemesis
 from tests.faults.checker import ERRORS
-from tests.faults.runner import run_once, summary
+from tests.faults.runner import STOP, run_once, summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,10 +58,19 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(name)s %(message)s")
     print(f"chaos: base seed {base} (replay: --seed {base}), nemeses {','.join(names)}, "
           f"{a.duration:.0f}s, {a.brokers} brokers, report in {out}", flush=True)
+    def stop(signum: int, _frame: object) -> None:
+        if STOP.is_set():
+            raise KeyboardInterrupt
+        print(f"chaos: signal {signum}: finishing the current fault, then checking the run "
+              "(again to abort)", flush=True)
+        STOP.set()
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
     rng = random.Random(base)
     results: list[dict[str, Any]] = []
     t0 = time.monotonic()
-    while time.monotonic() - t0 < a.duration and (not a.runs or len(results) < a.runs):
+    while time.monotonic() - t0 < a.duration and (not a.runs or len(results) < a.runs) \
+            and not STOP.is_set():
         seed = base if a.runs == 1 and a.seed is not None else rng.randrange(1 << 31)
         order = list(names)
         random.Random(seed).shuffle(order)

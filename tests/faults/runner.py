@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -18,6 +19,9 @@ from tests.faults.lab import Lab
 from tests.faults.workload import Workload, final_read
 
 TOPIC = "jepsen"
+# Set (by `make chaos` on SIGINT/SIGTERM) to end a run after its current fault: the run
+# still heals, reads everything back and is checked.
+STOP = threading.Event()
 
 
 def run_once(root: Path, seed: int, schedule: list[str], *, seconds: float = 0.0,
@@ -45,7 +49,8 @@ def run_once(root: Path, seed: int, schedule: list[str], *, seconds: float = 0.0
         time.sleep(3)
         todo = list(schedule)
         t_faults = time.monotonic()
-        while todo or (seconds and time.monotonic() - t_faults < seconds):
+        while (todo or (seconds and time.monotonic() - t_faults < seconds)) \
+                and not STOP.is_set():
             name = todo.pop(0) if todo else rng.choice(schedule)
             say(f"[seed {seed}] {wl.history.now():7.1f}s  {name} ...")
             rec = nemesis.get(name)(ctx)

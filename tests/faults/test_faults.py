@@ -39,9 +39,10 @@ def run(tmp_path: Path, schedule: list[str]) -> dict:
     (tmp_path / "result.json").write_text(json.dumps(r, indent=1, default=str))
     print(summary(r))
     for f in r.get("availability", []):
-        print(f"  {f['nemesis']}: target {f.get('target')}, first ack after "
-              f"{f.get('first_ack_worst_s')}s, ISR full {f.get('isr_full_after_heal_s')}s "
-              "after heal")
+        first = f"{f['first_ack_worst_s']}s" if f.get("first_ack_worst_s") is not None \
+            else "n/a (it led no partition)" if not f.get("affected") else "NEVER"
+        print(f"  {f['nemesis']}: target {f.get('target')}, first ack after {first}, "
+              f"ISR full {f.get('isr_full_after_heal_s')}s after heal")
     detail = json.dumps({k: r.get(k) for k in ("crash", "thread_errors", "replicas_agree")}
                         | {"examples": r.get("check", {}).get("examples"),
                            "faults": r.get("faults")}, indent=1, default=str)
