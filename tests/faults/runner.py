@@ -64,6 +64,7 @@ def run_once(root: Path, seed: int, schedule: list[str], *, seconds: float = 0.0
         result["thread_errors"] = wl.thread_errors()
         final_read(lab.bootstrap, TOPIC, partitions, wl.history)
         result["check"] = check(wl.history)
+        write_history(wl.history, root / "history.jsonl.gz")
         result["availability"] = availability(wl.history, result["faults"])
         result["replicas_agree"] = replicas_agree(lab, partitions)
     except Exception as e:
@@ -102,6 +103,28 @@ def replicas_agree(lab: Lab, partitions: int, timeout: float = 30) -> bool | str
         if time.monotonic() > deadline:
             return f"partitions {bad} differ between replicas"
         time.sleep(1)
+
+
+def write_history(h: Any, path: Path) -> None:
+    """The run's history, one JSON object per line (gzip): every send with its outcome,
+    every polled record, producer restarts, commits and the final read."""
+    import dataclasses
+    import gzip
+
+    with gzip.open(path, "wt") as f:
+        for s in h.sends:
+            f.write(json.dumps({"f": "send"} | dataclasses.asdict(s)) + "\n")
+        for pl in h.polls:
+            f.write(json.dumps({"f": "poll"} | dataclasses.asdict(pl)) + "\n")
+        for t, proc, err in h.restarts:
+            f.write(json.dumps({"f": "restart", "t": t, "proc": proc, "error": err}) + "\n")
+        for t, proc, p, o in h.commits:
+            f.write(json.dumps({"f": "commit", "t": t, "proc": proc, "partition": p,
+                                "offset": o}) + "\n")
+        for p, recs in h.final.items():
+            for r in recs:
+                f.write(json.dumps({"f": "final", "partition": p} | dataclasses.asdict(r))
+                        + "\n")
 
 
 def summary(result: dict[str, Any]) -> str:
