@@ -126,9 +126,13 @@ async def controlled_shutdown(broker: Broker, timeout_s: float) -> None:
     deadline = t0 + timeout_s
     no_controller_since: float | None = None
     outcome = "not all moved (timed out)"
+    node = getattr(quorum, "node", None)
     while time.monotonic() < deadline:
         if led_elsewhere():
             outcome = "moved"
+            break
+        if node is not None and node.fatal is not None:
+            outcome = "not moved: this broker's cluster node failed (the controller fences it)"
             break
         now = time.monotonic()
         if quorum.controller_id() < 0:
@@ -142,7 +146,7 @@ async def controlled_shutdown(broker: Broker, timeout_s: float) -> None:
     log.info("controlled shutdown: leaderships %s in %.2fs", outcome, time.monotonic() - t0)
 
 
-async def run_broker(config: BrokerConfig) -> None:
+async def run_broker(config: BrokerConfig) -> int:
     handlers.load_all()
     t0 = time.monotonic()
     cluster_id = config.cluster_id or load_or_create_cluster_id(config.data_dir)
@@ -165,6 +169,17 @@ async def run_broker(config: BrokerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # A failed disk operation takes the (only) log dir offline: as Kafka does when all
+    # its log dirs failed, the broker stops (after a bounded controlled shutdown, so
+    # leadership moves at once instead of after the session timeout) and exits 1.
+    failed: list[str] = []
+
+    def on_log_dir_failure(reason: str) -> None:
+        failed.append(f"all log dirs in {config.data_dir} have failed: {reason}")
+        stop.set()
+    broker.replicas.logs.failure_listeners.append(on_log_dir_failure)
+    if broker.replicas.logs.offline_reason is not None:
+        on_log_dir_failure(broker.replicas.logs.offline_reason)
     flush_s = max(0.01, config.int("log.flush.scheduler.interval.ms") / 1000)
     retention_s = max(0.1, config.int("log.retention.check.interval.ms") / 1000)
     checkpoint_s = max(0.1, config.int("log.flush.offset.checkpoint.interval.ms") / 1000)
@@ -192,8 +207,11 @@ async def run_broker(config: BrokerConfig) -> None:
                                return_when=asyncio.FIRST_COMPLETED)
             log.info("shutting down")
             if fatal is not None and fatal.done():
-                log.critical("the cluster node failed: %r", fatal.result())
+                failed.append(f"the cluster node failed: {fatal.result()!r}")
+                log.critical("%s", failed[-1])
             else:
+                if failed:
+                    log.critical("shutting down broker because %s", failed[0])
                 await controlled_shutdown(
                     broker, min(30.0, config.int("controlled.shutdown.timeout.ms") / 1000))
             for t in bg + [t for t in (fatal, stop_wait) if t is not None]:
@@ -204,14 +222,20 @@ async def run_broker(config: BrokerConfig) -> None:
         await broker.topics.close()
         await quorum.close()
         broker.close()
-        log.info("broker %d stopped cleanly", config.broker_id)
+        if failed:
+            log.critical("broker %d stopped: %s", config.broker_id, failed[0])
+        else:
+            log.info("broker %d stopped cleanly", config.broker_id)
+    return 1 if failed else 0
 
 
-def run(config: BrokerConfig) -> None:
+def run(config: BrokerConfig) -> int:
+    """Run the broker until SIGTERM/SIGINT (exit status 0) or until its log dir or its
+    cluster node fails (exit status 1, as Kafka halts)."""
     try:
         import uvloop
 
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(run_broker(config))
+    return asyncio.run(run_broker(config))

@@ -43,10 +43,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"jocko-py broker: {e}") from None
     try:
-        run(config)
+        return run(config)
     except OSError as e:  # a port in use, an unwritable data directory
         raise SystemExit(f"jocko-py broker: cannot run: {e}") from None
-    return 0
 
 
 def cmd_topic(args: argparse.Namespace) -> int:

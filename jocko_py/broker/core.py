@@ -35,6 +35,8 @@ class Broker:
             config.get,
         )
         self.replicas.alter_partition = self.topics.alter_partition
+        # in a cluster a failed data dir takes this broker out (others lead instead)
+        self.replicas.logs.offline_on_failure = bool(config.voters)
         self.replicas.incarnation = str(quorum.incarnation)
         self.publisher = MetadataPublisher(self)
         quorum.listeners.append(self.publisher.on_delta)

@@ -39,6 +39,7 @@ import enum
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jocko_py.cluster.metadata import PartitionImage
@@ -125,6 +126,9 @@ class Partition:
         self.topic_id = topic_id
         self.log = log_
         self.broker_id = broker_id
+        # told about a failed disk operation (the log dir goes offline); set by the
+        # replica manager to LogManager.mark_offline
+        self.on_storage_error: Callable[[str], None] = lambda _reason: None
         self.role = Role.NONE
         self.leader_id = -1
         self.leader_epoch = -1
@@ -292,6 +296,7 @@ class Partition:
             info = self.log.append(view, self.leader_epoch, log_append_time=append_time)
         except KafkaStorageError as e:
             log.error("[partition=%s] append failed: %s", self.name, e)
+            self.on_storage_error(str(e))
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(e))
         except rb.RecordError as e:  # e.g. a batch larger than segment.bytes
             return AppendResult(ErrorCode(e.error_code), message=str(e))
@@ -389,7 +394,8 @@ class Partition:
             return ReadResult(
                 ErrorCode.OFFSET_OUT_OF_RANGE, hw, hw, self.log.log_start_offset, None
             )
-        except KafkaStorageError:
+        except KafkaStorageError as e:
+            self.on_storage_error(str(e))
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, hw, self.log.log_start_offset)
         return ReadResult(ErrorCode.NONE, hw, hw, self.log.log_start_offset, info.records)
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from jocko_py.broker.inter_broker import BrokerChannel
 from jocko_py.broker.partition import Partition, Role
+from jocko_py.commitlog.errors import KafkaStorageError
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -156,6 +157,11 @@ class ReplicaFetcher:
                 await asyncio.sleep(BACKOFF_S)
             except asyncio.CancelledError:
                 raise
+            except KafkaStorageError as e:
+                # the follower's own disk failed: its log dir is offline, replication
+                # into it stops (the broker stops, see LogManager.mark_offline)
+                self.manager.logs.mark_offline(str(e))
+                return
             except Exception:
                 log.exception("[broker=%d] replica fetcher for broker %d failed; retrying",
                               self.manager.broker_id, self.source_id)

@@ -40,6 +40,7 @@ from jocko_py.broker.purgatory import Purgatory
 from jocko_py.broker.replica_fetcher import ReplicaFetcher
 from jocko_py.cluster.metadata import MetadataDelta, MetadataImage, PartitionRef
 from jocko_py.commitlog.config import LogConfig
+from jocko_py.commitlog.errors import KafkaStorageError
 from jocko_py.commitlog.manager import LogManager
 from jocko_py.protocol.errors import ErrorCode
 
@@ -90,6 +91,7 @@ class ReplicaManager:
         self.produce_waiters = Purgatory()
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.fetchers_stopped = False  # set once the broker is stopping: no new fetchers
+        self.logs.failure_listeners.append(self._on_log_dir_failure)
         self._group_flush: asyncio.Future[None] | None = None
         self.alter_partition: AlterPartitionFn | None = None
         # this process's incarnation (as registered), named in our fetchers' client ids
@@ -190,6 +192,7 @@ class ReplicaManager:
             lg = self.logs.get_or_create(ref.topic, ref.partition, cfg)
             lg.update_config(cfg)
             p = Partition(ref.topic, ref.partition, ref.topic_id, lg, self.broker_id)
+            p.on_storage_error = self.logs.mark_offline
             self.partitions[key] = p
         return p
 
@@ -234,6 +237,8 @@ class ReplicaManager:
     def get_partition_or_error(self, topic: str, partition: int) -> tuple[Partition | None,
                                                                             ErrorCode]:
         """The partition if this broker leads it, else the error a client must get."""
+        if self.logs.offline_reason is not None and (topic, partition) in self.partitions:
+            return None, ErrorCode.KAFKA_STORAGE_ERROR  # its log dir failed
         p = self.partitions.get((topic, partition))
         if p is not None and p.role is Role.LEADER:
             return p, ErrorCode.NONE
@@ -439,7 +444,11 @@ class ReplicaManager:
         tickets = self.logs.begin_flush_due(all_dirty=all_dirty)
         if tickets:
             await asyncio.to_thread(LogManager.run_flush_tickets, tickets)
-            LogManager.end_flush_tickets(tickets)
+            try:
+                LogManager.end_flush_tickets(tickets)
+            except KafkaStorageError as e:
+                self.logs.mark_offline(str(e))
+                raise
 
     def flush_barrier(self, p: Partition) -> asyncio.Future[None] | None:
         """A future for the next group flush if `p` reached `flush.messages`.
@@ -471,6 +480,15 @@ class ReplicaManager:
             return
         if not fut.done():
             fut.set_result(None)
+
+    def _on_log_dir_failure(self, reason: str) -> None:
+        """The data dir failed: no more replication into it; producers and fetchers of
+        its partitions get KAFKA_STORAGE_ERROR (see get_partition_or_error), waiters
+        are woken to find that out."""
+        self._spawn(self.shutdown_fetchers())
+        for key in list(self.partitions):
+            self.produce_waiters.notify(key)
+            self.fetch_waiters.notify(key)
 
     async def shutdown_fetchers(self) -> None:
         # no fetcher may start after this: metadata still arriving while the broker

@@ -25,6 +25,7 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from jocko_py.commitlog.config import LogConfig
@@ -95,6 +96,27 @@ class LogManager:
         self.default_config = default_config
         self.logs: dict[TopicPartition, Log] = {}
         self._dirty: dict[TopicPartition, Log] = {}
+        # Kafka's LogDirFailureChannel: the first I/O failure in the directory (a full
+        # disk, EIO) takes it offline for good; listeners react (the broker stops).
+        self.offline_reason: str | None = None
+        self.failure_listeners: list[Callable[[str], None]] = []
+        # False (a single node, no other replica to take over): a failed operation
+        # only fails that request; the directory stays online and serves reads, and
+        # writes resume once space is freed
+        self.offline_on_failure = True
+
+    def mark_offline(self, reason: str) -> None:
+        """An operation on a log of this directory failed: the directory is offline."""
+        if self.offline_reason is not None or not self.offline_on_failure:
+            return
+        self.offline_reason = reason
+        logger.critical("log dir %s failed (%s): its partitions are offline",
+                        self.data_dir, reason)
+        for fn in self.failure_listeners:
+            try:
+                fn(reason)
+            except Exception:
+                logger.exception("log dir failure listener failed")
 
     def _dir_for(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
@@ -227,18 +249,25 @@ class LogManager:
 
     def checkpoint_recovery_points(self) -> None:
         """Persist each log's recovery point (call periodically and on shutdown)."""
-        write_offset_checkpoint(
-            self.data_dir / RECOVERY_POINT_CHECKPOINT,
-            {tp: lg.recovery_point for tp, lg in self.logs.items()},
-        )
+        if self.offline_reason is not None:
+            return  # the last good checkpoint stays; recovery starts from it
+        try:
+            write_offset_checkpoint(
+                self.data_dir / RECOVERY_POINT_CHECKPOINT,
+                {tp: lg.recovery_point for tp, lg in self.logs.items()},
+            )
+        except KafkaStorageError as e:
+            self.mark_offline(str(e))
+            raise
 
     def apply_retention_all(self, now_ms: int | None = None) -> int:
         deleted = 0
         for tp, lg in list(self.logs.items()):
             try:
                 deleted += lg.apply_retention(now_ms)
-            except KafkaStorageError:
+            except KafkaStorageError as e:
                 logger.exception("[partition=%s-%d] retention failed", *tp)
+                self.mark_offline(str(e))
         return deleted
 
     def close_all(self) -> None:
@@ -259,7 +288,7 @@ class LogManager:
             lg.close()
         self.logs.clear()
         self._dirty.clear()
-        if not failed:
+        if not failed and self.offline_reason is None:  # a failed dir is recovered
             try:
                 (self.data_dir / CLEAN_SHUTDOWN_FILE).touch()
             except OSError:
