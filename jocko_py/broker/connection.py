@@ -63,6 +63,8 @@ class Connection:
     def flush(self) -> None:
         if self.outs:
             outs, self.outs = self.outs, []
+            if self.writer.is_closing():
+                return  # the peer went away: nobody to answer (not a handler failure)
             self.writer.writelines(outs)
 
     async def run(self) -> None:
@@ -75,6 +77,11 @@ class Connection:
                 # Responses to the frames of one read leave in one write: a pipelining
                 # client (Java: 5 in flight) would otherwise cost a syscall per response.
                 for frame in self.decoder.feed(data):
+                    if not self.broker.serving.is_set():
+                        # as Kafka's broker: no request is processed before the broker
+                        # has caught up with the metadata (a restarted broker would
+                        # otherwise answer from an empty image: "topic unknown")
+                        await self.broker.serving.wait()
                     out = await self.handle(frame)
                     if out is not None:
                         self.outs.extend(out)

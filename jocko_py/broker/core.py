@@ -8,6 +8,7 @@ the metadata publisher applies each committed delta to the replica manager.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -38,6 +39,8 @@ class Broker:
         # in a cluster a failed data dir takes this broker out (others lead instead)
         self.replicas.logs.offline_on_failure = bool(config.voters)
         self.replicas.incarnation = str(quorum.incarnation)
+        # set once the metadata publisher is live (caught up): requests wait for it
+        self.serving = asyncio.Event()
         self.publisher = MetadataPublisher(self)
         quorum.listeners.append(self.publisher.on_delta)
         # extension point for services added by later layers (group coordinator, ...)

@@ -53,6 +53,7 @@ class MetadataPublisher:
         log.info("[broker=%d] caught up with the metadata log: publishing it",
                  self.broker.broker_id)
         self._apply(image, MetadataImage.diff(MetadataImage(), image))
+        self.broker.serving.set()
 
     def _wait_for_catch_up(self) -> None:
         """The batch that completes the catch-up may carry no change for this broker (no

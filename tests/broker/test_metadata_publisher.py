@@ -32,7 +32,8 @@ class Replicas:
 def setup() -> tuple[Any, MetadataPublisher, MetadataImage, list[MetadataDelta]]:
     img = MetadataImage()
     quorum = SimpleNamespace(caught_up=lambda: False, image=img)
-    broker: Any = SimpleNamespace(broker_id=1, quorum=quorum, replicas=Replicas())
+    broker: Any = SimpleNamespace(broker_id=1, quorum=quorum, replicas=Replicas(),
+                                  serving=asyncio.Event())
     pub = MetadataPublisher(broker)
     ctl = Controller(ControllerConfig())
     live = {b: BrokerInfo(b, "h", b, None, uuid.uuid4()) for b in (1, 2, 3)}
@@ -69,3 +70,16 @@ async def test_catch_up_without_a_further_batch_still_publishes() -> None:
             break
         await asyncio.sleep(0.05)
     assert pub.live and len(broker.replicas.deltas) == 1
+
+
+async def test_requests_are_served_only_once_live() -> None:
+    """Regression (fault campaign, hard bounce of the controller): a restarted broker
+    answered Metadata from its still-empty image, so clients saw the topic vanish
+    (librdkafka: "partition count changed from 10 to 0") and a consumer hung. The
+    connection layer waits on `serving`, which goes up with the publisher."""
+    broker, pub, img, deltas = setup()
+    pub.on_delta(img, deltas[0])
+    assert not broker.serving.is_set()
+    broker.quorum.caught_up = lambda: True
+    pub.on_delta(img, deltas[-1])
+    assert broker.serving.is_set()
