@@ -105,7 +105,9 @@ class ProducerWorker(threading.Thread):
             "linger.ms": 5, "message.timeout.ms": self.message_timeout_ms,
             "request.timeout.ms": 5000, "socket.timeout.ms": 5000,
             "topic.metadata.refresh.interval.ms": 2000, "retry.backoff.ms": 100,
-            "error_cb": self._on_error, "client.id": self.name, "logger": RDKAFKA_LOG})
+            "error_cb": self._on_error, "client.id": self.name, "logger": RDKAFKA_LOG,
+            # idempotence state changes (epoch bumps and why) into the campaign's log
+            "debug": "eos"})
 
     def _on_error(self, err: Any) -> None:
         if err.fatal():
