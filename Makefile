@@ -12,7 +12,7 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: chaos cluster run test venv venv-test lint typecheck generate check-generated kcat java-deps go-deps spark-deps pytest bench clean
+.PHONY: chaos scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat java-deps go-deps spark-deps pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +102,11 @@ chaos: venv-test
 	$(BIN)/python -m tests.faults.campaign --duration $(CHAOS_DURATION) \
 	  --nemeses $(CHAOS_NEMESES) --brokers $(CHAOS_BROKERS) \
 	  --run-seconds $(CHAOS_RUN_SECONDS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
+
+# Scale by simulation: the real controller, metadata image and gossip core with 100
+# brokers, 100,000 partitions and 100-500 gossip members (tests/cluster/sim_scale.py).
+scale-sim: venv-test
+	$(BIN)/python -m tests.cluster.sim_scale
 
 bench: venv
 	$(MAKE) -C bench all

@@ -80,6 +80,8 @@ class GossipConfig:
     suspicion_max_mult: int = 6
     retransmit_mult: int = 4
     max_piggyback: int = 8
+    # members per Sync datagram: 8 keep a datagram near 1.2 KB, under a 1500-byte MTU
+    sync_chunk: int = 8
     sync_interval_ms: int = 10_000
     reconnect_interval_ms: int = 3_000
     reap_ms: int = 24 * 3600 * 1000
@@ -314,8 +316,14 @@ class GossipCore:
             self._rng.shuffle(self._probe_list)
 
     def _send_sync(self, addr: str, reply: bool) -> None:
-        states = tuple(self._update_of(m) for m in sorted(self.members.values(), key=_key))
-        self._send(addr, Sync(self.name, self.addr, reply, states))
+        """The whole view, split over datagrams of at most ``sync_chunk`` members each
+        (one datagram used to carry all of it: past ~450 members it no longer fit in a
+        UDP datagram and anti-entropy stopped); only the first asks for a reply."""
+        states = [self._update_of(m) for m in sorted(self.members.values(), key=_key)]
+        step = max(1, self.config.sync_chunk)
+        for i in range(0, max(1, len(states)), step):
+            self._send(addr, Sync(self.name, self.addr, reply and i == 0,
+                                  tuple(states[i:i + step])))
 
     # ------------------------------------------------------------------ receive
 
