@@ -23,7 +23,8 @@ log = logging.getLogger("jocko_py.broker.metadata_publisher")
 
 class MetadataPublisher:
     """Publishes nothing until the broker has caught up with the committed metadata log
-    (as Kafka's broker waits for its initial catch-up): replaying a long log at start-up
+    and is registered and unfenced as this process (see ``may_go_live``; Kafka's broker
+    waits for its initial catch-up and its unfencing likewise): replaying a long log at start-up
     would otherwise make this broker leader and follower of partitions at every epoch
     they ever had, briefly serving as a long-deposed leader and dialling fetchers to
     brokers that no longer lead. Once caught up, the whole image is published as one
@@ -38,10 +39,27 @@ class MetadataPublisher:
         self._strays_removed = False
         self._waiting: asyncio.Task[None] | None = None
 
+    def may_go_live(self) -> bool:
+        """Caught up with the metadata log, and, in a cluster, registered as this very
+        process (its incarnation) and unfenced. The controller registers a restarted
+        incarnation fenced and, in the same batch, takes it out of every ISR and moves
+        its leaderships (it may have lost what it had not flushed); it unfences it once
+        caught up. Before that, the image may still name this broker leader of
+        partitions at the epoch it led before the crash: acting on that with a log that
+        lost its unflushed tail made followers truncate to it (acknowledged writes lost:
+        found by the power-loss nemesis)."""
+        q = self.broker.quorum
+        if not q.caught_up():
+            return False
+        if not self.broker.config.voters:
+            return True  # a single node: nobody else could lead
+        b = q.image.brokers.get(self.broker.broker_id)
+        return b is not None and b.incarnation_id == q.incarnation and not b.fenced
+
     def on_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
         self.batches += 1
         if not self.live:
-            if not self.broker.quorum.caught_up():
+            if not self.may_go_live():
                 self._wait_for_catch_up()
                 return
             self._go_live(image)
@@ -64,7 +82,7 @@ class MetadataPublisher:
         async def wait() -> None:
             while not self.live:
                 await asyncio.sleep(self.CATCH_UP_POLL_S)
-                if not self.live and self.broker.quorum.caught_up():
+                if not self.live and self.may_go_live():
                     self._go_live(self.broker.quorum.image)
             self._waiting = None
 

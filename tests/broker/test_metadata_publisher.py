@@ -31,9 +31,9 @@ class Replicas:
 
 def setup() -> tuple[Any, MetadataPublisher, MetadataImage, list[MetadataDelta]]:
     img = MetadataImage()
-    quorum = SimpleNamespace(caught_up=lambda: False, image=img)
+    quorum = SimpleNamespace(caught_up=lambda: False, image=img, incarnation=uuid.uuid4())
     broker: Any = SimpleNamespace(broker_id=1, quorum=quorum, replicas=Replicas(),
-                                  serving=asyncio.Event())
+                                  serving=asyncio.Event(), config=SimpleNamespace(voters=""))
     pub = MetadataPublisher(broker)
     ctl = Controller(ControllerConfig())
     live = {b: BrokerInfo(b, "h", b, None, uuid.uuid4()) for b in (1, 2, 3)}
@@ -83,3 +83,36 @@ async def test_requests_are_served_only_once_live() -> None:
     broker.quorum.caught_up = lambda: True
     pub.on_delta(img, deltas[-1])
     assert broker.serving.is_set()
+
+
+async def test_in_a_cluster_nothing_is_published_before_this_incarnation_is_unfenced() -> None:
+    """Regression (fault campaign, power loss of a leader restarted within a second): the
+    restarted broker caught up with a metadata log that still named it leader at its old
+    epoch, acted as leader with the log that had lost its unflushed tail, and its
+    followers truncated to it: 108 acknowledged writes lost. It now waits until the
+    controller registered this incarnation (which takes it out of every ISR and moves
+    its leaderships) and unfenced it."""
+    broker, pub, _, _ = setup()
+    ctl = Controller(ControllerConfig())
+    img = MetadataImage()
+    live = {b: BrokerInfo(b, "h", b, None, uuid.uuid4()) for b in (1, 2, 3)}
+    img.apply_batch(ctl.reconcile(img, live))
+    _, recs = ctl.create_topic(img, "t", 3, 3)
+    img.apply_batch(recs)
+    assert any(p.leader == 1 for p in img.topics["t"].partitions.values())
+    broker.quorum.image = img
+    broker.config.voters = "1@h:1,2@h:2,3@h:3"
+    broker.quorum.caught_up = lambda: True
+    pub.on_delta(img, img.apply_batch([]))
+    assert not pub.live  # registered, but as the previous incarnation
+    me = BrokerInfo(1, "h", 1, None, broker.quorum.incarnation)
+    others = {b: BrokerInfo(b, "h", b, None, img.brokers[b].incarnation_id) for b in (2, 3)}
+    recs = ctl.reconcile(img, {1: me} | others, caught_up=set())
+    img.apply_batch(recs)
+    for p in img.topics["t"].partitions.values():  # restarted: out of every ISR, leads none
+        assert 1 not in p.isr and p.leader != 1
+    pub.on_delta(img, img.apply_batch([]))
+    assert not pub.live  # registered as this incarnation, still fenced
+    img.apply_batch(ctl.reconcile(img, {1: me} | others, caught_up={1, 2, 3}))
+    pub.on_delta(img, img.apply_batch([]))
+    assert pub.live and broker.serving.is_set()

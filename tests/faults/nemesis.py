@@ -223,16 +223,17 @@ def lose_unsynced_tail(data_dir: Path) -> dict[str, int]:
     return dropped
 
 
-def power_loss(ctx: Context, kind: str) -> dict[str, Any]:
-    """SIGKILL, then the unsynced tail of its logs is lost, then start again."""
+def power_loss(ctx: Context, kind: str, quick: bool = False) -> dict[str, Any]:
+    """SIGKILL, then the unsynced tail of its logs is lost, then start again (``quick``:
+    at once, before the controller can notice it was gone)."""
     b, led = ctx.pick(kind)
-    rec = {"nemesis": f"power-loss-{kind}", "target": b.broker_id, "affected": led,
-           "t_start": ctx.now()}
+    rec = {"nemesis": f"power-loss-{'quick-' if quick else ''}{kind}", "target": b.broker_id,
+           "affected": led, "t_start": ctx.now()}
     b.kill()
     dropped = lose_unsynced_tail(b.data_dir)
     rec["bytes_dropped"] = sum(dropped.values())
     rec["partitions_cut"] = len(dropped)
-    rec["held_s"] = round(ctx.hold(1, 4), 2)
+    rec["held_s"] = 0.0 if quick else round(ctx.hold(1, 4), 2)
     b.start(timeout=60)
     rec["t_heal"] = ctx.now()
     return ctx.recover(rec)
@@ -289,6 +290,7 @@ NEMESES: dict[str, Callable[[Context], dict[str, Any]]] = {
     "partition-halves": lambda c: partition(c, "halves"),
     "power-loss-leader": lambda c: power_loss(c, "leader"),
     "power-loss-random": lambda c: power_loss(c, "random"),
+    "power-loss-quick-leader": lambda c: power_loss(c, "leader", quick=True),
     "disk-full-leader": lambda c: disk_full(c, "leader"),
 }
 
