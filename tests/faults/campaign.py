@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     (out / "runs").mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=out / "clients.log", level=logging.INFO,
                         format="%(asctime)s %(name)s %(message)s")
+    # librdkafka's idempotence debug lines (why a producer bumps its epoch) included
+    logging.getLogger("tests.faults.rdkafka").setLevel(logging.DEBUG)
     print(f"chaos: base seed {base} (replay: --seed {base}), nemeses {','.join(names)}, "
           f"{a.duration:.0f}s, {a.brokers} brokers, report in {out}", flush=True)
     def stop(signum: int, _frame: object) -> None:
