@@ -352,11 +352,12 @@ def main() -> int:
              f"Loadavg per run: " + ", ".join(f"{r['cluster']} {r['loadavg_1m']:.1f}"
                                              for r in runs) + ".", "",
              "| figure | Kafka 3.9 x3 | jocko-py x3 | jocko-py / Kafka |", "|---|---:|---:|---:|"]
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3g}" if v < 100 else f"{v:.0f}"
     for label, _, _, _higher in FIGS:
         k, j = med[label]["kafka"], med[label]["jocko-py"]
         ratio = f"{j / k:.2f}" if k and j is not None else "-"
-        lines.append(f"| {label} | {k if k is not None else '-'} | "
-                     f"{j if j is not None else '-'} | {ratio} |")
+        lines.append(f"| {label} | {fmt(k)} | {fmt(j)} | {ratio} |")
     failed = [f"{r['cluster']} run {r['rep']}: {r['error']}" for r in runs if r.get("error")]
     if failed:
         lines += ["", "Failed runs (not in the medians):"] + [f"- {f}" for f in failed]
