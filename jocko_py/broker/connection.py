@@ -94,6 +94,8 @@ class Connection:
             log.warning("[peer=%s] closing connection: %s", self.peer, e)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except Exception:  # never let one connection's failure escape as a traceback
+            log.exception("[peer=%s] connection failed; closing it", self.peer)
         finally:
             self.writer.close()
 
@@ -120,6 +122,12 @@ class Connection:
             raise ProtocolError(f"handler failed: {e!r}") from e
         if body is NO_RESPONSE:
             return None
-        return codec.encode_response_parts(
-            header.api_key, header.api_version, header.correlation_id, body
-        )
+        try:
+            return codec.encode_response_parts(
+                header.api_key, header.api_version, header.correlation_id, body
+            )
+        except Exception as e:  # a handler built a body its version cannot carry
+            log.exception("[peer=%s] %s v%d (client %s): response cannot be encoded",
+                          self.peer, messages.api_name(header.api_key), header.api_version,
+                          header.client_id)
+            raise ProtocolError(f"response cannot be encoded: {e!r}") from e
