@@ -1,7 +1,7 @@
-"""A quick replicated-produce figure (not against Kafka yet: the replicated benchmark
-against a three-broker Kafka belongs to the fault/benchmark issue).
+"""A quick jocko-py-only replicated-produce figure: one broker RF=1 against three brokers
+RF=3 (the comparison with three Kafka brokers is bench/cluster.py, `make -C bench replicated`).
 
-    make -C bench replicated        # or: .venv/bin/python bench/replicated.py [--seconds 12]
+    make -C bench replicated-jocko  # or: .venv/bin/python bench/replicated.py [--seconds 12]
 
 For each of `--reps` alternating runs: one jocko-py broker (RF=1) and a three-broker
 jocko-py cluster on loopback (RF=3, min.insync.replicas=2), 3 partitions, 1 KiB
