@@ -423,8 +423,13 @@ class Partition:
         if record_fetch and fetch_offset <= self.log.log_end_offset:
             upd = self.update_follower_fetch(replica_id, fetch_offset, now)
             eff.hw_advanced, eff.isr_change = upd.hw_advanced, upd.isr_change
-        eff.result = self.read(fetch_offset, max_bytes, upper=self.log.log_end_offset,
-                               min_one=min_one)
+        leo = self.log.log_end_offset
+        if fetch_offset == leo:
+            # caught up (most partitions of a follower's fetch): nothing to read
+            hw = self.high_watermark
+            eff.result = ReadResult(ErrorCode.NONE, hw, hw, self.log.log_start_offset, b"")
+            return eff
+        eff.result = self.read(fetch_offset, max_bytes, upper=leo, min_one=min_one)
         return eff
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:

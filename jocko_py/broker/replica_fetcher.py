@@ -204,6 +204,13 @@ class ReplicaFetcher:
                 if self.partitions.get(key) is not p or not response_applies(
                         p, fetch_offset, epoch):
                     continue
+                div = pr.diverging_epoch
+                if (not pr.records and not pr.error_code and (div is None or div.epoch < 0)
+                        and min(pr.high_watermark, fetch_offset) <= p.high_watermark
+                        and pr.log_start_offset <= p.log.log_start_offset):
+                    # an idle partition (most of a fetch when a few of many partitions
+                    # take writes): nothing to append, HW and log start unchanged
+                    continue
                 self._handle_partition(p, pr)
 
     def _handle_partition(self, p: Partition, pr: Any) -> None:
