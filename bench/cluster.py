@@ -1,8 +1,8 @@
 """Replicated benchmark: three jocko-py brokers against three Apache Kafka brokers (KRaft)
 on this machine, same clients, RF=3, acks=all, min.insync.replicas=2.
 
-    make -C bench replicated                   # quick: 2 alternating runs per cluster, ~12 min
-    make -C bench replicated RUN_ARGS=--full   # 3 runs per cluster, 30-s produce phases
+    make -C bench replicated                   # quick: 3 alternating runs per cluster, ~10 min
+    make -C bench replicated RUN_ARGS=--full   # 5 runs per cluster, 30-s phases, ~25 min
     .venv/bin/python bench/cluster.py [--quick|--full] [--reps N] [--keep]
 
 (`make -C bench cluster` is the same target.) Each run starts a fresh cluster with empty
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import statistics
@@ -383,7 +384,7 @@ FIGS = [("produce MB/s (acks=all, 1 KiB)", "produce", "mb_per_s", True, ">= 0.5"
 class Scale:
     def __init__(self, full: bool) -> None:
         self.mode = "full" if full else "quick"
-        self.reps = 3 if full else 2
+        self.reps = 5 if full else 3
         self.produce_s = 30.0 if full else 15.0  # target produce phase
         self.aim = 2.0  # records = aim x target x the warm-up's rate (a warm JVM is faster)
         self.min_records, self.max_records = 100_000, 3_000_000
@@ -394,6 +395,8 @@ class Scale:
 
 
 def git_rev() -> str:
+    if os.environ.get("BENCH_JOCKO_REV"):  # a run from a snapshot of the tree names it
+        return os.environ["BENCH_JOCKO_REV"]
     try:
         rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                              capture_output=True, text=True, timeout=10).stdout.strip()
@@ -482,8 +485,8 @@ def render(doc: dict[str, Any]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="2 runs per cluster (the default)")
-    ap.add_argument("--full", action="store_true", help="3 runs per cluster, 30-s phases")
+    ap.add_argument("--quick", action="store_true", help="3 runs per cluster (the default)")
+    ap.add_argument("--full", action="store_true", help="5 runs per cluster, 30-s phases")
     ap.add_argument("--reps", type=int, help="runs per cluster")
     ap.add_argument("--only", choices=["kafka", "jocko-py"], help="one cluster only")
     ap.add_argument("--keep", action="store_true", help="keep the brokers' data dirs")
