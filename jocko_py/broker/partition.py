@@ -84,6 +84,9 @@ class FollowerState:
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = -1
     last_caught_up_ms: int = 0
+    # the broker epoch of the follower's registration its fetches came from (KIP-903;
+    # -1: unknown), sent with an ISR change so the controller refuses a stale one
+    broker_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -95,6 +98,8 @@ class IsrChange:
     leader_epoch: int
     partition_epoch: int
     new_isr: tuple[int, ...]
+    # broker epoch of each new ISR member as this leader knew it (KIP-903), -1 unknown
+    member_epochs: tuple[int, ...] = ()
 
 
 # AlterPartition answers by which the controller refused a change, judged at the leader
@@ -323,9 +328,12 @@ class Partition:
             return True
         return False
 
-    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now: int) -> FetchEffect:
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now: int,
+                              broker_epoch: int = -1) -> FetchEffect:
         """A follower fetched from ``fetch_offset``: record its position; maybe move the
-        HW; maybe ask to add it to the ISR."""
+        HW; maybe ask to add it to the ISR. ``broker_epoch`` is the registration the fetch
+        came from; an ISR change carries it, and the controller refuses the change if the
+        follower has registered anew since (KIP-903)."""
         eff = FetchEffect()
         f = self.followers.get(replica_id)
         if f is None:
@@ -337,6 +345,7 @@ class Partition:
             f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
         f.log_end_offset = fetch_offset
         f.last_fetch_ms = now
+        f.broker_epoch = broker_epoch
         f.last_fetch_leader_leo = leo
         eff.hw_advanced = self.maybe_advance_high_watermark()
         if (self.pending_isr is None and replica_id not in self.isr
@@ -364,8 +373,11 @@ class Partition:
 
     def _propose_isr(self, new_isr: tuple[int, ...]) -> IsrChange:
         self.pending_isr = new_isr
+        epochs = tuple(-1 if r == self.broker_id
+                       else self.followers.get(r, FollowerState()).broker_epoch
+                       for r in new_isr)
         return IsrChange(self.topic_id, self.partition, self.leader_epoch,
-                         self.partition_epoch, new_isr)
+                         self.partition_epoch, new_isr, epochs)
 
     def isr_change_failed(self, change: IsrChange, error: int) -> bool:
         """The controller did not confirm ``change``: ``error`` is its answer, or
@@ -401,7 +413,8 @@ class Partition:
 
     def read_for_follower(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
                           last_fetched_epoch: int, max_bytes: int, now: int, *,
-                          record_fetch: bool = True, min_one: bool = True) -> FetchEffect:
+                          record_fetch: bool = True, min_one: bool = True,
+                          broker_epoch: int = -1) -> FetchEffect:
         """The leader's side of one partition of a follower's Fetch: leadership and epoch
         checks, the diverging epoch (KIP-279) or the follower's position (HW, ISR
         expansion; skipped with ``record_fetch=False``, a re-read after a wait), and the
@@ -421,7 +434,7 @@ class Partition:
                                     diverging_epoch=div)
             return eff
         if record_fetch and fetch_offset <= self.log.log_end_offset:
-            upd = self.update_follower_fetch(replica_id, fetch_offset, now)
+            upd = self.update_follower_fetch(replica_id, fetch_offset, now, broker_epoch)
             eff.hw_advanced, eff.isr_change = upd.hw_advanced, upd.isr_change
         leo = self.log.log_end_offset
         if fetch_offset == leo:

@@ -316,12 +316,15 @@ class ReplicaManager:
     def _read_all(self, params: FetchParams, first: bool) -> tuple[list[ReadResult], int]:
         now = now_ms()
         current = False
+        follower_epoch = -1
         if params.is_follower:
             # only the registered incarnation's fetches move the HW and the ISR (a
             # request left over from before a restart is served, not believed)
             b = self._image().brokers.get(params.replica_id)
             current = b is not None and not b.fenced and \
                 str(b.incarnation_id) == params.replica_incarnation
+            if current and b is not None:
+                follower_epoch = b.broker_epoch
         total = 0
         out: list[ReadResult] = []
         for fp in params.partitions:
@@ -344,7 +347,7 @@ class ReplicaManager:
                 eff = p.read_for_follower(params.replica_id, fp.fetch_offset,
                                           fp.current_leader_epoch, fp.last_fetched_epoch,
                                           limit, now, record_fetch=first and current,
-                                          min_one=total == 0)
+                                          min_one=total == 0, broker_epoch=follower_epoch)
                 if eff.hw_advanced:
                     self._on_hw_maybe_moved(p)
                 if eff.isr_change is not None:

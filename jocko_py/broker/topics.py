@@ -432,11 +432,13 @@ class TopicManager:
 
     async def alter_partition_local(self, broker_id: int, topic_id: uuid.UUID, partition: int,
                                     leader_epoch: int, partition_epoch: int,
-                                    new_isr: tuple[int, ...], *, forwarded: bool = False,
-                                    ) -> ErrorCode:
+                                    new_isr: tuple[int, ...],
+                                    member_epochs: tuple[int, ...] = (), *,
+                                    forwarded: bool = False) -> ErrorCode:
         try:
             return await self._commit(lambda img: self.quorum.controller.alter_partition(
-                img, topic_id, partition, broker_id, leader_epoch, partition_epoch, new_isr))
+                img, topic_id, partition, broker_id, leader_epoch, partition_epoch, new_isr,
+                member_epochs))
         except NotControllerError:
             return ErrorCode.NOT_CONTROLLER
 
@@ -445,22 +447,26 @@ class TopicManager:
         if self.quorum.is_active_controller():
             code = await self.alter_partition_local(
                 self.broker_id, change.topic_id, change.partition, change.leader_epoch,
-                change.partition_epoch, change.new_isr)
+                change.partition_epoch, change.new_isr, change.member_epochs)
             if code != ErrorCode.NOT_CONTROLLER:
                 return code
         b = self.image.brokers.get(self.broker_id)
         body = {"broker_id": self.broker_id, "broker_epoch": b.broker_epoch if b else -1,
                 "topics": [{"topic_id": change.topic_id, "partitions": [{
                     "partition_index": change.partition, "leader_epoch": change.leader_epoch,
-                    "new_isr": list(change.new_isr), "leader_recovery_state": 0,
+                    "new_isr_with_epochs": [
+                        {"broker_id": r, "broker_epoch": e}
+                        for r, e in zip(change.new_isr, change.member_epochs
+                                        or (-1,) * len(change.new_isr), strict=True)],
+                    "leader_recovery_state": 0,
                     "partition_epoch": change.partition_epoch}]}]}
         try:
             resp = await self._controller_request(
-                56, 2, body, ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
+                56, 3, body, ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
         except _Local:
             return await self.alter_partition_local(
                 self.broker_id, change.topic_id, change.partition, change.leader_epoch,
-                change.partition_epoch, change.new_isr)
+                change.partition_epoch, change.new_isr, change.member_epochs)
         except TopicError as e:
             return e.code
         if resp.error_code:

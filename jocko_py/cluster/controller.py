@@ -35,7 +35,10 @@ Rules
   can overlap.
 - ISR changes requested by a partition leader (``alter_partition``, Kafka's
   AlterPartition) are accepted only with the current leader epoch and partition epoch,
-  an ISR within the replicas, containing the leader, of unfenced brokers.
+  an ISR within the replicas, containing the leader, of unfenced brokers. A member sent
+  with a broker epoch (AlterPartition v3, KIP-903) must still be registered at that
+  epoch: a follower that restarted after the leader saw it catch up is refused
+  (INELIGIBLE_REPLICA), since the new process may have lost what the old one had.
 - Preferred leaders (``elect_leaders`` with the preferred type, ElectLeaders; and
   ``rebalance_leaders`` for ``auto.leader.rebalance.enable``): the first replica becomes
   leader when it is unfenced, in the ISR and not already leading. An unclean election
@@ -298,6 +301,7 @@ class Controller:
         leader_epoch: int,
         partition_epoch: int,
         new_isr: Iterable[int],
+        member_epochs: Iterable[int] = (),
     ) -> tuple[int, list[MetadataRecord]]:
         t = image.topic_by_id(topic_id)
         p = None if t is None else t.partitions.get(partition_id)
@@ -313,6 +317,10 @@ class Controller:
         for r in isr:
             b = image.brokers.get(r)
             if r not in p.isr and (b is None or b.fenced):
+                return INELIGIBLE_REPLICA, []
+        for r, epoch in zip(isr, member_epochs, strict=False):  # v2: no epochs
+            b = image.brokers.get(r)
+            if epoch >= 0 and (b is None or b.fenced or b.broker_epoch != epoch):
                 return INELIGIBLE_REPLICA, []
         if isr == p.isr:
             return NONE, []

@@ -114,3 +114,19 @@ def test_an_unanswered_isr_expansion_stays_pending(tmp_path: Path) -> None:
     assert shrink is not None
     assert not p.isr_change_failed(shrink, ErrorCode.INELIGIBLE_REPLICA)
     assert p.pending_isr is None
+
+
+def test_an_isr_change_carries_the_broker_epochs_the_fetches_came_from(tmp_path: Path) -> None:
+    """KIP-903: the leader remembers under which registration (broker epoch) each follower
+    fetched, and an ISR change names those epochs, so the controller can refuse a member
+    that registered anew since (see the controller's test of the same name)."""
+    p = _leader(tmp_path, isr=(1, 2), min_isr=1)
+    assert p.append_as_leader(_batch(2), -1, 1 << 20, now=0).error == ErrorCode.NONE
+    p.update_follower_fetch(2, 2, now=0, broker_epoch=11)
+    eff = p.update_follower_fetch(3, 2, now=0, broker_epoch=12)
+    change = eff.isr_change
+    assert change is not None and change.new_isr == (1, 2, 3)
+    assert change.member_epochs == (-1, 11, 12)
+    # a refusal (the member's registration moved on) drops the change
+    assert not p.isr_change_failed(change, ErrorCode.INELIGIBLE_REPLICA)
+    assert p.pending_isr is None

@@ -353,14 +353,16 @@ class ReplicationSim:
         if self.lost(b.bid, leader):
             return
         # A request dies with its sender's connection: the leader never serves a fetch
-        # of a process that crashed meanwhile. (Kafka goes further, KIP-903: the fetch
-        # carries the broker epoch and AlterPartition is refused for a stale one, so
-        # even a late proposal built on the old process's position cannot re-add it.)
+        # of a process that crashed meanwhile. It names the sender's incarnation (as the
+        # fetcher's client id does); the leader believes it only from the registration
+        # it knows, and an ISR change carries that registration's broker epoch, so a late
+        # proposal built on the old process's position cannot re-add it (KIP-903).
+        inc = b.incarnation
         self.at(self.delay(), self.for_process(b, lambda: self.serve_fetch(
-            leader, b, part, req, fetch_offset, epoch, last_epoch)))
+            leader, b, part, req, fetch_offset, epoch, last_epoch, inc)))
 
     def serve_fetch(self, leader_id: int, f: Broker, part: int, req: int, fetch_offset: int,
-                    epoch: int, last_epoch: int) -> None:
+                    epoch: int, last_epoch: int, inc: uuid.UUID) -> None:
         lb = self.brokers[leader_id]
         if not lb.up:
             return  # no answer: the follower times out
@@ -369,7 +371,11 @@ class ReplicationSim:
             hw, lso, res = -1, -1, None
             err: int = ErrorCode.NOT_LEADER_OR_FOLLOWER
         else:
-            eff = lp.read_for_follower(f.bid, fetch_offset, epoch, last_epoch, 1 << 20, self.now)
+            reg = lb.image.brokers.get(f.bid)  # ReplicaManager._read_all's check
+            current = reg is not None and not reg.fenced and reg.incarnation_id == inc
+            eff = lp.read_for_follower(f.bid, fetch_offset, epoch, last_epoch, 1 << 20, self.now,
+                                       record_fetch=current,
+                                       broker_epoch=reg.broker_epoch if current and reg else -1)
             if eff.isr_change is not None:
                 self.send_isr_change(lb, lp, eff.isr_change)
             res = eff.result
@@ -435,7 +441,7 @@ class ReplicationSim:
         def at_controller() -> None:
             code, recs = self.ctl.alter_partition(
                 self.cimg, change.topic_id, change.partition, b.bid, change.leader_epoch,
-                change.partition_epoch, change.new_isr)
+                change.partition_epoch, change.new_isr, change.member_epochs)
             self.note(f"controller: AlterPartition {list(change.new_isr)} from b{b.bid} "
                       f"-> {code}")
             if code == 0:

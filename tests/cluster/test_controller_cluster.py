@@ -7,6 +7,7 @@ import uuid
 
 from jocko_py.cluster.controller import (
     ELECTION_NOT_NEEDED,
+    INELIGIBLE_REPLICA,
     NONE,
     PREFERRED_LEADER_NOT_AVAILABLE,
     BrokerInfo,
@@ -142,3 +143,48 @@ def test_delta_sorts_local_changes() -> None:
     assert {r.partition for r in d.local_changes(leader).deleted} == {0}
     diff = MetadataImage.diff(old, img)
     assert tid in diff.deleted_topics and diff.local_changes(leader).deleted
+
+
+def test_an_isr_expansion_naming_a_stale_broker_epoch_is_refused() -> None:
+    """KIP-903. The leader saw follower 3 catch up and asks to add it to the ISR; before
+    the request arrives, 3 loses power, restarts (its unflushed tail gone) and registers
+    anew, and is unfenced. The request names 3's old broker epoch: refused with
+    INELIGIBLE_REPLICA, so the new process cannot enter the ISR on the old one's log end.
+    Found by the replication simulation (CI run of 2026-11-24, seed 987075179)."""
+    c, img, live = _three()
+    p = img.partition("t", 0)
+    assert p is not None
+    leader = p.leader
+    follower = next(r for r in p.replicas if r != leader)
+    # the follower leaves the ISR (lag), then catches up under its current registration
+    isr = tuple(r for r in p.isr if r != follower)
+    t = img.topics["t"]
+    err, recs = c.alter_partition(img, t.topic_id, 0, leader, p.leader_epoch,
+                                  p.partition_epoch, isr)
+    assert err == NONE
+    _apply(img, recs)
+    p = img.partition("t", 0)
+    assert p is not None
+    old_epoch = img.brokers[follower].broker_epoch
+    expand = p.isr + (follower,)
+    epochs = tuple(-1 if r == leader else img.brokers[r].broker_epoch for r in expand)
+    # the follower restarts and is registered (fenced), then unfenced, meanwhile
+    live[follower] = _info(follower, uuid.uuid4())
+    _apply(img, c.reconcile(img, live))
+    _apply(img, c.reconcile(img, live))
+    assert not img.brokers[follower].fenced
+    assert img.brokers[follower].broker_epoch != old_epoch
+    p = img.partition("t", 0)
+    assert p is not None
+    err, recs = c.alter_partition(img, t.topic_id, 0, leader, p.leader_epoch,
+                                  p.partition_epoch, expand, epochs)
+    assert (err, recs) == (INELIGIBLE_REPLICA, [])
+    # without epochs (AlterPartition v2) the same request would have been taken
+    err, _ = c.alter_partition(img, t.topic_id, 0, leader, p.leader_epoch,
+                               p.partition_epoch, expand)
+    assert err == NONE
+    # with the current registration's epoch it is taken
+    fresh = tuple(-1 if r == leader else img.brokers[r].broker_epoch for r in expand)
+    err, recs = c.alter_partition(img, t.topic_id, 0, leader, p.leader_epoch,
+                                  p.partition_epoch, expand, fresh)
+    assert err == NONE and recs

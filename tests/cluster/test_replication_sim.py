@@ -64,6 +64,15 @@ def test_regression_last_isr_member_power_loss_seed_942727566() -> None:
     run_replication_schedule(942727566)
 
 
+def test_regression_stale_isr_expansion_seed_987075179() -> None:
+    """CI, 2026-11-24: the leader asked to add a follower that had caught up; the follower
+    lost power and registered anew before the request reached the controller, which took
+    it into the ISR on the old process's log end (HW past the new process's LEO). Fixed
+    with KIP-903's broker epochs in AlterPartition (v3); see the controller's test
+    ``test_an_isr_expansion_naming_a_stale_broker_epoch_is_refused``."""
+    run_replication_schedule(987075179)
+
+
 @pytest.mark.parametrize(("start", "count"), _chunks(N))
 def test_replication_schedules(start: int, count: int) -> None:
     failures: list[str] = []

@@ -1,10 +1,11 @@
 """Broker-to-controller APIs, served by the active controller's broker.
 
-- AlterPartition (56) v2: a partition leader asks to change the ISR. Accepted only
+- AlterPartition (56) v2-3: a partition leader asks to change the ISR. Accepted only
   from the current leader with the current leader epoch (else FENCED_LEADER_EPOCH) and
   partition epoch (else INVALID_UPDATE_VERSION), with an ISR of unfenced replicas
-  containing the leader (INELIGIBLE_REPLICA / INVALID_REQUEST); the answer carries the
-  partition as committed. Not the controller: NOT_CONTROLLER.
+  containing the leader (INELIGIBLE_REPLICA / INVALID_REQUEST); v3's
+  NewIsrWithEpochs (KIP-903) also refuses a member whose broker epoch is no longer its
+  registration's (INELIGIBLE_REPLICA); the answer carries the partition as committed. Not the controller: NOT_CONTROLLER.
 - BrokerHeartbeat (63) v0-1: a broker's liveness and applied metadata offset; the
   controller fences a broker whose heartbeats lapse for `broker.session.timeout.ms` and
   unfences one only once it has caught up with the metadata log.
@@ -24,7 +25,7 @@ from jocko_py.cluster.quorum import RaftQuorum
 from jocko_py.protocol.errors import ErrorCode
 
 
-@api(56, 2, 2)
+@api(56, 2, 3)
 async def alter_partition(ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = ctx.broker.topics
     if not topics.quorum.is_active_controller():
@@ -35,7 +36,7 @@ async def alter_partition(ctx: RequestContext, req: Any) -> dict[str, Any]:
         for p in t.partitions:
             code = await topics.alter_partition_local(
                 req.broker_id, t.topic_id, p.partition_index, p.leader_epoch,
-                p.partition_epoch, tuple(p.new_isr), forwarded=True)
+                p.partition_epoch, *_isr_and_epochs(ctx.version, p), forwarded=True)
             if code == ErrorCode.NOT_CONTROLLER:
                 return {"throttle_time_ms": 0, "error_code": code, "topics": []}
             ti = topics.image.topic_by_id(t.topic_id)
@@ -70,3 +71,10 @@ async def allocate_producer_ids(ctx: RequestContext, req: Any) -> dict[str, Any]
     return {"throttle_time_ms": 0, "error_code": code,
             "producer_id_start": start if not code else -1,
             "producer_id_len": count if not code else 0}
+
+
+def _isr_and_epochs(version: int, p: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    if version >= 3:
+        members = list(p.new_isr_with_epochs)
+        return tuple(m.broker_id for m in members), tuple(m.broker_epoch for m in members)
+    return tuple(p.new_isr), ()
