@@ -64,15 +64,6 @@ def test_regression_last_isr_member_power_loss_seed_942727566() -> None:
     run_replication_schedule(942727566)
 
 
-def test_regression_stale_isr_expansion_seed_987075179() -> None:
-    """CI, 2026-11-24: the leader asked to add a follower that had caught up; the follower
-    lost power and registered anew before the request reached the controller, which took
-    it into the ISR on the old process's log end (HW past the new process's LEO). Fixed
-    with KIP-903's broker epochs in AlterPartition (v3); see the controller's test
-    ``test_an_isr_expansion_naming_a_stale_broker_epoch_is_refused``."""
-    run_replication_schedule(987075179)
-
-
 @pytest.mark.parametrize(("start", "count"), _chunks(N))
 def test_replication_schedules(start: int, count: int) -> None:
     failures: list[str] = []
@@ -119,6 +110,13 @@ REGRESSIONS = [
     # records). Fixed: only a refusal drops a pending change; no answer keeps it pending
     # and asks again.
     91, 239,
+    # CI, 2026-11-24: the leader asked to add a follower that had caught up; the
+    # follower lost power and registered anew before the request reached the
+    # controller, which took it into the ISR on the old process's log end (HW past the
+    # new process's LEO). Fixed with KIP-903's broker epochs in AlterPartition v3 (see
+    # test_an_isr_expansion_naming_a_stale_broker_epoch_is_refused). 555002442 showed
+    # the same bug under the mutation below once the fix had changed the schedules.
+    987075179, 555002442,
 ]
 
 
@@ -220,6 +218,19 @@ def _epoch_entry_kept_at_log_end() -> contextlib.AbstractContextManager[None]:
     return _patched(Log, "truncate_to", truncate_to)
 
 
+def _stale_member_epoch_accepted() -> contextlib.AbstractContextManager[None]:
+    """The bug fixed with seed 987075179: AlterPartition without KIP-903's member epochs,
+    so a member that registered anew enters the ISR on its old process's position."""
+    orig = Controller.alter_partition
+
+    def alter(self: Controller, image: MetadataImage, topic_id: Any, partition_id: int,
+              leader_id: int, leader_epoch: int, partition_epoch: int, new_isr: Any,
+              member_epochs: Any = ()) -> tuple[int, list[MetadataRecord]]:
+        return orig(self, image, topic_id, partition_id, leader_id, leader_epoch,
+                    partition_epoch, new_isr)
+    return _patched(Controller, "alter_partition", alter)
+
+
 MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "hw_past_followers": _hw_past_followers,
     "no_truncation_on_divergence": _no_truncation_on_divergence,
@@ -227,6 +238,7 @@ MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "elect_outside_isr": _elect_outside_isr,
     "unconfirmed_expansion_dropped": _unconfirmed_expansion_dropped,
     "epoch_entry_kept_at_log_end": _epoch_entry_kept_at_log_end,
+    "stale_member_epoch_accepted": _stale_member_epoch_accepted,
 }
 
 # (mutation, the only invariant checked): each invariant alone catches a broken core
@@ -240,6 +252,7 @@ CAUGHT_BY = [
     ("elect_outside_isr", "committed"),
     ("elect_outside_isr", "acked"),
     ("unconfirmed_expansion_dropped", "isr"),
+    ("stale_member_epoch_accepted", "isr"),
 ]
 
 
@@ -248,6 +261,7 @@ CAUGHT_BY = [
 SEEDS: dict[str, list[int]] = {
     "unconfirmed_expansion_dropped": [91, 239, *range(20)],
     "epoch_entry_kept_at_log_end": [127, 133, *range(20)],
+    "stale_member_epoch_accepted": [555002442],
 }
 
 
