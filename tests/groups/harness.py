@@ -71,7 +71,7 @@ class Worker:
     def __init__(self, kind: str, bootstrap: str, topic: str, group: str, workdir: Path,
                  instance_id: str | None = None, assignor: str = "range",
                  session_timeout_ms: int = SESSION_MS, name: str | None = None,
-                 java_jars: Path = JAVA_JARS) -> None:
+                 java_jars: Path = JAVA_JARS, extra: list[str] | None = None) -> None:
         self.kind = kind
         self.name = name or f"{kind}-{next(_ids)}"
         self.out = workdir / f"{self.name}.out"
@@ -81,6 +81,7 @@ class Worker:
                 "--session-timeout-ms", str(session_timeout_ms)]
         if instance_id:
             args += ["--instance-id", instance_id]
+        args += extra or []
         if kind == "java":
             cmd = ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp",
                    f"{JAVA_CLASSES}:{java_jars}/*", "jockopy.groups.GroupClient", *args]

@@ -9,9 +9,13 @@ rebalance delay and expiry of members that never came back after
 MEMBER_ID_REQUIRED. JoinGroup and SyncGroup wait on asyncio futures until the
 rebalance phase they belong to completes.
 
-Single node: this broker coordinates every group. Not implemented: the
-KIP-848 consumer protocol (ConsumerGroupHeartbeat), transactional offset
-commits, share groups.
+KIP-848 consumer-protocol groups (ConsumerGroupHeartbeat) keep their model in
+`consumer.py` (epochs, target assignment, reconciliation); this module routes
+their heartbeats, removes members whose session or revocation timed out, follows
+topic changes for them, and checks member epochs on their offset commits. A group
+is one kind or the other; an empty group (offsets only) changes kind when a member
+of the other kind joins. Not implemented: transactional offset commits, share
+groups.
 """
 
 from __future__ import annotations
@@ -23,6 +27,12 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from jocko_py.broker.group.consumer import (
+    ConsumerGroupModel,
+    HeartbeatRequest,
+    HeartbeatResult,
+    TopicInfo,
+)
 from jocko_py.broker.group.offsets_store import (
     OFFSETS_TOPIC,
     OffsetsStore,
@@ -65,6 +75,9 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
+    consumer_session_timeout_ms: int = 45000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
     @classmethod
     def from_broker(cls, broker: Broker) -> GroupConfig:
@@ -83,7 +96,25 @@ class GroupConfig:
             offsets_retention_check_interval_ms=num("offsets.retention.check.interval.ms",
                                                     600000),
             offset_metadata_max_bytes=num("offset.metadata.max.bytes", 4096),
+            consumer_session_timeout_ms=num("group.consumer.session.timeout.ms", 45000),
+            consumer_heartbeat_interval_ms=num("group.consumer.heartbeat.interval.ms", 5000),
+            consumer_assignors=_assignors(c.get("group.consumer.assignors")),
         )
+
+
+def _assignors(raw: str | None) -> tuple[str, ...]:
+    """Kafka takes class names or short names; the short name is the class name's
+    last part without "Assignor" (UniformAssignor -> uniform)."""
+    if not raw:
+        return ("uniform", "range")
+    out = []
+    for name in raw.split(","):
+        short = name.strip().rsplit(".", 1)[-1]
+        if short.endswith("Assignor"):
+            short = short[: -len("Assignor")]
+        if short.lower() in ("uniform", "range"):
+            out.append(short.lower())
+    return tuple(out) or ("uniform", "range")
 
 
 @dataclass(slots=True)
@@ -193,6 +224,10 @@ class GroupCoordinator:
             g = self.groups[group_id] = Group(group_id, now_ms())
         if g.is_(S.DEAD):
             return JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
+        if g.has_consumer_members():
+            # members of a consumer-protocol group and classic members do not mix here
+            return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+        g.consumer = None  # an empty consumer group becomes classic again
         if not g.supports_protocols(protocol_type, [n for n, _ in protocols]):
             return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if g.static_member_id(instance_id) is None and \
@@ -591,11 +626,63 @@ class GroupCoordinator:
 
     def tick(self) -> None:
         mono = time.monotonic()
+        now = now_ms()
+        topics: dict[str, TopicInfo] | None = None
         for g in list(self.groups.values()):
             try:
-                self._tick_group(g, mono)
+                if g.consumer is not None:
+                    if topics is None:
+                        topics = self._topics()
+                    self._tick_consumer_group(g, g.consumer, now, topics)
+                else:
+                    self._tick_group(g, mono)
             except Exception:
                 log.exception("[group=%s] timer handling failed", g.group_id)
+
+    def _tick_consumer_group(self, g: Group, cg: ConsumerGroupModel, now: int,
+                             topics: dict[str, TopicInfo]) -> None:
+        for mid, reason in cg.expired(now, self.config.consumer_session_timeout_ms):
+            log.info("[group=%s] removing member %s: %s", g.group_id, mid, reason)
+            cg.remove_member(mid)
+        before = cg.group_epoch
+        cg.refresh_topics(topics)
+        if cg.group_epoch != before:
+            log.info("[group=%s] subscribed topics changed: group epoch %d", g.group_id,
+                     cg.group_epoch)
+
+    # -- ConsumerGroupHeartbeat (KIP-848) ---------------------------------------------------
+
+    def _topics(self) -> dict[str, TopicInfo]:
+        return {name: TopicInfo(t.topic_id, len(t.partitions))
+                for name, t in self.broker.topics.image.topics.items()}
+
+    def consumer_heartbeat(self, group_id: str, req: HeartbeatRequest) -> HeartbeatResult:
+        err = self._group_error(group_id)
+        if err is not None:
+            return HeartbeatResult(err)
+        g = self.groups.get(group_id)
+        if g is None:
+            if req.member_epoch != 0:
+                return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"unknown member {req.member_id}")
+            g = self.groups[group_id] = Group(group_id, now_ms())
+        if g.is_(S.DEAD):
+            return HeartbeatResult(E.COORDINATOR_NOT_AVAILABLE)
+        if g.consumer is None:
+            if g.members or g.pending_members or not g.is_(S.EMPTY):
+                return HeartbeatResult(E.GROUP_ID_NOT_FOUND,
+                                       f"group {group_id} is a classic group in use")
+            g.consumer = ConsumerGroupModel(group_id, self.config.consumer_assignors)
+            log.info("[group=%s] is now a consumer-protocol group", group_id)
+        if req.member_epoch == 0 and not req.member_id:
+            req.member_id = str(uuid.uuid4())  # v0: the coordinator names the member
+        cg = g.consumer
+        before = (cg.group_epoch, len(cg.members))
+        r = cg.heartbeat(req, self._topics(), now_ms(), self.config.consumer_session_timeout_ms)
+        if (cg.group_epoch, len(cg.members)) != before:
+            log.info("[group=%s] member %s epoch %d: group epoch %d, %d member(s), %s",
+                     group_id, req.member_id, r.member_epoch, cg.group_epoch,
+                     len(cg.members), cg.state().value)
+        return r
 
     def _tick_group(self, g: Group, mono: float) -> None:
         for pid, deadline in list(g.pending_members.items()):
@@ -660,7 +747,14 @@ class GroupCoordinator:
             g = self.groups[group_id] = Group(group_id, now_ms())
         if g.is_(S.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
-        if generation_id < 0 and g.is_(S.EMPTY):
+        if g.consumer is not None:
+            cerr = g.consumer.check_commit(member_id, generation_id)
+            if cerr != E.NONE:
+                return all_(cerr)
+            m2 = g.consumer.members.get(member_id)
+            if m2 is not None:
+                m2.last_heartbeat_ms = now_ms()
+        elif generation_id < 0 and g.is_(S.EMPTY):
             # a simple commit (admin client, or a consumer that assigns partitions
             # itself): Kafka accepts it into an Empty group whatever the member id
             pass
@@ -702,11 +796,17 @@ class GroupCoordinator:
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None,
+        member: tuple[str, int] | None = None,
     ) -> tuple[E, dict[tuple[str, int], OffsetAndMetadata | None]]:
         err = self._group_error(group_id, allow_empty=True)
         if err is not None:
             return err, {}
         g = self.groups.get(group_id)
+        if member is not None and member[1] >= 0 and g is not None \
+                and g.consumer is not None:
+            cerr = g.consumer.check_commit(*member)
+            if cerr != E.NONE:
+                return cerr, {}
         if g is None or g.is_(S.DEAD):
             if partitions is None:
                 return E.NONE, {}
@@ -733,7 +833,7 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None or g.is_(S.DEAD):
             return E.GROUP_ID_NOT_FOUND
-        if not g.is_(S.EMPTY):
+        if not g.is_(S.EMPTY) or g.has_consumer_members():
             return E.NON_EMPTY_GROUP
         entries: list[tuple[bytes, bytes | None]] = [
             (offset_key(group_id, *tp), None) for tp in g.offsets]
@@ -755,7 +855,11 @@ class GroupCoordinator:
         if g is None or g.is_(S.DEAD):
             return E.GROUP_ID_NOT_FOUND, {}
         subscribed: set[str] = set()
-        if not g.is_(S.EMPTY):
+        if g.consumer is not None and g.consumer.members:
+            topics = self._topics()
+            for m in g.consumer.members.values():
+                subscribed |= g.consumer.subscribed_topics(m, topics)
+        elif not g.is_(S.EMPTY):
             if g.protocol_type != "consumer":
                 return E.NON_EMPTY_GROUP, {}
             subscribed = g.subscribed_topics() or set()
@@ -782,7 +886,7 @@ class GroupCoordinator:
         retention = self.config.offsets_retention_ms
         removed = 0
         for g in list(self.groups.values()):
-            if g.is_(S.DEAD):
+            if g.is_(S.DEAD) or g.has_consumer_members():
                 continue
             subscribed = g.subscribed_topics() if g.is_(S.STABLE) else None
             expired = []

@@ -33,6 +33,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from jocko_py.broker.group.consumer import ConsumerGroupModel
 from jocko_py.protocol.errors import ErrorCode
 
 
@@ -171,6 +172,16 @@ class Group:
         # they may (the rebalance timeout): Kafka's pending-sync check
         self.pending_sync: set[str] = set()
         self.sync_deadline: float | None = None
+        # a KIP-848 consumer-protocol group (group/consumer.py): its members, epochs and
+        # assignments; None for a classic group. Offsets stay here for both kinds.
+        self.consumer: ConsumerGroupModel | None = None
+
+    @property
+    def group_type(self) -> str:
+        return "classic" if self.consumer is None else "consumer"
+
+    def has_consumer_members(self) -> bool:
+        return self.consumer is not None and bool(self.consumer.members)
 
     # -- state ---------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ MODULES = [
     "init_producer_id",
     "find_coordinator",
     "groups",
+    "consumer_groups",
     "offsets",
     "controller_apis",
     "offset_for_leader_epoch",

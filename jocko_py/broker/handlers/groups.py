@@ -2,7 +2,9 @@
 
 JoinGroup (key 11) v0-9, SyncGroup (14) v0-5, Heartbeat (12) v0-4, LeaveGroup
 (13) v0-5 (batched members from v3), ListGroups (16) v0-5 (state filter v4,
-type filter v5: every group here is "classic"), DescribeGroups (15) v0-5,
+type filter v5: "classic" or "consumer", KIP-848), DescribeGroups (15) v0-5
+(a consumer-protocol group answers GROUP_ID_NOT_FOUND, as Kafka 4: it is described
+with ConsumerGroupDescribe),
 DeleteGroups (42) v0-2.
 
 JoinGroup and SyncGroup responses wait until the rebalance phase completes
@@ -106,12 +108,17 @@ async def list_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
     states = {s.lower() for s in req.states_filter} if ctx.version >= 4 else set()
     types = {t.lower() for t in req.types_filter} if ctx.version >= 5 else set()
     out = []
-    if not types or "classic" in types:
-        for g in gc.list_groups():
-            if states and g.state.value.lower() not in states:
-                continue
-            out.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-                        "group_state": g.state.value, "group_type": "classic"})
+    for g in gc.list_groups():
+        if types and g.group_type not in types:
+            continue
+        if g.consumer is not None:
+            state, ptype = g.consumer.state().value, "consumer"
+        else:
+            state, ptype = g.state.value, g.protocol_type or ""
+        if states and state.lower() not in states:
+            continue
+        out.append({"group_id": g.group_id, "protocol_type": ptype,
+                    "group_state": state, "group_type": g.group_type})
     return {"throttle_time_ms": 0, "error_code": 0, "groups": out}
 
 
@@ -128,7 +135,10 @@ async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
             "protocol_type": "", "protocol_data": "", "members": [],
             "authorized_operations": AUTHORIZED_OPS_NOT_REQUESTED,
         }
-        if g is not None:
+        if g is not None and g.consumer is not None:
+            entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
+            entry["group_state"] = ""
+        elif g is not None:
             stable = g.is_(GroupState.STABLE)
             entry["group_state"] = g.state.value
             entry["protocol_type"] = g.protocol_type or ""

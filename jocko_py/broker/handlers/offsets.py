@@ -1,5 +1,9 @@
 """Committed offsets: OffsetCommit (key 8) v2-9, OffsetFetch (9) v1-9, OffsetDelete (47) v0.
 
+For a KIP-848 consumer-protocol group, OffsetCommit's generation is the member epoch
+(an unknown member gets UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH); OffsetFetch
+v9 checks the member id and epoch it carries the same way (epoch -1: no check).
+
 Offsets live in the group coordinator and are written to `__consumer_offsets`
 before the response. Members commit with their generation and member id;
 simple (non-member) commits use generation -1 and only for an Empty or new
@@ -67,11 +71,12 @@ async def offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
             "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics: Any
+def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
+                 member: tuple[str, int] | None = None,
                  ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     wanted = None if topics is None else [
         (t.name, p) for t in topics for p in t.partition_indexes]
-    err, offsets = coordinator(ctx.broker).fetch_offsets(group_id, wanted)
+    err, offsets = coordinator(ctx.broker).fetch_offsets(group_id, wanted, member)
     if err != ErrorCode.NONE:
         if wanted is None:
             return err, []
@@ -94,7 +99,8 @@ async def offset_fetch(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if v >= 8:
         groups = []
         for g in req.groups:
-            err, topics = _fetch_group(ctx, g.group_id, g.topics)
+            member = (g.member_id or "", g.member_epoch) if v >= 9 else None
+            err, topics = _fetch_group(ctx, g.group_id, g.topics, member)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": err})
         return {"throttle_time_ms": 0, "groups": groups}
     err, topics = _fetch_group(ctx, req.group_id, req.topics if v >= 2 else req.topics or [])

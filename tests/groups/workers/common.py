@@ -28,6 +28,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--instance-id", default=None)
     ap.add_argument("--assignor", default="range", choices=["range", "cooperative"])
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
+    ap.add_argument("--protocol", default="classic", choices=["classic", "consumer"],
+                    help="group.protocol (consumer: KIP-848, where the client supports it)")
+    ap.add_argument("--remote-assignor", default=None)
     return ap.parse_args()
 
 

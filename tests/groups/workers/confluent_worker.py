@@ -25,7 +25,17 @@ def main() -> None:
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     cooperative = args.assignor == "cooperative"
-    conf["partition.assignment.strategy"] = "cooperative-sticky" if cooperative else "range"
+    if args.protocol == "consumer":
+        # KIP-848: the broker assigns, incrementally; timeouts are the broker's
+        conf["group.protocol"] = "consumer"
+        for k in ("session.timeout.ms", "heartbeat.interval.ms"):
+            del conf[k]
+        if args.remote_assignor:
+            conf["group.remote.assignor"] = args.remote_assignor
+        cooperative = True
+    else:
+        conf["partition.assignment.strategy"] = "cooperative-sticky" if cooperative \
+            else "range"
     consumer = Consumer(conf)
 
     # the assignment is tracked here rather than read back with c.assignment(): during

@@ -30,6 +30,10 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *
  * Usage: GroupClient --bootstrap H:P --topic T --group G --out FILE
  *        [--instance-id ID] [--assignor range|cooperative] [--session-timeout-ms N]
+ *        [--protocol classic|consumer] [--remote-assignor uniform|range]
+ *        [--topic-pattern REGEX]
+ * With --protocol consumer (KIP-848, kafka-clients 4.x) the broker assigns: the
+ * session timeout, heartbeat interval and assignors are the broker's.
  *
  * Output lines, flushed one by one (same as tests/groups/workers/common.py):
  *   A p,p,...   whole assignment after every change
@@ -50,11 +54,16 @@ public final class GroupClient {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("bootstrap"));
         p.put(ConsumerConfig.GROUP_ID_CONFIG, a.get("group"));
-        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        boolean consumerProtocol = "consumer".equals(a.getOrDefault("protocol", "classic"));
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, consumerProtocol ? "consumer" : "classic");
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, a.getOrDefault("session-timeout-ms", "6000"));
-        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        if (!consumerProtocol) {
+            p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, a.getOrDefault("session-timeout-ms", "6000"));
+            p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        } else if (a.containsKey("remote-assignor")) {
+            p.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, a.get("remote-assignor"));
+        }
         p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "50");
         p.put(ConsumerConfig.METADATA_MAX_AGE_CONFIG, "2000");
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
@@ -63,8 +72,10 @@ public final class GroupClient {
             p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, a.get("instance-id"));
         }
         boolean coop = "cooperative".equals(a.getOrDefault("assignor", "range"));
-        p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
-              coop ? CooperativeStickyAssignor.class.getName() : RangeAssignor.class.getName());
+        if (!consumerProtocol) {
+            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+                  coop ? CooperativeStickyAssignor.class.getName() : RangeAssignor.class.getName());
+        }
 
         KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
         CountDownLatch done = new CountDownLatch(1);
@@ -78,7 +89,7 @@ public final class GroupClient {
                 Thread.currentThread().interrupt();
             }
         }));
-        consumer.subscribe(Collections.singletonList(a.get("topic")), new ConsumerRebalanceListener() {
+        ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
             @Override
             public void onPartitionsRevoked(Collection<TopicPartition> parts) {
                 writeAssignment(out, consumer);
@@ -88,7 +99,12 @@ public final class GroupClient {
             public void onPartitionsAssigned(Collection<TopicPartition> parts) {
                 writeAssignment(out, consumer);
             }
-        });
+        };
+        if (a.containsKey("topic-pattern")) {
+            consumer.subscribe(java.util.regex.Pattern.compile(a.get("topic-pattern")), listener);
+        } else {
+            consumer.subscribe(Collections.singletonList(a.get("topic")), listener);
+        }
         out.println("READY");
         try {
             while (true) {

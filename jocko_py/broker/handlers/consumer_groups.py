@@ -1,0 +1,112 @@
+"""KIP-848 consumer-protocol groups: ConsumerGroupHeartbeat (68) v0-1 and
+ConsumerGroupDescribe (69) v0.
+
+ConsumerGroupHeartbeat joins (member epoch 0), heartbeats and leaves (-1; -2 for a
+static member that will be back) a consumer-protocol group; the coordinator computes
+the assignment with a server-side assignor (``group.consumer.assignors``: uniform,
+range) and hands it out with member epochs (rules in ``broker/group/consumer.py``). v0:
+the coordinator names a joining member; v1 (KIP-1082): the member names itself, and
+``SubscribedTopicRegex`` subscribes by regular expression (Python ``re``, matched
+against the whole topic name; internal topics never match). The answer's heartbeat
+interval is ``group.consumer.heartbeat.interval.ms``; a member is removed after
+``group.consumer.session.timeout.ms`` without a heartbeat.
+
+ConsumerGroupDescribe shows each group's state (Empty, Assigning, Reconciling,
+Stable), epochs, assignor and members with their current and target assignments; a
+classic group, or one that does not exist, answers GROUP_ID_NOT_FOUND (the admin
+client then asks DescribeGroups). Authorized operations are not computed.
+
+Not implemented: client-side assignors (``ClientAssignors``), rack-aware assignment,
+persistence of members across a coordinator change (members join again), a classic
+group with live members upgraded in place.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.group import coordinator
+from jocko_py.broker.group.consumer import HeartbeatRequest, TopicPartition, group_assignment
+from jocko_py.broker.handlers.groups import AUTHORIZED_OPS_NOT_REQUESTED, client_host
+from jocko_py.protocol.errors import ErrorCode
+
+
+@api(68, 0, 1)
+async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    gc = coordinator(ctx.broker)
+    interval = gc.config.consumer_heartbeat_interval_ms
+
+    def error(code: ErrorCode, msg: str) -> dict[str, Any]:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": msg,
+                "member_id": None, "member_epoch": -1, "heartbeat_interval_ms": 0,
+                "assignment": None}
+
+    if not req.group_id:
+        return error(ErrorCode.INVALID_REQUEST, "GroupId can't be empty")
+    if ctx.version >= 1 and not req.member_id:
+        return error(ErrorCode.INVALID_REQUEST, "MemberId can't be empty")
+    owned: list[TopicPartition] | None = None
+    if req.topic_partitions is not None:
+        owned = [(tp.topic_id, p) for tp in req.topic_partitions for p in tp.partitions]
+    hreq = HeartbeatRequest(
+        member_id=req.member_id or "", member_epoch=req.member_epoch,
+        instance_id=req.instance_id, rack_id=req.rack_id,
+        rebalance_timeout_ms=req.rebalance_timeout_ms,
+        subscribed_names=None if req.subscribed_topic_names is None
+        else list(req.subscribed_topic_names),
+        subscribed_regex=req.subscribed_topic_regex if ctx.version >= 1 else None,
+        server_assignor=req.server_assignor, owned=owned,
+        client_id=ctx.header.client_id or "", client_host=client_host(ctx))
+    r = gc.consumer_heartbeat(req.group_id, hreq)
+    if r.error != ErrorCode.NONE:
+        return error(r.error, r.message or r.error.name)
+    assignment = None
+    if r.assignment is not None:
+        assignment = {"topic_partitions": [
+            {"topic_id": tid, "partitions": sorted(ps)}
+            for tid, ps in sorted(r.assignment.items(), key=lambda kv: str(kv[0]))]}
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "member_id": r.member_id, "member_epoch": r.member_epoch,
+            "heartbeat_interval_ms": interval, "assignment": assignment}
+
+
+def _topic_partitions(ctx: RequestContext, tps: frozenset[TopicPartition]
+                      ) -> list[dict[str, Any]]:
+    names: dict[uuid.UUID, str] = {
+        t.topic_id: name for name, t in ctx.broker.topics.image.topics.items()}
+    return [{"topic_id": tid, "topic_name": names.get(tid, ""), "partitions": sorted(ps)}
+            for tid, ps in sorted(group_assignment(tps).items(), key=lambda kv: str(kv[0]))]
+
+
+@api(69, 0, 0)
+async def consumer_group_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    gc = coordinator(ctx.broker)
+    out = []
+    for gid in req.group_ids:
+        err, g = gc.describe(gid)
+        entry: dict[str, Any] = {
+            "error_code": err, "error_message": None, "group_id": gid, "group_state": "",
+            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+            "authorized_operations": AUTHORIZED_OPS_NOT_REQUESTED}
+        if err == ErrorCode.NONE and (g is None or g.consumer is None):
+            entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
+            entry["error_message"] = f"group {gid} is not a consumer group"
+        elif g is not None and g.consumer is not None:
+            cg = g.consumer
+            entry.update({
+                "group_state": cg.state().value, "group_epoch": cg.group_epoch,
+                "assignment_epoch": cg.assignment_epoch, "assignor_name": cg.assignor(),
+                "members": [{
+                    "member_id": m.member_id, "instance_id": m.instance_id,
+                    "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                    "client_id": m.client_id, "client_host": m.client_host,
+                    "subscribed_topic_names": list(m.subscribed_names),
+                    "subscribed_topic_regex": m.subscribed_regex,
+                    "assignment": {"topic_partitions": _topic_partitions(ctx, m.assigned)},
+                    "target_assignment": {"topic_partitions": _topic_partitions(
+                        ctx, cg.target.get(m.member_id, frozenset()))},
+                } for m in cg.members.values()]})
+        out.append(entry)
+    return {"throttle_time_ms": 0, "groups": out}

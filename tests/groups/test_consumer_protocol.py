@@ -1,0 +1,169 @@
+"""KIP-848 consumer groups (`group.protocol=consumer`) with the real Java 4.x consumer.
+
+Three kafka-clients 4.1 consumers on the consumer protocol share a 6-partition topic
+through the broker's server-side assignor; a clean leave and a SIGKILL are taken over
+(the latter after `group.consumer.session.timeout.ms`); commits carry member epochs;
+a restarted member resumes from the committed offsets; ConsumerGroupDescribe and
+ListGroups show the group; a classic member is refused while consumer members hold the
+group. A regular-expression subscription picks up a topic created later.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jocko_py.client import Client
+from tests.groups.harness import (
+    BROKER_OVERRIDES,
+    Producer,
+    Worker,
+    committed_offsets,
+    coverage_ok,
+    create_topic,
+    end_offsets,
+    java_available,
+    processed,
+    wait_until,
+)
+from tests.support.broker import REPO, BrokerProcess
+
+JAVA_JARS_4 = REPO / ".cache" / "java-test-jars-4"
+SESSION_MS = 6000
+OVERRIDES = {
+    **BROKER_OVERRIDES,
+    "group.consumer.session.timeout.ms": str(SESSION_MS),
+    "group.consumer.heartbeat.interval.ms": "500",
+}
+
+
+@pytest.fixture
+def cbroker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path / "data", overrides=dict(OVERRIDES))
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def _member(b: BrokerProcess, topic: str, group: str, work: Path, *extra: str,
+            kind: str = "java") -> Worker:
+    return Worker(kind, b.bootstrap, topic, group, work, java_jars=JAVA_JARS_4,
+                  extra=["--protocol", "consumer", *extra])
+
+
+def _describe(b: BrokerProcess, group: str) -> object:
+    with Client(b.bootstrap) as c:
+        r = c.request(69, 0, {"group_ids": [group], "include_authorized_operations": False})
+    return r.groups[0]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("kind", ["java", "confluent"])
+def test_consumer_protocol_group(kind: str, cbroker: BrokerProcess, tmp_path: Path) -> None:
+    """Java kafka-clients 4.1 and librdkafka (confluent-kafka 2.16) on KIP-848."""
+    if kind == "java" and (not java_available()
+                           or not any(JAVA_JARS_4.glob("kafka-clients-4*.jar"))):
+        pytest.skip("java or kafka-clients 4.x missing (make -C tests/java jars)")
+    topic, group, parts = f"kip848-{kind}", f"g-kip848-{kind}", 6
+    work = tmp_path / "work"
+    work.mkdir()
+    create_topic(cbroker.bootstrap, topic, parts)
+    prod = Producer(cbroker.bootstrap, topic, parts)
+    workers: list[Worker] = []
+
+    def diag() -> str:
+        return "\n".join(w.diag() for w in workers) + "\n--- broker:\n" + \
+            cbroker.log_tail(40)
+    try:
+        prod.produce(120)
+        a, b, c = (_member(cbroker, topic, group, work, kind=kind).start()
+                   for _ in range(3))
+        workers += [a, b, c]
+        wait_until(lambda: coverage_ok([a, b, c], parts) and all(
+            w.assignment() for w in (a, b, c)), 90, "3 consumers to share 6 partitions")
+        wait_until(lambda: set(processed(workers)) == set(prod.values), 30, "120 records")
+        counts = processed(workers)
+        assert all(n == 1 for n in counts.values()), counts.most_common(3)
+        d = _describe(cbroker, group)
+        assert d.error_code == 0 and d.group_state == "Stable", d  # type: ignore[attr-defined]
+        assert len(d.members) == 3 and d.assignor_name == "uniform", d  # type: ignore[attr-defined]
+        with Client(cbroker.bootstrap) as cl:
+            lg = cl.request(16, 5, {"states_filter": [], "types_filter": ["consumer"]})
+        assert [(g.group_id, g.group_type) for g in lg.groups] == [(group, "consumer")]
+
+        # a classic member is turned away while consumer members hold the group
+        classic = Worker("kafka_python", cbroker.bootstrap, topic, group, work).start()
+        workers.append(classic)
+        time.sleep(3)
+        assert not classic.assignment(), classic.diag()
+        classic.kill()
+
+        # a clean leave: the others take over without waiting for a timeout
+        t0 = time.monotonic()
+        assert a.stop_cleanly(), diag()
+        wait_until(lambda: coverage_ok([b, c], parts), SESSION_MS / 1000, "takeover after "
+                   "a clean leave")
+        leave_s = time.monotonic() - t0
+        prod.produce(120)
+        wait_until(lambda: set(processed(workers)) == set(prod.values), 30,
+                   "records after the leave")
+
+        # a crash: c takes over once b's session times out on the broker
+        t0 = time.monotonic()
+        b.kill()
+        prod.produce(120)
+        wait_until(lambda: coverage_ok([c], parts), SESSION_MS / 1000 + 15,
+                   "c to take over after b was killed", interval=0.05)
+        kill_s = time.monotonic() - t0
+        wait_until(lambda: set(processed(workers)) >= set(prod.values), 30,
+                   "every record after the crash")
+        assert c.stop_cleanly(), diag()
+        assert committed_offsets(cbroker.bootstrap, group, topic, parts) == \
+            end_offsets(cbroker.bootstrap, topic, parts)
+
+        # a new member resumes from the committed offsets: nothing is read twice
+        prod.produce(60)
+        d2 = _member(cbroker, topic, group, work, kind=kind).start()
+        workers.append(d2)
+        wait_until(lambda: len(d2.records()) >= 60, 60, "the new member's records", )
+        assert {v for _, _, v in d2.records()} == set(prod.values[-60:]), diag()
+        assert d2.stop_cleanly(), diag()
+        print(f"{kind} consumer protocol: clean leave takeover {leave_s:.1f}s, "
+              f"crash takeover {kill_s:.1f}s")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{diag()}") from None
+    finally:
+        for w in workers:
+            w.kill()
+        prod.close()
+
+
+@pytest.mark.timeout(180)
+def test_java_consumer_protocol_regex_picks_up_new_topic(cbroker: BrokerProcess,
+                                                         tmp_path: Path) -> None:
+    if not java_available() or not any(JAVA_JARS_4.glob("kafka-clients-4*.jar")):
+        pytest.skip("java or kafka-clients 4.x missing (make -C tests/java jars)")
+    work = tmp_path / "work"
+    work.mkdir()
+    create_topic(cbroker.bootstrap, "rx-a", 2)
+    w = _member(cbroker, "unused", "g-rx", work, "--topic-pattern", "rx-.*",
+                "--remote-assignor", "range").start()
+    try:
+        wait_until(lambda: w.assignment() == {0, 1}, 90, "rx-a's partitions")
+        create_topic(cbroker.bootstrap, "rx-b", 3)
+        pa = Producer(cbroker.bootstrap, "rx-b", 3)
+        pa.produce(30)
+        pa.close()
+        wait_until(lambda: {v for _, _, v in w.records()} >= set(pa.values), 90,
+                   "records of rx-b, created after the member subscribed")
+        d = _describe(cbroker, "g-rx")
+        assert d.assignor_name == "range", d  # type: ignore[attr-defined]
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{w.diag()}\n{cbroker.log_tail(30)}") from None
+    finally:
+        w.kill()
