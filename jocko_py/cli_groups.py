@@ -59,7 +59,7 @@ class GroupAdmin:
         _check(r.error_code, r.error_message or "FindCoordinator")
 
     def list_groups(self, states: list[str] | None = None) -> list[Any]:
-        r = self.c.request(16, 4, {"states_filter": states or []})
+        r = self.c.request(16, 5, {"states_filter": states or [], "types_filter": []})
         _check(r.error_code, "ListGroups")
         return sorted(r.groups, key=lambda g: g.group_id)
 
@@ -67,7 +67,15 @@ class GroupAdmin:
         self.find_coordinator(group)
         r = self.c.request(15, 5, {"groups": [group], "include_authorized_operations": False})
         g = r.groups[0]
+        if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return self.describe_consumer_group(group)  # KIP-848 groups (as Kafka 4)
         _check(g.error_code, f"DescribeGroups {group}")
+        return g
+
+    def describe_consumer_group(self, group: str) -> Any:
+        r = self.c.request(69, 0, {"group_ids": [group], "include_authorized_operations": False})
+        g = r.groups[0]
+        _check(g.error_code, g.error_message or f"ConsumerGroupDescribe {group}")
         return g
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
@@ -116,8 +124,9 @@ def _table(rows: list[list[str]]) -> None:
 def cmd_list(adm: GroupAdmin, args: argparse.Namespace) -> int:
     groups = adm.list_groups(args.state)
     if args.verbose:
-        _table([["GROUP", "STATE", "PROTOCOL-TYPE"]] +
-               [[g.group_id, g.group_state, g.protocol_type] for g in groups])
+        _table([["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"]] +
+               [[g.group_id, g.group_state, g.protocol_type, g.group_type]
+                for g in groups])
     else:
         for g in groups:
             print(g.group_id)
@@ -128,14 +137,24 @@ def cmd_describe(adm: GroupAdmin, args: argparse.Namespace) -> int:
     for group in args.group:
         g = adm.describe(group)
         owners: dict[tuple[str, int], Any] = {}
+        kip848 = hasattr(g, "group_epoch")
         for m in g.members:
+            if kip848:
+                for tp in m.assignment.topic_partitions:
+                    for p in tp.partitions:
+                        owners[(tp.topic_name, p)] = m
+                continue
             for t, ps in parse_assignment(bytes(m.member_assignment)).items():
                 for p in ps:
                     owners[(t, p)] = m
         committed = adm.committed(group)
         keys = sorted(set(committed) | set(owners))
-        print(f"Group {group}: state {g.group_state}, protocol {g.protocol_data or '-'}, "
-              f"{len(g.members)} member(s)")
+        if kip848:
+            print(f"Group {group}: consumer protocol, state {g.group_state}, group epoch "
+                  f"{g.group_epoch}, assignor {g.assignor_name}, {len(g.members)} member(s)")
+        else:
+            print(f"Group {group}: state {g.group_state}, protocol "
+                  f"{g.protocol_data or '-'}, {len(g.members)} member(s)")
         rows = [["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                  "CONSUMER-ID", "HOST", "CLIENT-ID"]]
         for t, p in keys:

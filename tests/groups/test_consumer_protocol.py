@@ -29,6 +29,7 @@ from tests.groups.harness import (
     processed,
     wait_until,
 )
+from tests.groups.test_cli import cli
 from tests.support.broker import REPO, BrokerProcess
 
 JAVA_JARS_4 = REPO / ".cache" / "java-test-jars-4"
@@ -95,6 +96,12 @@ def test_consumer_protocol_group(kind: str, cbroker: BrokerProcess, tmp_path: Pa
         with Client(cbroker.bootstrap) as cl:
             lg = cl.request(16, 5, {"states_filter": [], "types_filter": ["consumer"]})
         assert [(g.group_id, g.group_type) for g in lg.groups] == [(group, "consumer")]
+        out = cli(cbroker, "describe", group)
+        assert out.returncode == 0, out.stderr
+        assert f"Group {group}: consumer protocol, state Stable" in out.stdout, out.stdout
+        owned = [ln.split()[1:3] for ln in out.stdout.splitlines()[2:]]
+        assert sorted(owned) == sorted([topic, str(p)] for p in range(parts)), out.stdout
+        assert all(ln.split()[6] != "-" for ln in out.stdout.splitlines()[2:]), out.stdout
 
         # a classic member is turned away while consumer members hold the group
         classic = Worker("kafka_python", cbroker.bootstrap, topic, group, work).start()
