@@ -136,3 +136,19 @@ def test_java_group_member_survives_coordinator_kill(shared_cluster: Cluster, tm
     v = version.replace(".", "")
     t = coordinator_kill_scenario(shared_cluster, f"grp-java-{v}", f"g-java-{v}", start)
     print(f"java {version} coordinator kill: {t}")
+
+
+def test_java_consumer_protocol_member_survives_coordinator_kill(shared_cluster: Cluster,
+                                                                 tmp_path: Path) -> None:
+    """KIP-848 (Java 4.1, group.protocol=consumer): the group's records in
+    __consumer_offsets are loaded by the new coordinator, and the member carries on."""
+    version = "4.x"
+
+    def start(bootstrap: str, topic: str, group: str) -> WorkerMember:
+        classpath(version)
+        return WorkerMember(Worker("java", bootstrap, topic, group, tmp_path,
+                                   java_jars=JARS[version],
+                                   extra=["--protocol", "consumer"]))
+
+    t = coordinator_kill_scenario(shared_cluster, "grp-java-kip848", "g-java-kip848", start)
+    print(f"java {version} consumer protocol coordinator kill: {t}")

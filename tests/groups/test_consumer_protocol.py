@@ -174,3 +174,46 @@ def test_java_consumer_protocol_regex_picks_up_new_topic(cbroker: BrokerProcess,
         raise AssertionError(f"{e}\n{w.diag()}\n{cbroker.log_tail(30)}") from None
     finally:
         w.kill()
+
+
+@pytest.mark.timeout(180)
+def test_consumer_group_survives_a_broker_restart(cbroker: BrokerProcess,
+                                                  tmp_path: Path) -> None:
+    """The group (epochs, members, assignments) is stored in __consumer_offsets with
+    Kafka's record types and loaded back: after a restart the members carry on at their
+    epochs instead of joining again, and keep consuming."""
+    work = tmp_path / "work"
+    work.mkdir()
+    topic, group, parts = "kip848-restart", "g-kip848-restart", 4
+    create_topic(cbroker.bootstrap, topic, parts)
+    prod = Producer(cbroker.bootstrap, topic, parts)
+    a, b = (_member(cbroker, topic, group, work, kind="confluent").start() for _ in range(2))
+    try:
+        prod.produce(40)
+        wait_until(lambda: coverage_ok([a, b], parts) and bool(a.assignment())
+                   and bool(b.assignment()), 60, "2 members share 4 partitions")
+        wait_until(lambda: set(processed([a, b])) == set(prod.values), 30, "40 records")
+        before = _describe(cbroker, group)
+        assert before.group_state == "Stable", before  # type: ignore[attr-defined]
+        members = {m.member_id: m.member_epoch for m in before.members}  # type: ignore[attr-defined]
+        cbroker.stop()
+        cbroker.start()
+        after = _describe(cbroker, group)
+        assert after.error_code == 0, after  # type: ignore[attr-defined]
+        assert after.group_epoch == before.group_epoch, (before, after)  # type: ignore[attr-defined]
+        assert {m.member_id: m.member_epoch for m in after.members} == members  # type: ignore[attr-defined]
+        prod.close()
+        prod = Producer(cbroker.bootstrap, topic, parts)
+        prod.produce(40)
+        wait_until(lambda: set(processed([a, b])) >= set(prod.values), 60,
+                   "records produced after the restart")
+        final = _describe(cbroker, group)
+        # nobody had to join again: same members, no new group epoch
+        assert {m.member_id for m in final.members} == set(members), final  # type: ignore[attr-defined]
+        assert final.group_epoch == before.group_epoch, final  # type: ignore[attr-defined]
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{a.diag()}\n{b.diag()}\n{cbroker.log_tail(40)}") from None
+    finally:
+        a.kill()
+        b.kill()
+        prod.close()

@@ -37,11 +37,13 @@ Rules
   UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH. Commits without a member (epoch -1)
   are accepted only while the group has no members.
 
-Not implemented: persisting members and assignments in ``__consumer_offsets`` (after a
-coordinator failover members get UNKNOWN_MEMBER_ID and join again at epoch 0; committed
-offsets are persisted as for classic groups), upgrading a classic group with members in
-place (a classic group is converted only once it is empty), rack-aware assignment and
-client-side assignors.
+- Durability. ``records()`` is the group as Kafka's ``__consumer_offsets`` record types
+  hold it (group epoch, member metadata, target assignment and its epoch, each member's
+  current assignment); the coordinator writes what changed, and ``restore`` rebuilds
+  the group from them when a broker becomes the coordinator (sessions start anew).
+
+Not implemented: upgrading a classic group with members in place (a classic group is
+converted only once it is empty), rack-aware assignment and client-side assignors.
 """
 
 from __future__ import annotations
@@ -71,9 +73,10 @@ class TopicInfo:
 
 
 class MemberState(enum.Enum):
-    STABLE = "stable"
-    UNREVOKED_PARTITIONS = "unrevoked_partitions"
-    UNRELEASED_PARTITIONS = "unreleased_partitions"
+    # values: Kafka's byte in ConsumerGroupCurrentMemberAssignmentValue.State
+    STABLE = 1
+    UNREVOKED_PARTITIONS = 2
+    UNRELEASED_PARTITIONS = 3
 
 
 class GroupStateName(enum.Enum):
@@ -329,6 +332,10 @@ class ConsumerGroupModel:
         self._subscribed_sig = sig
         return True
 
+    def adopt_topics(self, topics: dict[str, TopicInfo]) -> None:
+        """After a restore: take the subscribed partitions as they are without a bump."""
+        self._update_subscribed(topics)
+
     def refresh_topics(self, topics: dict[str, TopicInfo]) -> None:
         """Metadata moved on (a topic created, deleted or grown): bump the group epoch if
         the group's subscribed partitions changed."""
@@ -414,6 +421,78 @@ class ConsumerGroupModel:
         if member_epoch != m.member_epoch:
             return E.STALE_MEMBER_EPOCH
         return E.NONE
+
+
+    # -- durability ------------------------------------------------------------------------
+
+    def records(self) -> dict[tuple[str, str], object]:
+        """The group as records, keyed by (record type, member id or ""): the
+        coordinator's offsets store encodes them with Kafka's coordinator record types
+        and writes those that changed (tombstones for keys gone)."""
+        out: dict[tuple[str, str], object] = {
+            ("metadata", ""): self.group_epoch,
+            ("target_metadata", ""): self.assignment_epoch,
+        }
+        for mid, m in self.members.items():
+            out[("member", mid)] = MemberRecord(
+                m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_names,
+                m.subscribed_regex, m.rebalance_timeout_ms, m.server_assignor)
+            out[("target", mid)] = self.target.get(mid, frozenset())
+            out[("current", mid)] = CurrentRecord(
+                m.member_epoch, m.previous_member_epoch, m.state.value, m.assigned, m.revoking)
+        return out
+
+    @classmethod
+    def restore(cls, group_id: str, recs: dict[tuple[str, str], object], now: int,
+                assignors: tuple[str, ...] = ASSIGNORS) -> ConsumerGroupModel:
+        g = cls(group_id, assignors)
+        ge = recs.get(("metadata", ""))
+        g.group_epoch = ge if isinstance(ge, int) else 0
+        ae = recs.get(("target_metadata", ""))
+        g.assignment_epoch = ae if isinstance(ae, int) else 0
+        for (kind, mid), rec in recs.items():
+            if kind != "member" or not isinstance(rec, MemberRecord):
+                continue
+            m = ConsumerMember(
+                member_id=mid, instance_id=rec.instance_id, rack_id=rec.rack_id,
+                client_id=rec.client_id, client_host=rec.client_host,
+                rebalance_timeout_ms=rec.rebalance_timeout_ms,
+                subscribed_names=rec.subscribed_names, subscribed_regex=rec.subscribed_regex,
+                server_assignor=rec.server_assignor, last_heartbeat_ms=now)
+            cur = recs.get(("current", mid))
+            if isinstance(cur, CurrentRecord):
+                m.member_epoch, m.previous_member_epoch = cur.member_epoch, cur.previous_epoch
+                m.state = MemberState(cur.state) if cur.state in (1, 2, 3) \
+                    else MemberState.STABLE
+                m.assigned, m.revoking = cur.assigned, cur.revoking
+                m.revocation_deadline_ms = now + m.rebalance_timeout_ms
+                m.last_sent = (m.member_epoch, m.assigned)
+            g.members[mid] = m
+            tgt = recs.get(("target", mid))
+            if isinstance(tgt, frozenset):
+                g.target[mid] = tgt
+        return g
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRecord:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_names: tuple[str, ...]
+    subscribed_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentRecord:
+    member_epoch: int
+    previous_epoch: int
+    state: int
+    assigned: frozenset[TopicPartition]
+    revoking: frozenset[TopicPartition]
 
 
 # -- assignors ----------------------------------------------------------------------------

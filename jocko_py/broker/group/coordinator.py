@@ -158,6 +158,7 @@ class GroupCoordinator:
         dropped = [gid for gid in self.groups if self.store.partition_for(gid) == idx]
         for gid in dropped:
             g = self.groups.pop(gid)
+            self.store.consumer_written(gid, None)
             for m in g.members.values():
                 m.complete_join(JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
                 m.complete_sync(SyncResult(E.NOT_COORDINATOR))
@@ -173,10 +174,14 @@ class GroupCoordinator:
         # every local replica is read (merged by timestamp, see offsets_store): a group
         # may have records in two partitions after __consumer_offsets grew
         state = self.store.load()
+        self.store.restore_consumer_groups(state, self.config.consumer_assignors)
+        topics = self._topics()
         n = 0
         for gid, g in state.groups.items():
             if self.store.partition_for(gid) in wanted:
                 self.groups[gid] = g
+                if g.consumer is not None:
+                    g.consumer.adopt_topics(topics)
                 n += 1
         log.info("elected coordinator for %d partition(s) of %s: %d group(s) loaded",
                  len(wanted), OFFSETS_TOPIC, n)
@@ -647,8 +652,20 @@ class GroupCoordinator:
         before = cg.group_epoch
         cg.refresh_topics(topics)
         if cg.group_epoch != before:
-            log.info("[group=%s] subscribed topics changed: group epoch %d", g.group_id,
-                     cg.group_epoch)
+            log.info("[group=%s] group epoch %d (members or subscribed topics changed)",
+                     g.group_id, cg.group_epoch)
+            self.persist_consumer_group(g)
+
+    def persist_consumer_group(self, g: Group) -> E:
+        """Write the KIP-848 records of ``g`` that changed since the last write
+        (``store.wait_durable`` then waits for the ISR)."""
+        entries = self.store.consumer_changes(g.group_id, g.consumer)
+        if not entries:
+            return E.NONE
+        err = self.store.append(g.group_id, entries)
+        if err == E.NONE:
+            self.store.consumer_written(g.group_id, g.consumer)
+        return err
 
     # -- ConsumerGroupHeartbeat (KIP-848) ---------------------------------------------------
 
@@ -678,6 +695,10 @@ class GroupCoordinator:
         cg = g.consumer
         before = (cg.group_epoch, len(cg.members))
         r = cg.heartbeat(req, self._topics(), now_ms(), self.config.consumer_session_timeout_ms)
+        if r.error == E.NONE:
+            werr = self.persist_consumer_group(g)
+            if werr != E.NONE:
+                return HeartbeatResult(werr, f"could not write the group: {werr.name}")
         if (cg.group_epoch, len(cg.members)) != before:
             log.info("[group=%s] member %s epoch %d: group epoch %d, %d member(s), %s",
                      group_id, req.member_id, r.member_epoch, cg.group_epoch,
@@ -838,9 +859,11 @@ class GroupCoordinator:
         entries: list[tuple[bytes, bytes | None]] = [
             (offset_key(group_id, *tp), None) for tp in g.offsets]
         entries.append((group_key(group_id), None))
+        entries += self.store.consumer_changes(group_id, None)
         werr = self.store.append(group_id, entries)
         if werr != E.NONE:
             return werr
+        self.store.consumer_written(group_id, None)
         g.transition_to(S.DEAD, now_ms())
         self.groups.pop(group_id, None)
         log.info("[group=%s] deleted", group_id)

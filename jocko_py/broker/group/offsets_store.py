@@ -13,6 +13,13 @@ value starts with an int16 version, followed by the versioned struct.
 * key version 2 = GroupMetadataKey(group), value = GroupMetadataValue v3
   (protocol type, generation, protocol, leader, state timestamp, members with
   their subscription and assignment).
+* key versions 3-8 = a KIP-848 consumer-protocol group: ConsumerGroupMetadata (3: group
+  epoch), ConsumerGroupMemberMetadata (5: a member's subscription and settings),
+  ConsumerGroupTargetAssignmentMetadata (6: assignment epoch),
+  ConsumerGroupTargetAssignmentMember (7), ConsumerGroupCurrentMemberAssignment (8:
+  member epochs, state, assigned and pending-revocation partitions); every value v0.
+  (ConsumerGroupPartitionMetadata, 4, is not written: the coordinator reads the
+  subscribed partitions from the metadata image.)
 * a null value is a tombstone: the offset or group was deleted.
 
 The partition of a group is Kafka's `abs(javaStringHashCode(group)) % partitions`
@@ -38,6 +45,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jocko_py.broker.group.consumer import (
+    ConsumerGroupModel,
+    CurrentRecord,
+    MemberRecord,
+    TopicPartition,
+    group_assignment,
+)
 from jocko_py.broker.group.state import Group, GroupState, Member, OffsetAndMetadata
 from jocko_py.broker.topics import TopicError
 from jocko_py.protocol import messages
@@ -115,12 +129,91 @@ def group_value(g: Group, assignments: dict[str, bytes] | None = None) -> bytes:
     })
 
 
+# KIP-848 record types: (key version, key name, value name, model record kind)
+_CONSUMER_RECORDS = {
+    3: ("ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue", "metadata"),
+    5: ("ConsumerGroupMemberMetadataKey", "ConsumerGroupMemberMetadataValue", "member"),
+    6: ("ConsumerGroupTargetAssignmentMetadataKey", "ConsumerGroupTargetAssignmentMetadataValue",
+        "target_metadata"),
+    7: ("ConsumerGroupTargetAssignmentMemberKey", "ConsumerGroupTargetAssignmentMemberValue",
+        "target"),
+    8: ("ConsumerGroupCurrentMemberAssignmentKey", "ConsumerGroupCurrentMemberAssignmentValue",
+        "current"),
+}
+_KIND_VERSION = {kind: v for v, (_, _, kind) in _CONSUMER_RECORDS.items()}
+
+
+def _tps(tps: frozenset[TopicPartition]) -> list[dict[str, Any]]:
+    return [{"topic_id": tid, "partitions": sorted(ps)}
+            for tid, ps in sorted(group_assignment(tps).items(), key=lambda kv: str(kv[0]))]
+
+
+def _from_tps(items: Any) -> frozenset[TopicPartition]:
+    return frozenset((t.topic_id, p) for t in items for p in t.partitions)
+
+
+def consumer_record(group: str, kind: str, member_id: str, rec: object | None
+                    ) -> tuple[bytes, bytes | None]:
+    """One KIP-848 record (key, value; value None: a tombstone) of ``group``."""
+    version = _KIND_VERSION[kind]
+    kname, vname, _ = _CONSUMER_RECORDS[version]
+    key_obj: dict[str, Any] = {"group_id": group}
+    if kind in ("member", "target", "current"):
+        key_obj["member_id"] = member_id
+    key = _encode(kname, version, key_obj)
+    if rec is None:
+        return key, None
+    value: dict[str, Any]
+    if kind == "metadata":
+        value = {"epoch": rec}
+    elif kind == "target_metadata":
+        value = {"assignment_epoch": rec}
+    elif kind == "target":
+        assert isinstance(rec, frozenset)
+        value = {"topic_partitions": _tps(rec)}
+    elif kind == "member":
+        assert isinstance(rec, MemberRecord)
+        value = {"instance_id": rec.instance_id, "rack_id": rec.rack_id,
+                 "client_id": rec.client_id, "client_host": rec.client_host,
+                 "subscribed_topic_names": list(rec.subscribed_names),
+                 "subscribed_topic_regex": rec.subscribed_regex,
+                 "rebalance_timeout_ms": rec.rebalance_timeout_ms,
+                 "server_assignor": rec.server_assignor, "classic_member_metadata": None}
+    else:
+        assert isinstance(rec, CurrentRecord)
+        value = {"member_epoch": rec.member_epoch, "previous_member_epoch": rec.previous_epoch,
+                 "state": rec.state, "assigned_partitions": _tps(rec.assigned),
+                 "partitions_pending_revocation": _tps(rec.revoking)}
+    return key, _encode(vname, 0, value)
+
+
+def decode_consumer_value(kind: str, data: bytes) -> object:
+    version = _KIND_VERSION[kind]
+    _, vname, _ = _CONSUMER_RECORDS[version]
+    (vv,) = _I16.unpack_from(data)
+    v = messages.data_schema(vname, vv).parse_bytes(data[2:])
+    if kind == "metadata":
+        return int(v.epoch)
+    if kind == "target_metadata":
+        return int(v.assignment_epoch)
+    if kind == "target":
+        return _from_tps(v.topic_partitions)
+    if kind == "member":
+        return MemberRecord(v.instance_id, v.rack_id, v.client_id, v.client_host,
+                            tuple(v.subscribed_topic_names), v.subscribed_topic_regex,
+                            v.rebalance_timeout_ms, v.server_assignor)
+    return CurrentRecord(v.member_epoch, v.previous_member_epoch, v.state,
+                         _from_tps(v.assigned_partitions),
+                         _from_tps(v.partitions_pending_revocation))
+
+
 @dataclass(slots=True)
 class DecodedKey:
-    kind: str  # "offset" or "group"
+    kind: str  # "offset", "group", or a KIP-848 record kind (see _CONSUMER_RECORDS)
     group: str
     topic: str = ""
     partition: int = -1
+    member_id: str = ""
 
 
 def decode_key(data: bytes) -> DecodedKey | None:
@@ -134,7 +227,11 @@ def decode_key(data: bytes) -> DecodedKey | None:
     if version == 2:
         k = messages.data_schema("GroupMetadataKey", 2).parse_bytes(body)
         return DecodedKey("group", k.group)
-    return None  # e.g. new-protocol (KIP-848) records: not ours
+    if version in _CONSUMER_RECORDS:
+        kname, _, kind = _CONSUMER_RECORDS[version]
+        k = messages.data_schema(kname, version).parse_bytes(body)
+        return DecodedKey(kind, k.group_id, member_id=getattr(k, "member_id", "") or "")
+    return None  # e.g. partition metadata (4), share groups: not ours
 
 
 def decode_offset_value(data: bytes) -> OffsetAndMetadata:
@@ -177,6 +274,8 @@ def decode_group_value(group_id: str, data: bytes, now: float) -> Group:
 class LoadedState:
     groups: dict[str, Group] = field(default_factory=dict)
     records: int = 0
+    # KIP-848 groups' records by group: (kind, member id) -> decoded record
+    consumer: dict[str, dict[tuple[str, str], object]] = field(default_factory=dict)
 
 
 # -- the store ------------------------------------------------------------------------
@@ -191,6 +290,8 @@ class OffsetsStore:
         self.segment_bytes = broker.config.get("offsets.topic.segment.bytes") or "104857600"
         self.pinned = False
         self._written: dict[str, tuple[Any, int]] = {}
+        # KIP-848 groups: the records last written per group (key -> value)
+        self._consumer_written: dict[str, dict[bytes, bytes | None]] = {}
 
     def topic_exists(self) -> bool:
         t = self.broker.topics.image.topics.get(OFFSETS_TOPIC)
@@ -266,6 +367,40 @@ class OffsetsStore:
             return ErrorCode.NOT_COORDINATOR
         return err
 
+    def restore_consumer_groups(self, out: LoadedState, assignors: tuple[str, ...]) -> None:
+        """Attach a ConsumerGroupModel to every loaded group that has KIP-848 records."""
+        now = int(time.time() * 1000)
+        for gid, recs in out.consumer.items():
+            g = out.groups.get(gid)
+            if g is None or ("metadata", "") not in recs:
+                continue
+            g.consumer = ConsumerGroupModel.restore(gid, recs, now, assignors)
+            self._consumer_written[gid] = self.consumer_entries_for(gid, g.consumer.records())
+
+    def consumer_entries_for(self, group: str, recs: dict[tuple[str, str], object]
+                             ) -> dict[bytes, bytes | None]:
+        out: dict[bytes, bytes | None] = {}
+        for (kind, mid), rec in recs.items():
+            k, v = consumer_record(group, kind, mid, rec)
+            out[k] = v
+        return out
+
+    def consumer_changes(self, group: str, model: ConsumerGroupModel | None
+                         ) -> list[tuple[bytes, bytes | None]]:
+        """The records to write so the log holds ``model`` (None: the group is gone)."""
+        before = self._consumer_written.get(group, {})
+        now = {} if model is None else self.consumer_entries_for(group, model.records())
+        out: list[tuple[bytes, bytes | None]] = [
+            (k, v) for k, v in now.items() if before.get(k) != v]
+        out += [(k, None) for k in before if k not in now]
+        return out
+
+    def consumer_written(self, group: str, model: ConsumerGroupModel | None) -> None:
+        if model is None:
+            self._consumer_written.pop(group, None)
+        else:
+            self._consumer_written[group] = self.consumer_entries_for(group, model.records())
+
     def load(self, partitions: list[int] | None = None) -> LoadedState:
         """Replay every partition of the topic into groups with their offsets.
 
@@ -286,7 +421,7 @@ class OffsetsStore:
         for _ts, name, offset, key, value in heapq.merge(*streams, key=lambda r: r[0]):
             out.records += 1
             try:
-                self._apply(groups, key, value, now)
+                self._apply(groups, key, value, now, out.consumer)
             except Exception:
                 log.exception("[partition=%s] skipping undecodable record at %d", name, offset)
         log.info("loaded %d groups from %d records of %s in %.2fs", len(groups), out.records,
@@ -315,9 +450,23 @@ class OffsetsStore:
                     yield rec.timestamp, p.name, rec.offset, rec.key, rec.value
 
     @staticmethod
-    def _apply(groups: dict[str, Group], key: bytes, value: bytes | None, now: float) -> None:
+    def _apply(groups: dict[str, Group], key: bytes, value: bytes | None, now: float,
+               consumer: dict[str, dict[tuple[str, str], object]] | None = None) -> None:
         k = decode_key(key)
         if k is None:
+            return
+        if k.kind not in ("offset", "group"):
+            if consumer is None:
+                return
+            recs = consumer.setdefault(k.group, {})
+            if value is None:
+                recs.pop((k.kind, k.member_id), None)
+                if k.kind == "metadata":  # the group was deleted
+                    consumer.pop(k.group, None)
+            else:
+                recs[(k.kind, k.member_id)] = decode_consumer_value(k.kind, value)
+            if k.group not in groups:
+                groups[k.group] = Group(k.group, int(time.time() * 1000))
             return
         g = groups.get(k.group)
         if k.kind == "offset":

@@ -16,9 +16,12 @@ Stable), epochs, assignor and members with their current and target assignments;
 classic group, or one that does not exist, answers GROUP_ID_NOT_FOUND (the admin
 client then asks DescribeGroups). Authorized operations are not computed.
 
-Not implemented: client-side assignors (``ClientAssignors``), rack-aware assignment,
-persistence of members across a coordinator change (members join again), a classic
-group with live members upgraded in place.
+The group is kept in ``__consumer_offsets`` with Kafka's record types (group epoch,
+member metadata, target and current assignments); a heartbeat that changed it is
+answered once those records are replicated, and a new coordinator loads them.
+
+Not implemented: client-side assignors (``ClientAssignors``), rack-aware assignment, a
+classic group with live members upgraded in place.
 """
 
 from __future__ import annotations
@@ -60,6 +63,12 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, A
         server_assignor=req.server_assignor, owned=owned,
         client_id=ctx.header.client_id or "", client_host=client_host(ctx))
     r = gc.consumer_heartbeat(req.group_id, hreq)
+    if r.error == ErrorCode.NONE:
+        # answered once the group's records are replicated, as Kafka does
+        durable = await gc.store.wait_durable(
+            req.group_id, ctx.broker.config.int("offsets.commit.timeout.ms") / 1000)
+        if durable != ErrorCode.NONE:
+            return error(durable, f"the group's records were not replicated: {durable.name}")
     if r.error != ErrorCode.NONE:
         return error(r.error, r.message or r.error.name)
     assignment = None
