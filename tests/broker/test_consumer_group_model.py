@@ -241,3 +241,27 @@ def test_random_schedules_never_share_a_partition(seed: int) -> None:
         subscribed = set().union(*(g.subscribed_topics(m, TOPICS) for m in g.members.values()))
         want = {(TOPICS[t].topic_id, p) for t in subscribed for p in range(TOPICS[t].partitions)}
         assert set().union(*owned.values()) == want, seed
+
+
+def test_a_classic_member_reconciles_by_rejoining() -> None:
+    """Online migration: a classic member (JoinGroup/SyncGroup/Heartbeat) in a consumer
+    group gets its partitions at its JoinGroup, is told REBALANCE_IN_PROGRESS by its
+    heartbeat when it must give some up or can take more, and gives them up by joining
+    again without them."""
+    from jocko_py.broker.group.consumer import ClassicInfo
+    g = ConsumerGroupModel("g")
+    info = ClassicInfo([("range", b"")], 10_000, "range")
+    m = g.classic_join("c1", None, "c", "/h", ["a"], frozenset(), info, 30_000, TOPICS, 0)
+    assert m.member_epoch == 1 and len(m.assigned) == 6
+    assert g.classic_heartbeat("c1", 1, 0) == E.NONE
+    assert g.classic_heartbeat("c1", 0, 0) == E.ILLEGAL_GENERATION
+    e2, got = join(g, "n1")  # a consumer-protocol member arrives
+    assert got == set()
+    assert g.classic_heartbeat("c1", 1, 0) == E.REBALANCE_IN_PROGRESS
+    # an eager member rejoins having revoked everything: it gets its target at once
+    m = g.classic_join("c1", None, "c", "/h", ["a"], frozenset(), info, 30_000, TOPICS, 0)
+    assert m.member_epoch == e2 and len(m.assigned) == 3
+    assert g.classic_heartbeat("c1", e2, 0) == E.NONE
+    _, _, got2 = beat(g, "n1", e2, set())
+    assert got2 is not None and len(got2) == 3 and not got2 & m.assigned
+    assert g.expired(10_001, SESSION) == [("c1", "no heartbeat for 10000 ms")]

@@ -4,8 +4,9 @@ Three kafka-clients 4.1 consumers on the consumer protocol share a 6-partition t
 through the broker's server-side assignor; a clean leave and a SIGKILL are taken over
 (the latter after `group.consumer.session.timeout.ms`); commits carry member epochs;
 a restarted member resumes from the committed offsets; ConsumerGroupDescribe and
-ListGroups show the group; a classic member is refused while consumer members hold the
-group. A regular-expression subscription picks up a topic created later.
+ListGroups show the group; a classic member joins and leaves the consumer group. A
+regular-expression subscription picks up a topic created later; the group survives a
+broker restart; a classic group in use is upgraded in place and back.
 """
 
 from __future__ import annotations
@@ -103,12 +104,14 @@ def test_consumer_protocol_group(kind: str, cbroker: BrokerProcess, tmp_path: Pa
         assert sorted(owned) == sorted([topic, str(p)] for p in range(parts)), out.stdout
         assert all(ln.split()[6] != "-" for ln in out.stdout.splitlines()[2:]), out.stdout
 
-        # a classic member is turned away while consumer members hold the group
+        # a classic member joins the consumer group (online migration) and gets a share;
+        # it leaves cleanly again
         classic = Worker("kafka_python", cbroker.bootstrap, topic, group, work).start()
         workers.append(classic)
-        time.sleep(3)
-        assert not classic.assignment(), classic.diag()
-        classic.kill()
+        wait_until(lambda: coverage_ok([a, b, c, classic], parts)
+                   and bool(classic.assignment()), 60, "a classic member in the group")
+        assert classic.stop_cleanly(), classic.diag()
+        wait_until(lambda: coverage_ok([a, b, c], parts), 30, "its partitions back")
 
         # a clean leave: the others take over without waiting for a timeout
         t0 = time.monotonic()
@@ -216,4 +219,69 @@ def test_consumer_group_survives_a_broker_restart(cbroker: BrokerProcess,
     finally:
         a.kill()
         b.kill()
+        prod.close()
+
+
+@pytest.mark.timeout(240)
+def test_classic_group_upgraded_in_place_and_back(cbroker: BrokerProcess,
+                                                  tmp_path: Path) -> None:
+    """Online migration (group.consumer.migration.policy=bidirectional, Kafka 4's
+    default): a classic group in use (kafka-python and Java classic members) is joined by a
+    Java 4.1 member on the consumer protocol; the group becomes a consumer group in place,
+    the classic members keep consuming through JoinGroup/SyncGroup/Heartbeat and share the
+    partitions with the new member; when it leaves, the group goes back to classic."""
+    if not java_available() or not any(JAVA_JARS_4.glob("kafka-clients-4*.jar")):
+        pytest.skip("java or kafka-clients 4.x missing (make -C tests/java jars)")
+    work = tmp_path / "work"
+    work.mkdir()
+    topic, group, parts = "migrate", "g-migrate", 6
+    create_topic(cbroker.bootstrap, topic, parts)
+    prod = Producer(cbroker.bootstrap, topic, parts)
+    workers: list[Worker] = []
+
+    def kinds() -> list[tuple[str, str]]:
+        with Client(cbroker.bootstrap) as cl:
+            lg = cl.request(16, 5, {"states_filter": [], "types_filter": []})
+        return [(g.group_id, g.group_type) for g in lg.groups]
+    try:
+        a = Worker("kafka_python", cbroker.bootstrap, topic, group, work).start()
+        b = Worker("java", cbroker.bootstrap, topic, group, work).start()
+        workers += [a, b]
+        prod.produce(60)
+        wait_until(lambda: coverage_ok([a, b], parts) and bool(a.assignment())
+                   and bool(b.assignment()), 90, "2 classic members share 6 partitions")
+        wait_until(lambda: set(processed(workers)) == set(prod.values), 30, "60 records")
+        assert kinds() == [(group, "classic")]
+
+        c = _member(cbroker, topic, group, work).start()
+        workers.append(c)
+        wait_until(lambda: kinds() == [(group, "consumer")], 60, "the group upgraded")
+        wait_until(lambda: coverage_ok([a, b, c], parts) and all(
+            w.assignment() for w in (a, b, c)), 90,
+            "2 classic members and 1 consumer-protocol member share 6 partitions")
+        d = _describe(cbroker, group)
+        assert d.error_code == 0 and len(d.members) == 3, d  # type: ignore[attr-defined]
+        prod.produce(60)
+        wait_until(lambda: set(processed(workers)) >= set(prod.values), 30,
+                   "records after the upgrade")
+
+        assert c.stop_cleanly(), c.diag()
+        wait_until(lambda: kinds() == [(group, "classic")], 30, "the group downgraded")
+        wait_until(lambda: coverage_ok([a, b], parts), 60, "the classic members own all")
+        prod.produce(60)
+        wait_until(lambda: set(processed(workers)) >= set(prod.values), 30,
+                   "records after the downgrade")
+        for w in (a, b):
+            assert w.stop_cleanly(), w.diag()
+        assert committed_offsets(cbroker.bootstrap, group, topic, parts) == \
+            end_offsets(cbroker.bootstrap, topic, parts)
+        log = cbroker.log_tail(400)
+        assert "upgraded in place to the consumer protocol: 2 classic member(s)" in log
+        assert "downgraded to a classic group: 2 member(s)" in log
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n" + "\n".join(w.diag() for w in workers) + "\n"
+                             + cbroker.log_tail(40)) from None
+    finally:
+        for w in workers:
+            w.kill()
         prod.close()

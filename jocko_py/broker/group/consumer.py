@@ -87,6 +87,16 @@ class GroupStateName(enum.Enum):
 
 
 @dataclass(slots=True)
+class ClassicInfo:
+    """A member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a
+    consumer-protocol group: what it offered and the protocol it was answered with."""
+
+    protocols: list[tuple[str, bytes]]
+    session_timeout_ms: int
+    protocol_name: str
+
+
+@dataclass(slots=True)
 class ConsumerMember:
     member_id: str
     instance_id: str | None
@@ -106,6 +116,7 @@ class ConsumerMember:
     revocation_deadline_ms: int = 0
     # what the last answer told the member (epoch, partitions): unchanged -> no assignment
     last_sent: tuple[int, frozenset[TopicPartition]] | None = None
+    classic: ClassicInfo | None = None
 
 
 @dataclass(slots=True)
@@ -402,13 +413,66 @@ class ConsumerGroupModel:
         """Members to remove now: (member id, reason)."""
         out = []
         for m in self.members.values():
-            if now > m.last_heartbeat_ms + session_timeout_ms:
-                out.append((m.member_id, f"no heartbeat for {session_timeout_ms} ms"))
+            session = m.classic.session_timeout_ms if m.classic else session_timeout_ms
+            if now > m.last_heartbeat_ms + session:
+                out.append((m.member_id, f"no heartbeat for {session} ms"))
             elif m.state is MemberState.UNREVOKED_PARTITIONS \
                     and now > m.revocation_deadline_ms:
                 out.append((m.member_id, f"partitions not revoked within "
                                          f"{m.rebalance_timeout_ms} ms"))
         return out
+
+    # -- classic members (online migration) ----------------------------------------------------
+
+    def classic_join(self, member_id: str, instance_id: str | None, client_id: str,
+                     client_host: str, subscribed: list[str], owned: frozenset[TopicPartition],
+                     classic: ClassicInfo, rebalance_timeout_ms: int,
+                     topics: dict[str, TopicInfo], now: int) -> ConsumerMember:
+        """A classic member's JoinGroup: it joins or updates its subscription, and, having
+        revoked what it no longer reports as owned, is reconciled at once; SyncGroup then
+        hands it ``assigned``. It rejoins (told by its heartbeat) to move further."""
+        m = self.members.get(member_id)
+        joined = m is None
+        if m is None:
+            m = ConsumerMember(member_id=member_id, instance_id=instance_id, rack_id=None,
+                               client_id=client_id, client_host=client_host,
+                               rebalance_timeout_ms=rebalance_timeout_ms)
+            self.members[member_id] = m
+        m.classic = classic
+        m.last_heartbeat_ms = now
+        m.rebalance_timeout_ms = rebalance_timeout_ms
+        names = tuple(sorted(set(subscribed)))
+        changed = names != m.subscribed_names
+        m.subscribed_names = names
+        # a classic member gives up partitions by rejoining without them
+        m.assigned = m.assigned & owned
+        m.revoking = m.revoking & owned
+        if self._update_subscribed(topics) or changed or joined:
+            self.group_epoch += 1
+        if self.assignment_epoch < self.group_epoch:
+            self._compute_target(topics)
+        self._reconcile(m, owned, now)
+        m.last_sent = (m.member_epoch, m.assigned)
+        return m
+
+    def classic_heartbeat(self, member_id: str, generation: int, now: int) -> ErrorCode:
+        """A classic member's Heartbeat: REBALANCE_IN_PROGRESS when it should rejoin
+        (partitions to give up, partitions released for it, or a new assignment epoch)."""
+        m = self.members.get(member_id)
+        if m is None or m.classic is None:
+            return E.UNKNOWN_MEMBER_ID
+        if generation != m.member_epoch:
+            return E.ILLEGAL_GENERATION
+        m.last_heartbeat_ms = now
+        target = self.target.get(member_id, frozenset())
+        free = target - self._held_elsewhere(member_id)
+        if m.revoking or m.assigned - target or free - m.assigned \
+                or m.member_epoch != self.assignment_epoch:
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    def only_classic_members(self) -> bool:
+        return bool(self.members) and all(m.classic is not None for m in self.members.values())
 
     # -- offsets ---------------------------------------------------------------------------
 
@@ -436,7 +500,9 @@ class ConsumerGroupModel:
         for mid, m in self.members.items():
             out[("member", mid)] = MemberRecord(
                 m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_names,
-                m.subscribed_regex, m.rebalance_timeout_ms, m.server_assignor)
+                m.subscribed_regex, m.rebalance_timeout_ms, m.server_assignor,
+                None if m.classic is None else (m.classic.session_timeout_ms,
+                                                tuple(m.classic.protocols)))
             out[("target", mid)] = self.target.get(mid, frozenset())
             out[("current", mid)] = CurrentRecord(
                 m.member_epoch, m.previous_member_epoch, m.state.value, m.assigned, m.revoking)
@@ -459,6 +525,9 @@ class ConsumerGroupModel:
                 rebalance_timeout_ms=rec.rebalance_timeout_ms,
                 subscribed_names=rec.subscribed_names, subscribed_regex=rec.subscribed_regex,
                 server_assignor=rec.server_assignor, last_heartbeat_ms=now)
+            if rec.classic is not None and rec.classic[1]:
+                m.classic = ClassicInfo(list(rec.classic[1]), rec.classic[0],
+                                        rec.classic[1][0][0])
             cur = recs.get(("current", mid))
             if isinstance(cur, CurrentRecord):
                 m.member_epoch, m.previous_member_epoch = cur.member_epoch, cur.previous_epoch
@@ -484,6 +553,8 @@ class MemberRecord:
     subscribed_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    # a classic member's session timeout and offered protocols (ClassicMemberMetadata)
+    classic: tuple[int, tuple[tuple[str, bytes], ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

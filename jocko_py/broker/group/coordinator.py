@@ -22,16 +22,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jocko_py.broker.group.consumer import (
+    ClassicInfo,
     ConsumerGroupModel,
+    ConsumerMember,
     HeartbeatRequest,
     HeartbeatResult,
     TopicInfo,
+    TopicPartition,
+    group_assignment,
 )
 from jocko_py.broker.group.offsets_store import (
     OFFSETS_TOPIC,
@@ -50,6 +55,7 @@ from jocko_py.broker.group.state import (
     SyncResult,
 )
 from jocko_py.broker.purgatory import before_park
+from jocko_py.protocol import messages
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -78,6 +84,8 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45000
     consumer_heartbeat_interval_ms: int = 5000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.migration.policy: disabled, upgrade, downgrade, bidirectional
+    migration_policy: str = "bidirectional"
 
     @classmethod
     def from_broker(cls, broker: Broker) -> GroupConfig:
@@ -99,6 +107,8 @@ class GroupConfig:
             consumer_session_timeout_ms=num("group.consumer.session.timeout.ms", 45000),
             consumer_heartbeat_interval_ms=num("group.consumer.heartbeat.interval.ms", 5000),
             consumer_assignors=_assignors(c.get("group.consumer.assignors")),
+            migration_policy=(c.get("group.consumer.migration.policy")
+                              or "bidirectional").lower(),
         )
 
 
@@ -230,8 +240,9 @@ class GroupCoordinator:
         if g.is_(S.DEAD):
             return JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
         if g.has_consumer_members():
-            # members of a consumer-protocol group and classic members do not mix here
-            return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            return self._classic_join_consumer_group(
+                g, member_id, instance_id, client_id, client_host, session_timeout_ms,
+                rebalance_timeout_ms, protocol_type, protocols, require_known_member_id)
         g.consumer = None  # an empty consumer group becomes classic again
         if not g.supports_protocols(protocol_type, [n for n, _ in protocols]):
             return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
@@ -507,6 +518,8 @@ class GroupCoordinator:
             return SyncResult(E.UNKNOWN_MEMBER_ID)
         if g.is_(S.DEAD):
             return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
+        if g.consumer is not None:
+            return self._classic_sync_consumer_group(g, member_id, generation_id)
         # Kafka's order: fenced instance, unknown member, generation, then protocol
         if instance_id is not None:
             cur = g.static_member_id(instance_id)
@@ -566,6 +579,8 @@ class GroupCoordinator:
             return E.UNKNOWN_MEMBER_ID
         if g.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
+        if g.consumer is not None:
+            return g.consumer.classic_heartbeat(member_id, generation_id, now_ms())
         if g.is_(S.EMPTY):
             return E.UNKNOWN_MEMBER_ID
         if instance_id is not None:
@@ -592,6 +607,9 @@ class GroupCoordinator:
             return E.NONE, [E.UNKNOWN_MEMBER_ID for _ in members]
         if g.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE, []
+        if g.consumer is not None:
+            return E.NONE, [self._classic_leave_consumer_group(g, mid, iid)
+                            for mid, iid in members]
         out: list[E] = []
         for member_id, instance_id in members:
             if instance_id is not None:
@@ -655,6 +673,7 @@ class GroupCoordinator:
             log.info("[group=%s] group epoch %d (members or subscribed topics changed)",
                      g.group_id, cg.group_epoch)
             self.persist_consumer_group(g)
+            self._maybe_downgrade(g)
 
     def persist_consumer_group(self, g: Group) -> E:
         """Write the KIP-848 records of ``g`` that changed since the last write
@@ -686,13 +705,20 @@ class GroupCoordinator:
             return HeartbeatResult(E.COORDINATOR_NOT_AVAILABLE)
         if g.consumer is None:
             if g.members or g.pending_members or not g.is_(S.EMPTY):
-                return HeartbeatResult(E.GROUP_ID_NOT_FOUND,
-                                       f"group {group_id} is a classic group in use")
-            g.consumer = ConsumerGroupModel(group_id, self.config.consumer_assignors)
-            log.info("[group=%s] is now a consumer-protocol group", group_id)
+                if req.member_epoch != 0 or not self._upgrade(g):
+                    return HeartbeatResult(
+                        E.GROUP_ID_NOT_FOUND,
+                        f"group {group_id} is a classic group that cannot be upgraded now "
+                        f"({g.state.value}, group.consumer.migration.policy="
+                        f"{self.config.migration_policy})")
+            else:
+                g.consumer = ConsumerGroupModel(group_id, self.config.consumer_assignors)
+                log.info("[group=%s] is now a consumer-protocol group", group_id)
         if req.member_epoch == 0 and not req.member_id:
             req.member_id = str(uuid.uuid4())  # v0: the coordinator names the member
         cg = g.consumer
+        if cg is None:
+            return HeartbeatResult(E.GROUP_ID_NOT_FOUND, f"group {group_id} is not available")
         before = (cg.group_epoch, len(cg.members))
         r = cg.heartbeat(req, self._topics(), now_ms(), self.config.consumer_session_timeout_ms)
         if r.error == E.NONE:
@@ -703,7 +729,142 @@ class GroupCoordinator:
             log.info("[group=%s] member %s epoch %d: group epoch %d, %d member(s), %s",
                      group_id, req.member_id, r.member_epoch, cg.group_epoch,
                      len(cg.members), cg.state().value)
+        if req.member_epoch < 0:
+            self._maybe_downgrade(g)
         return r
+
+    # -- online migration: classic members in a consumer group, upgrade and downgrade ----
+
+    def _upgrade(self, g: Group) -> bool:
+        """A consumer-protocol member joins a classic group in use: the group becomes a
+        consumer group in place (its members, generation and assignment carried over;
+        the classic members go on with JoinGroup/SyncGroup/Heartbeat), as Kafka 4 does
+        under ``group.consumer.migration.policy`` upgrade/bidirectional."""
+        if self.config.migration_policy not in ("upgrade", "bidirectional") \
+                or g.protocol_type != "consumer" or not g.is_(S.STABLE) \
+                or g.protocol_name is None:
+            return False
+        topics = self._topics()
+        ids = {name: t.topic_id for name, t in topics.items()}
+        cg = ConsumerGroupModel(g.group_id, self.config.consumer_assignors)
+        cg.group_epoch = cg.assignment_epoch = g.generation_id
+        now = now_ms()
+        for m in g.members.values():
+            try:
+                subscribed = sorted(_subscription(m.metadata(g.protocol_name))[0])
+                assigned = frozenset((ids[t], p) for t, ps in _assignment(m.assignment)
+                                     for p in ps if t in ids)
+            except (ValueError, KeyError):
+                return False
+            cg.members[m.member_id] = ConsumerMember(
+                member_id=m.member_id, instance_id=m.group_instance_id, rack_id=None,
+                client_id=m.client_id, client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout_ms, subscribed_names=tuple(subscribed),
+                member_epoch=g.generation_id, assigned=assigned, last_heartbeat_ms=now,
+                classic=ClassicInfo(list(m.protocols), m.session_timeout_ms, g.protocol_name))
+            cg.target[m.member_id] = assigned
+        cg.adopt_topics(topics)
+        g.members.clear()
+        g.static_members.clear()
+        g.pending_sync.clear()
+        g.state = S.EMPTY
+        g.consumer = cg
+        log.info("[group=%s] upgraded in place to the consumer protocol: %d classic "
+                 "member(s) at epoch %d", g.group_id, len(cg.members), cg.group_epoch)
+        return True
+
+    def _maybe_downgrade(self, g: Group) -> None:
+        """The last consumer-protocol member left and only classic members remain: the
+        group becomes classic again (its members rejoin in a classic rebalance)."""
+        cg = g.consumer
+        if cg is None or not cg.only_classic_members() \
+                or self.config.migration_policy not in ("downgrade", "bidirectional"):
+            return
+        names = {t.topic_id: name for name, t in self._topics().items()}
+        mono = time.monotonic()
+        g.consumer = None
+        g.generation_id = cg.group_epoch
+        g.protocol_type = "consumer"
+        for cm in cg.members.values():
+            assert cm.classic is not None
+            g.add(Member(
+                member_id=cm.member_id, group_instance_id=cm.instance_id,
+                client_id=cm.client_id, client_host=cm.client_host,
+                rebalance_timeout_ms=cm.rebalance_timeout_ms,
+                session_timeout_ms=cm.classic.session_timeout_ms, protocol_type="consumer",
+                protocols=list(cm.classic.protocols),
+                assignment=_encode_assignment(cm.assigned, names), last_heartbeat=mono,
+                is_new=False))
+        g.protocol_name = g.select_protocol()
+        g.state = S.STABLE
+        self.store.append(g.group_id, self.store.consumer_changes(g.group_id, None))
+        self.store.consumer_written(g.group_id, None)
+        log.info("[group=%s] downgraded to a classic group: %d member(s)", g.group_id,
+                 len(g.members))
+        self._prepare_rebalance(g, "downgraded from the consumer protocol")
+
+    def _classic_join_consumer_group(
+        self, g: Group, member_id: str, instance_id: str | None, client_id: str,
+        client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
+        protocol_type: str, protocols: list[tuple[str, bytes]], require_known: bool,
+    ) -> JoinResult:
+        cg = g.consumer
+        assert cg is not None
+        if protocol_type != "consumer" or not protocols \
+                or self.config.migration_policy == "disabled":
+            return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+        if not member_id:
+            new_id = f"{client_id}-{uuid.uuid4()}"
+            if require_known:
+                return JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_id)
+            member_id = new_id
+        existing = cg.members.get(member_id)
+        if existing is not None and existing.classic is None:
+            return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+        name, metadata = protocols[0]
+        topics = self._topics()
+        try:
+            subscribed, owned_names = _subscription(metadata)
+        except ValueError:
+            return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+        owned = frozenset((topics[t].topic_id, p) for t, ps in owned_names for p in ps
+                          if t in topics)
+        m = cg.classic_join(member_id, instance_id, client_id, client_host, sorted(subscribed),
+                            owned, ClassicInfo(list(protocols), session_timeout_ms, name),
+                            rebalance_timeout_ms, topics, now_ms())
+        self.persist_consumer_group(g)
+        log.info("[group=%s] classic member %s joined the consumer group at epoch %d with "
+                 "%d partition(s)", g.group_id, member_id, m.member_epoch, len(m.assigned))
+        return JoinResult(E.NONE, member_id=member_id, generation_id=m.member_epoch,
+                          protocol_type="consumer", protocol_name=name, leader_id="")
+
+    def _classic_sync_consumer_group(self, g: Group, member_id: str, generation: int
+                                     ) -> SyncResult:
+        cg = g.consumer
+        assert cg is not None
+        m = cg.members.get(member_id)
+        if m is None or m.classic is None:
+            return SyncResult(E.UNKNOWN_MEMBER_ID)
+        if generation != m.member_epoch:
+            return SyncResult(E.ILLEGAL_GENERATION)
+        names = {t.topic_id: name for name, t in self._topics().items()}
+        return SyncResult(E.NONE, assignment=_encode_assignment(m.assigned, names),
+                          protocol_type="consumer", protocol_name=m.classic.protocol_name)
+
+    def _classic_leave_consumer_group(self, g: Group, member_id: str,
+                                      instance_id: str | None) -> E:
+        cg = g.consumer
+        assert cg is not None
+        m = cg.members.get(member_id) if member_id else None
+        if m is None and instance_id is not None:
+            m = cg.static_member(instance_id)
+        if m is None:
+            return E.UNKNOWN_MEMBER_ID
+        log.info("[group=%s] member %s left", g.group_id, m.member_id)
+        cg.remove_member(m.member_id)
+        self.persist_consumer_group(g)
+        self._maybe_downgrade(g)
+        return E.NONE
 
     def _tick_group(self, g: Group, mono: float) -> None:
         for pid, deadline in list(g.pending_members.items()):
@@ -945,3 +1106,36 @@ class GroupCoordinator:
                 self.groups.pop(g.group_id, None)
                 log.info("[group=%s] removed: empty and without offsets", g.group_id)
         return removed
+
+
+def _subscription(metadata: bytes) -> tuple[set[str], list[tuple[str, list[int]]]]:
+    """Topics and owned partitions (v1+) of a ConsumerProtocolSubscription."""
+    try:
+        (version,) = struct.unpack_from(">h", metadata)
+        v = messages.data_schema("ConsumerProtocolSubscription", min(version, 3)).parse_bytes(
+            metadata[2:])
+    except Exception as e:  # anything a client sent that does not parse
+        raise ValueError(f"malformed subscription: {e}") from e
+    owned = [(t.topic, list(t.partitions)) for t in (getattr(v, "owned_partitions", None) or [])]
+    return set(v.topics), owned
+
+
+def _assignment(data: bytes) -> list[tuple[str, list[int]]]:
+    if len(data) < 2:
+        return []
+    try:
+        (version,) = struct.unpack_from(">h", data)
+        v = messages.data_schema("ConsumerProtocolAssignment", min(version, 3)).parse_bytes(
+            data[2:])
+    except Exception as e:
+        raise ValueError(f"malformed assignment: {e}") from e
+    return [(t.topic, list(t.partitions)) for t in v.assigned_partitions]
+
+
+def _encode_assignment(tps: frozenset[TopicPartition], names: dict[uuid.UUID, str]) -> bytes:
+    parts = [{"topic": names[tid], "partitions": sorted(ps)}
+             for tid, ps in sorted(group_assignment(tps).items(), key=lambda kv: str(kv[0]))
+             if tid in names]
+    body = messages.data_schema("ConsumerProtocolAssignment", 0).build(
+        {"assigned_partitions": parts, "user_data": None})
+    return struct.pack(">h", 0) + bytes(body)

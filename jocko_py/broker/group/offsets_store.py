@@ -178,7 +178,11 @@ def consumer_record(group: str, kind: str, member_id: str, rec: object | None
                  "subscribed_topic_names": list(rec.subscribed_names),
                  "subscribed_topic_regex": rec.subscribed_regex,
                  "rebalance_timeout_ms": rec.rebalance_timeout_ms,
-                 "server_assignor": rec.server_assignor, "classic_member_metadata": None}
+                 "server_assignor": rec.server_assignor,
+                 "classic_member_metadata": None if rec.classic is None else {
+                     "session_timeout_ms": rec.classic[0],
+                     "supported_protocols": [{"name": n, "metadata": md}
+                                             for n, md in rec.classic[1]]}}
     else:
         assert isinstance(rec, CurrentRecord)
         value = {"member_epoch": rec.member_epoch, "previous_member_epoch": rec.previous_epoch,
@@ -199,9 +203,12 @@ def decode_consumer_value(kind: str, data: bytes) -> object:
     if kind == "target":
         return _from_tps(v.topic_partitions)
     if kind == "member":
+        cm = v.classic_member_metadata
         return MemberRecord(v.instance_id, v.rack_id, v.client_id, v.client_host,
                             tuple(v.subscribed_topic_names), v.subscribed_topic_regex,
-                            v.rebalance_timeout_ms, v.server_assignor)
+                            v.rebalance_timeout_ms, v.server_assignor,
+                            None if cm is None else (cm.session_timeout_ms, tuple(
+                                (p.name, bytes(p.metadata)) for p in cm.supported_protocols)))
     return CurrentRecord(v.member_epoch, v.previous_member_epoch, v.state,
                          _from_tps(v.assigned_partitions),
                          _from_tps(v.partitions_pending_revocation))
