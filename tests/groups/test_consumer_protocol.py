@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from jocko_py.client import Client
+from tests.clients.test_go_clients import Member as GoMember
+from tests.clients.test_go_clients import go_args, gokafka  # noqa: F401
 from tests.groups.harness import (
     BROKER_OVERRIDES,
     Producer,
@@ -285,3 +287,46 @@ def test_classic_group_upgraded_in_place_and_back(cbroker: BrokerProcess,
         for w in workers:
             w.kill()
         prod.close()
+
+
+@pytest.mark.timeout(180)
+def test_franz_go_server_side_balancer(cbroker: BrokerProcess, gokafka: Path,  # noqa: F811
+                                       tmp_path: Path) -> None:
+    """franz-go 1.22 with kgo.ServerSideBalancer (KIP-848, ConsumerGroupHeartbeat v1): two
+    members share 4 partitions through the broker's assignor, every record is processed
+    and committed, and the group is a consumer-protocol group."""
+    topic, group, parts = "kip848-franz", "g-kip848-franz", 4
+    create_topic(cbroker.bootstrap, topic, parts)
+    members = []
+    try:
+        for i in range(2):
+            cmd = go_args(gokafka, "franz", "group", cbroker.bootstrap, topic, "-group", group,
+                          "-server-side")
+            cmd[cmd.index("-timeout") + 1] = "150s"
+            members.append(GoMember("franz", cmd, tmp_path / f"franz-{i}.stderr"))
+
+        def state() -> str:
+            return "\n".join(m.describe(f"member {i}") for i, m in enumerate(members)) + \
+                "\n" + cbroker.log_tail(30)
+
+        def two_members_share() -> bool:
+            d = _describe(cbroker, group)
+            owned = [p for m in getattr(d, "members", []) for tp in m.assignment.topic_partitions
+                     for p in tp.partitions]
+            return d.error_code == 0 and len(d.members) == 2 and sorted(owned) == \
+                list(range(parts)) and all(m.assignment.topic_partitions for m in d.members)
+        wait_until(two_members_share, 60, "two franz-go members sharing 4 partitions")
+        prod = Producer(cbroker.bootstrap, topic, parts)
+        prod.produce(200)
+        prod.close()
+        wait_until(lambda: {r.value for m in members for r in m.records()}
+                   >= {v.encode() for v in prod.values}, 60, "every record processed")
+        assert all(m.records() for m in members), state()
+        for m in members:
+            assert m.terminate() == 0 and m.of_type("done"), state()
+        assert committed_offsets(cbroker.bootstrap, group, topic, parts) == \
+            end_offsets(cbroker.bootstrap, topic, parts), state()
+    finally:
+        for m in members:
+            if m.proc.poll() is None:
+                m.proc.kill()

@@ -163,6 +163,9 @@ func franzGroup(ctx, stop context.Context, o options, out *printer) error {
 			out.assigned(m[o.topic])
 		}),
 	)
+	if o.serverSide {
+		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err

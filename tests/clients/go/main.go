@@ -64,6 +64,7 @@ type options struct {
 	partitions int
 	n          int
 	group      string
+	serverSide bool // group: KIP-848 consumer protocol (franz-go's ServerSideBalancer)
 	timeout    time.Duration
 	debug      bool
 	every      int           // produce: records per paced chunk (0: not paced)
@@ -84,6 +85,7 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 1, "consume: partitions 0..N-1 are assigned")
 	flag.IntVar(&o.n, "n", 0, "consume/group: stop after this many records (group: 0 = until signalled)")
 	flag.StringVar(&o.group, "group", "", "group: consumer group id")
+	flag.BoolVar(&o.serverSide, "server-side", false, "group (franz): KIP-848 consumer protocol, the broker assigns")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "upper bound on the whole run")
 	flag.BoolVar(&o.debug, "debug", false, "library debug logging on stderr")
 	flag.IntVar(&o.every, "every", 0, "produce: pace the stream, records per chunk (0: all at once)")
