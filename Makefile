@@ -12,7 +12,7 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: chaos scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat java-deps go-deps spark-deps pytest bench clean
+.PHONY: compat-matrix chaos scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat java-deps go-deps spark-deps pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -107,6 +107,11 @@ chaos: venv-test
 # brokers, 100,000 partitions and 100-500 gossip members (tests/cluster/sim_scale.py).
 scale-sim: venv-test
 	$(BIN)/python -m tests.cluster.sim_scale
+
+# The README's generated compatibility matrix, from the outcomes the last test runs
+# recorded in build/compat-results.json (tests/compat.py: which tests verify which cell).
+compat-matrix: venv
+	$(BIN)/python tools/compat_matrix.py --write README.md
 
 bench: venv
 	$(MAKE) -C bench all

@@ -37,6 +37,44 @@ ALLOWED_SKIPS = (
 )
 
 
+# outcomes of the tests behind the README's compatibility matrix (tests/compat.py)
+_COMPAT: dict[tuple[str, str], dict[str, str]] = {}
+
+
+def _compat_record(item: pytest.Item, rep: pytest.TestReport) -> None:
+    from tests.compat import cells_for
+    if rep.when == "call" or rep.skipped or rep.failed:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        outcome = "passed" if rep.passed else "skipped" if rep.skipped else "failed"
+        for cell in cells_for(item.nodeid, params):
+            tests = _COMPAT.setdefault(cell, {})
+            if tests.get(item.nodeid) != "failed":
+                tests[item.nodeid] = outcome
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _COMPAT:
+        return
+    import json
+    import os
+    import time
+    out = Path(os.environ.get("JOCKO_COMPAT_RESULTS", Path(__file__).parent.parent / "build"
+                              / "compat-results.json"))
+    try:
+        old = json.loads(out.read_text()) if out.exists() else {"cells": []}
+    except (OSError, ValueError):
+        old = {"cells": []}
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    cells = {(c["feature"], c["client"]): c for c in old.get("cells", [])}
+    for (feature, client), tests in _COMPAT.items():
+        cell = cells.setdefault((feature, client), {"feature": feature, "client": client,
+                                                    "tests": {}})
+        cell["run"] = stamp
+        cell["tests"].update(tests)  # tests this run did not run keep their last outcome
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"cells": list(cells.values())}, indent=1))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
@@ -48,3 +86,4 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             rep.longrepr = (
                 f"skipped under JOCKO_TEST_STRICT=1 (make test installs every tool): {reason}"
             )
+    _compat_record(item, rep)
