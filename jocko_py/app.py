@@ -13,6 +13,7 @@ import logging
 import signal
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 from jocko_py.broker import handlers
 from jocko_py.broker.config import BrokerConfig, load_or_create_cluster_id
@@ -20,6 +21,9 @@ from jocko_py.broker.core import Broker
 from jocko_py.broker.server import Server
 from jocko_py.cluster.controller import BrokerInfo, ControllerConfig
 from jocko_py.cluster.quorum import LocalQuorum, MetadataQuorum, RaftQuorum
+
+if TYPE_CHECKING:
+    from jocko_py.broker.metrics import MetricsServer
 
 log = logging.getLogger("jocko_py.app")
 
@@ -146,6 +150,20 @@ async def controlled_shutdown(broker: Broker, timeout_s: float) -> None:
     log.info("controlled shutdown: leaderships %s in %.2fs", outcome, time.monotonic() - t0)
 
 
+async def start_metrics(broker: Broker) -> MetricsServer | None:
+    """The Prometheus endpoint, when `jocko.metrics.addr` (`--metrics-addr`) is set."""
+    addr = broker.config.get("jocko.metrics.addr")
+    if not addr:
+        return None
+    from jocko_py.broker.config import split_addr
+    from jocko_py.broker.metrics import MetricsServer
+
+    host, port = split_addr(addr, 9308)
+    m = MetricsServer(broker, host or "0.0.0.0", port)
+    await m.start()
+    return m
+
+
 async def run_broker(config: BrokerConfig) -> int:
     handlers.load_all()
     t0 = time.monotonic()
@@ -155,7 +173,13 @@ async def run_broker(config: BrokerConfig) -> int:
     broker = Broker(config, cluster_id, quorum)
     broker.start()
     server = Server(broker)
-    await server.start()
+    metrics = await start_metrics(broker)  # first: scrapable once the Kafka port is open
+    try:
+        await server.start()
+    except BaseException:
+        if metrics is not None:
+            await metrics.stop()
+        raise
     await quorum.start()
     log.info(
         "jocko-py broker %d listening on %s:%d, advertised as %s:%d, data in %s, "
@@ -217,6 +241,8 @@ async def run_broker(config: BrokerConfig) -> int:
             for t in bg + [t for t in (fatal, stop_wait) if t is not None]:
                 t.cancel()
     finally:
+        if metrics is not None:
+            await metrics.stop()
         await server.stop()
         await broker.replicas.shutdown_fetchers()
         await broker.topics.close()

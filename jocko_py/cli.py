@@ -39,6 +39,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
             gossip_addr=args.gossip_addr,
             join=args.join,
             voters=args.controller_quorum_voters,
+            metrics_addr=args.metrics_addr,
         )
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"jocko-py broker: {e}") from None
@@ -200,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--controller-quorum-voters", default=None, metavar="ID@H:P,...",
                    help="raft voters (Kafka's controller.quorum.voters); setting it runs "
                    "the broker as a cluster member")
+    b.add_argument("--metrics-addr", default=None, metavar="HOST:PORT",
+                   help="serve Prometheus metrics on http://HOST:PORT/metrics "
+                   "(property jocko.metrics.addr; default: off)")
     b.add_argument("--config", default=None, help="server.properties file")
     b.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set a Kafka broker property")

@@ -57,6 +57,8 @@ DEFAULTS: dict[str, str] = {
     "producer.id.expiration.ms": "86400000",
     "max.incremental.fetch.session.cache.slots": "1000",
     "request.timeout.ms": "30000",
+    # Prometheus endpoint (host:port); empty: off (broker/metrics.py)
+    "jocko.metrics.addr": "",
 }
 
 
@@ -220,6 +222,7 @@ def build_config(
     gossip_addr: str | None = None,
     join: str | None = None,
     voters: str | None = None,
+    metrics_addr: str | None = None,
 ) -> BrokerConfig:
     given: dict[str, str] = {}
     if config_file is not None:
@@ -253,6 +256,8 @@ def build_config(
     ddir = Path(props.get("log.dirs", props.get("log.dir", "./data")).split(",")[0])
     if voters is not None:
         props["controller.quorum.voters"] = voters
+    if metrics_addr is not None:
+        props["jocko.metrics.addr"] = metrics_addr
     voter_map = parse_voters(props.get("controller.quorum.voters", ""))
     if not voter_map and props.get("controller.quorum.bootstrap.servers"):
         raise ConfigError(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from jocko_py.broker import api as api_mod
@@ -109,6 +110,8 @@ class Connection:
         header = request.header
         entry = self.entries[header.api_key]
         ctx = RequestContext(header, self.broker, self.peer)
+        t0 = time.perf_counter()
+        stats = self.broker.stats
         try:
             body = await entry.handler(ctx, request.body)
         except ProtocolError:
@@ -121,11 +124,15 @@ class Connection:
             )
             raise ProtocolError(f"handler failed: {e!r}") from e
         if body is NO_RESPONSE:
+            stats.requests[header.api_key].observe(time.perf_counter() - t0)
             return None
         try:
-            return codec.encode_response_parts(
+            out = codec.encode_response_parts(
                 header.api_key, header.api_version, header.correlation_id, body
             )
+            stats.requests[header.api_key].observe(time.perf_counter() - t0)
+            stats.count_errors(header.api_key, body)
+            return out
         except Exception as e:  # a handler built a body its version cannot carry
             log.exception("[peer=%s] %s v%d (client %s): response cannot be encoded",
                           self.peer, messages.api_name(header.api_key), header.api_version,
