@@ -9,10 +9,13 @@ SIGTERM/SIGINT stop the server, flush and close every log.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from jocko_py.broker import handlers
@@ -164,7 +167,12 @@ async def start_metrics(broker: Broker) -> MetricsServer | None:
     return m
 
 
-async def run_broker(config: BrokerConfig) -> int:
+async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
+                     on_ready: Callable[[Broker], None] | None = None) -> int:
+    """Run until ``stop`` is set (by default: until SIGTERM/SIGINT, whose handlers can
+    only be installed from the main thread; a broker embedded in another thread, as the
+    pytest plugin runs it, is stopped through ``stop``). ``on_ready`` is called once the
+    broker listens and serves."""
     handlers.load_all()
     t0 = time.monotonic()
     cluster_id = config.cluster_id or load_or_create_cluster_id(config.data_dir)
@@ -176,9 +184,12 @@ async def run_broker(config: BrokerConfig) -> int:
     metrics = await start_metrics(broker)  # first: scrapable once the Kafka port is open
     try:
         await server.start()
-    except BaseException:
-        if metrics is not None:
+    except BaseException:  # the port is taken: release what was opened (embedded brokers
+        if metrics is not None:  # retry in the same process)
             await metrics.stop()
+        with contextlib.suppress(Exception):
+            await quorum.close()
+        broker.close()
         raise
     await quorum.start()
     log.info(
@@ -189,10 +200,14 @@ async def run_broker(config: BrokerConfig) -> int:
         f"raft {config.raft_addr} voters {config.voters} gossip {config.gossip_addr}"
         if config.voters else "single node", time.monotonic() - t0,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    if stop is None:
+        stop = asyncio.Event()
+        if threading.current_thread() is threading.main_thread():
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+    if on_ready is not None:
+        on_ready(broker)
     # A failed disk operation takes the (only) log dir offline: as Kafka does when all
     # its log dirs failed, the broker stops (after a bounded controlled shutdown, so
     # leadership moves at once instead of after the session timeout) and exits 1.

@@ -4,6 +4,8 @@ produces and consumes; every checked value is compared with what the test sent."
 from __future__ import annotations
 
 import re
+import signal
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from jocko_py.client import Client, KafkaError
+from jocko_py.embedded import BrokerCluster
 from tests.support.broker import REPO, BrokerProcess, free_port
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -177,3 +180,58 @@ def test_metrics_off_by_default(tmp_path: Path) -> None:
         assert "metrics on" not in b.log_tail()
     finally:
         b.stop()
+
+
+def test_cluster_metrics_raft_gossip_and_replication(tmp_path: Path) -> None:
+    with BrokerCluster(3, tmp_path / "cluster", metrics=True) as cluster:
+        def scrape_id(i: int) -> Samples:
+            url = f"http://127.0.0.1:{cluster.metrics_ports[i]}/metrics"
+            with urllib.request.urlopen(url, timeout=10) as r:
+                text = r.read().decode()
+            return {(s.name, frozenset(s.labels.items())): s.value
+                    for f in text_string_to_metric_families(text) for s in f.samples}
+
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        admin.create_topics([NewTopic("replicated", num_partitions=3, replication_factor=3)])
+        admin.close()
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+        for i in range(30):
+            producer.send("replicated", f"r{i}".encode(), partition=i % 3)
+        producer.flush()
+        producer.close()
+
+        ms = {i: scrape_id(i) for i in (1, 2, 3)}
+        leaders = {value(m, "kafka_server_raftmetrics_current_leader") for m in ms.values()}
+        assert len(leaders) == 1 and leaders.pop() in (1, 2, 3)
+        assert sum(value(m, "kafka_controller_kafkacontroller_activecontrollercount")
+                   for m in ms.values()) == 1
+        assert sum(value(m, "kafka_server_raftmetrics_current_state", state="leader")
+                   for m in ms.values()) == 1
+        for m in ms.values():
+            assert value(m, "jocko_gossip_members", state="alive") == 3
+            assert value(m, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+            assert value(m, "kafka_server_raftmetrics_high_watermark") > 0
+            assert total(m, "kafka_server_replicamanager_partitioncount") >= 3
+            # every replica holds the 10 records of each partition
+            for p in range(3):
+                assert value(m, "kafka_log_log_logendoffset", topic="replicated",
+                             partition=str(p)) == 10
+        assert sum(value(m, "kafka_server_replicamanager_leadercount")
+                   for m in ms.values()) >= 3
+        assert sum(total(m, "kafka_server_brokertopicmetrics_messagesin_total",
+                         topic="replicated") for m in ms.values()) == 30
+        assert sum(total(m, "kafka_server_brokertopicmetrics_replicationbytesout_total",
+                         topic="replicated") for m in ms.values()) > 0
+
+        # one broker goes away: the others see it dead and their partitions short of it
+        cluster.stop_broker(3, sig=signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while True:
+            ms = {i: scrape_id(i) for i in (1, 2)}
+            urp = sum(value(m, "kafka_server_replicamanager_underreplicatedpartitions")
+                      for m in ms.values())
+            alive = [value(m, "jocko_gossip_members", state="alive") for m in ms.values()]
+            if urp >= 3 and alive == [2, 2]:
+                break
+            assert time.monotonic() < deadline, f"under-replicated {urp}, alive {alive}"
+            time.sleep(0.25)
