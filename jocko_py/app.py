@@ -153,6 +153,19 @@ async def controlled_shutdown(broker: Broker, timeout_s: float) -> None:
     log.info("controlled shutdown: leaderships %s in %.2fs", outcome, time.monotonic() - t0)
 
 
+def log_effective_config(config: BrokerConfig) -> None:
+    """One start-up line with every property whose value differs from Kafka's default."""
+    from jocko_py.broker.config import DEFAULTS
+
+    hidden = ("password", "secret", "sasl.jaas")
+    changed = {k: ("[hidden]" if any(h in k for h in hidden) else v)
+               for k, v in sorted(config.properties.items())
+               if v != DEFAULTS.get(k) and not (k == "broker.id" and v == "0")}
+    log.info("effective non-default configuration: %s",
+             ", ".join(f"{k}={v}" for k, v in changed.items()) or "(none)",
+             extra={"config": changed})
+
+
 async def start_metrics(broker: Broker) -> MetricsServer | None:
     """The Prometheus endpoint, when `jocko.metrics.addr` (`--metrics-addr`) is set."""
     addr = broker.config.get("jocko.metrics.addr")
@@ -200,6 +213,7 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
         f"raft {config.raft_addr} voters {config.voters} gossip {config.gossip_addr}"
         if config.voters else "single node", time.monotonic() - t0,
     )
+    log_effective_config(config)
     if stop is None:
         stop = asyncio.Event()
         if threading.current_thread() is threading.main_thread():

@@ -14,6 +14,7 @@ the new offset).
 from __future__ import annotations
 
 import argparse
+import json
 import struct
 import sys
 from datetime import datetime
@@ -113,9 +114,16 @@ def _table(rows: list[list[str]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
+def _not_found(group: str) -> None:
+    print(f"Error: Consumer group '{group}' does not exist.", file=sys.stderr)
+
+
 def cmd_list(adm: GroupAdmin, args: argparse.Namespace) -> int:
     groups = adm.list_groups(args.state)
-    if args.verbose:
+    if args.format == "json":
+        print(json.dumps([{"group": g.group_id, "state": g.group_state,
+                           "protocol_type": g.protocol_type} for g in groups], indent=2))
+    elif args.verbose:
         _table([["GROUP", "STATE", "PROTOCOL-TYPE"]] +
                [[g.group_id, g.group_state, g.protocol_type] for g in groups])
     else:
@@ -125,6 +133,8 @@ def cmd_list(adm: GroupAdmin, args: argparse.Namespace) -> int:
 
 
 def cmd_describe(adm: GroupAdmin, args: argparse.Namespace) -> int:
+    as_json: list[dict[str, Any]] = []
+    rc = 0
     for group in args.group:
         g = adm.describe(group)
         owners: dict[tuple[str, int], Any] = {}
@@ -133,7 +143,27 @@ def cmd_describe(adm: GroupAdmin, args: argparse.Namespace) -> int:
                 for p in ps:
                     owners[(t, p)] = m
         committed = adm.committed(group)
+        if g.group_state == "Dead" and not g.members and not committed:
+            _not_found(group)
+            rc = 1
+            continue
         keys = sorted(set(committed) | set(owners))
+        if args.format == "json":
+            parts = []
+            for t, p in keys:
+                leo = adm.offset_for(t, p, -1)
+                cur = committed.get((t, p))
+                m = owners.get((t, p))
+                parts.append({"topic": t, "partition": p, "current_offset": cur,
+                              "log_end_offset": leo,
+                              "lag": None if cur is None else max(leo - cur, 0),
+                              "consumer_id": m.member_id if m else None,
+                              "host": m.client_host if m else None,
+                              "client_id": m.client_id if m else None})
+            as_json.append({"group": group, "state": g.group_state,
+                            "protocol": g.protocol_data or None, "members": len(g.members),
+                            "partitions": parts})
+            continue
         print(f"Group {group}: state {g.group_state}, protocol {g.protocol_data or '-'}, "
               f"{len(g.members)} member(s)")
         rows = [["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
@@ -149,14 +179,19 @@ def cmd_describe(adm: GroupAdmin, args: argparse.Namespace) -> int:
         _table(rows)
         if len(args.group) > 1:
             print()
-    return 0
+    if args.format == "json":
+        print(json.dumps(as_json, indent=2))
+    return rc
 
 
 def cmd_delete(adm: GroupAdmin, args: argparse.Namespace) -> int:
     rc = 0
     for group in args.group:
         code = adm.delete(group)
-        if code:
+        if code == ErrorCode.GROUP_ID_NOT_FOUND:
+            _not_found(group)
+            rc = 1
+        elif code:
             print(f"Group {group} not deleted: {ErrorCode(code).name}", file=sys.stderr)
             rc = 1
         else:
@@ -179,6 +214,13 @@ def _targets(adm: GroupAdmin, args: argparse.Namespace,
 def cmd_reset(adm: GroupAdmin, args: argparse.Namespace) -> int:
     group = args.group
     g = adm.describe(group)
+    if args.to_datetime is not None:
+        try:
+            datetime.fromisoformat(args.to_datetime.replace("Z", "+00:00"))
+        except ValueError:
+            print(f"Error: --to-datetime: {args.to_datetime!r} is not an ISO-8601 date-time "
+                  "(e.g. 2024-05-01T12:00:00+00:00)", file=sys.stderr)
+            return 1
     if g.group_state not in ("Empty", "Dead"):
         print(f"Error: assignments can only be reset if the group '{group}' is inactive, "
               f"but the current state is {g.group_state}.", file=sys.stderr)
@@ -198,7 +240,8 @@ def cmd_reset(adm: GroupAdmin, args: argparse.Namespace) -> int:
         elif args.to_latest:
             new = end
         elif args.to_datetime is not None:
-            ts = int(datetime.fromisoformat(args.to_datetime).timestamp() * 1000)
+            ts = int(datetime.fromisoformat(args.to_datetime.replace("Z", "+00:00"))
+                     .timestamp() * 1000)
             found = adm.offset_for(t, p, ts)
             new = end if found < 0 else found
         else:
@@ -238,16 +281,22 @@ def add_parser(sub: Any) -> None:
     gs = g.add_subparsers(dest="action", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--bootstrap-server", default="localhost:9092")
+        p.add_argument("--bootstrap-server", default="localhost:9092",
+                       metavar="HOST:PORT[,...]",
+                       help="broker(s) to connect to (default: localhost:9092)")
         p.set_defaults(func=cmd_groups)
 
     p = gs.add_parser("list", help="list groups")
     p.add_argument("--state", action="append", default=None,
                    help="only groups in this state (Empty, Stable, ...); repeatable")
     p.add_argument("-v", "--verbose", action="store_true", help="show state and type")
+    p.add_argument("--format", choices=["text", "json"], default="text",
+                   help="text (default) or JSON for scripts")
     common(p)
     p = gs.add_parser("describe", help="offsets, log end offsets, lag and members")
     p.add_argument("group", nargs="+")
+    p.add_argument("--format", choices=["text", "json"], default="text",
+                   help="text (default) or JSON for scripts")
     common(p)
     p = gs.add_parser("delete", help="delete inactive groups and their offsets")
     p.add_argument("group", nargs="+")
@@ -259,10 +308,11 @@ def add_parser(sub: Any) -> None:
     scope.add_argument("--all-topics", action="store_true",
                        help="every topic the group has offsets for")
     to = p.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true")
-    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    to.add_argument("--to-latest", action="store_true", help="the log end offset")
     to.add_argument("--to-datetime", metavar="ISO-8601",
                     help="first offset at or after this time, e.g. 2024-05-01T12:00:00+00:00")
-    to.add_argument("--to-offset", type=int)
+    to.add_argument("--to-offset", type=int, metavar="OFFSET",
+                    help="this offset, clamped to the partition's range")
     p.add_argument("--execute", action="store_true", help="commit (default: dry run)")
     common(p)

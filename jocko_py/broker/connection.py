@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from jocko_py.broker import api as api_mod
 from jocko_py.broker.api import NO_RESPONSE, RequestContext
+from jocko_py.broker.log_context import LOG_CONTEXT
 from jocko_py.broker.purgatory import PARK_HOOK
 from jocko_py.protocol import codec, messages
 from jocko_py.protocol.errors import ErrorCode, ProtocolError
@@ -58,6 +59,8 @@ class Connection:
         self.decoder = FrameDecoder(broker.config.socket_request_max_bytes)
         self.served = api_mod.served_versions()
         self.entries = api_mod.registry()
+        # the fields every log line of this connection's task carries (logfmt.py)
+        self.log_context: dict[str, str] = {"peer": self.peer}
         # responses handled but not yet written (see `flush`)
         self.outs: list[bytes | bytearray | memoryview] = []
 
@@ -70,6 +73,7 @@ class Connection:
 
     async def run(self) -> None:
         PARK_HOOK.set(self.flush)  # this task's own context: only this connection's handlers
+        LOG_CONTEXT.set(self.log_context)  # log lines of this task carry the peer
         try:
             while True:
                 data = await self.reader.read(READ_CHUNK)
@@ -108,6 +112,8 @@ class Connection:
                 return [api_versions_fallback(e.header)]
             raise
         header = request.header
+        if header.client_id is not None:
+            self.log_context["client_id"] = header.client_id
         entry = self.entries[header.api_key]
         ctx = RequestContext(header, self.broker, self.peer)
         t0 = time.perf_counter()

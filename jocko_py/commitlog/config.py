@@ -128,6 +128,11 @@ class LogConfig:
         }
 
 
+def broker_property_names() -> frozenset[str]:
+    """The broker properties (``log.*``) that set topic defaults."""
+    return frozenset(_BROKER_TO_TOPIC)
+
+
 def _time_property(props: Mapping[str, str], prefix: str) -> int | None:
     for suffix, factor in ((".ms", 1), (".minutes", 60_000), (".hours", 3_600_000)):
         raw = props.get(prefix + suffix)
