@@ -153,6 +153,22 @@ async def controlled_shutdown(broker: Broker, timeout_s: float) -> None:
     log.info("controlled shutdown: leaderships %s in %.2fs", outcome, time.monotonic() - t0)
 
 
+def disk_retention(broker: Broker) -> int:
+    """Retention by share of disk (`jocko.log.retention.disk.percent`), protecting the
+    offsets committed by the groups this broker coordinates when asked to."""
+    percent = broker.config.int("jocko.log.retention.disk.percent")
+    if percent < 0:
+        return 0
+    committed: dict[tuple[str, int], int] | None = None
+    if broker.config.bool("jocko.log.retention.disk.protect.committed.offsets"):
+        committed = {}
+        gc = broker.services.get("groups")
+        for g in getattr(gc, "groups", {}).values():
+            for tp, om in g.offsets.items():
+                committed[tp] = min(committed.get(tp, om.offset), om.offset)
+    return broker.replicas.apply_disk_retention(percent, committed)
+
+
 def log_effective_config(config: BrokerConfig) -> None:
     """One start-up line with every property whose value differs from Kafka's default."""
     from jocko_py.broker.config import DEFAULTS
@@ -188,6 +204,13 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
     broker listens and serves."""
     handlers.load_all()
     t0 = time.monotonic()
+    if stop is None:
+        # installed first: a SIGTERM during start-up stops the broker as soon as it runs
+        stop = asyncio.Event()
+        if threading.current_thread() is threading.main_thread():
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
     cluster_id = config.cluster_id or load_or_create_cluster_id(config.data_dir)
     config.data_dir.mkdir(parents=True, exist_ok=True)
     quorum = build_quorum(config)
@@ -214,12 +237,6 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
         if config.voters else "single node", time.monotonic() - t0,
     )
     log_effective_config(config)
-    if stop is None:
-        stop = asyncio.Event()
-        if threading.current_thread() is threading.main_thread():
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, stop.set)
     if on_ready is not None:
         on_ready(broker)
     # A failed disk operation takes the (only) log dir offline: as Kafka does when all
@@ -244,6 +261,8 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
                 tg.create_task(_every(
                     retention_s, lambda: logs.apply_retention_all(int(time.time() * 1000)),
                     "retention")),
+                tg.create_task(_every(retention_s, lambda: disk_retention(broker),
+                                      "retention by share of disk")),
                 tg.create_task(_every(checkpoint_s, logs.checkpoint_recovery_points, "checkpoint")),
             ]
             bg.append(tg.create_task(broker.replicas.isr_expiration_loop()))

@@ -59,6 +59,9 @@ DEFAULTS: dict[str, str] = {
     "request.timeout.ms": "30000",
     # Prometheus endpoint (host:port); empty: off (broker/metrics.py)
     "jocko.metrics.addr": "",
+    # retention by share of disk (commitlog/disk_retention.py): -1 off
+    "jocko.log.retention.disk.percent": "-1",
+    "jocko.log.retention.disk.protect.committed.offsets": "false",
 }
 
 

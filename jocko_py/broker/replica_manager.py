@@ -464,6 +464,31 @@ class ReplicaManager:
             except Exception:
                 log.exception("ISR check failed")
 
+    # ------------------------------------------------------------------ disk share
+
+    def apply_disk_retention(self, percent: float,
+                             committed: dict[tuple[str, int], int] | None = None) -> int:
+        """Retention by share of disk over this broker's logs: never past a partition's
+        high watermark, nor past ``committed`` (the lowest committed offset of any group,
+        when the broker protects them). Returns the bytes deleted."""
+        from jocko_py.commitlog.disk_retention import apply_disk_retention
+
+        floors: dict[tuple[str, int], int] = {}
+        weights: dict[str, float] = {}
+        logs = {}
+        for key, p in self.partitions.items():
+            floor = p.high_watermark
+            if committed is not None and key in committed:
+                floor = min(floor, committed[key])
+            floors[key] = floor
+            logs[key] = p.log
+            weights[p.topic] = p.log.config.disk_share
+        try:
+            return apply_disk_retention(self.logs.data_dir, logs, percent, weights, floors)
+        except KafkaStorageError as e:
+            self.logs.mark_offline(str(e))
+            return 0
+
     # ------------------------------------------------------------------ flushing
 
     def flush_dirty(self) -> None:

@@ -61,6 +61,8 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     preallocate: bool = False
     unclean_leader_election_enable: bool = False
+    # weight of the topic under retention by share of disk (disk_retention.py)
+    disk_share: float = 1.0
 
     def __post_init__(self) -> None:
         for d in TOPIC_CONFIGS.values():
@@ -281,6 +283,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("file.delete.delay.ms", "file_delete_delay_ms", "LONG", 0),
     ConfigDef("preallocate", "preallocate", "BOOLEAN"),
     ConfigDef("unclean.leader.election.enable", "unclean_leader_election_enable", "BOOLEAN"),
+    ConfigDef("jocko.retention.disk.share", "disk_share", "DOUBLE", 0,
+              doc="weight of this topic when retention by share of disk deletes segments"),
 )
 
 # Broker-level names whose value is the default of a topic config (Kafka's
