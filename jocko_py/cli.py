@@ -327,11 +327,13 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
                     help="text (default) or JSON for scripts")
     cl.set_defaults(func=cmd_cluster)
 
+    from jocko_py.cli_completion import add_parser as add_completion_parser
     from jocko_py.cli_data import add_parsers as add_data_parsers
     from jocko_py.cli_groups import add_parser as add_groups_parser
 
     add_data_parsers(sub, _Formatter)
     add_groups_parser(sub)
+    add_completion_parser(sub)
     _global_options_everywhere(ap, top=True)
     return ap
 
@@ -356,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging(str(args.log_level), args.log_format)
     try:
-        if args.command == "broker":
+        if args.command in ("broker", "completion"):
             return int(args.func(args))
         return _run_tool(args)
     except KeyboardInterrupt:

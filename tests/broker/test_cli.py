@@ -278,3 +278,20 @@ def test_version_and_every_flag_has_help() -> None:
         r = subprocess.run([sys.executable, "-m", "jocko_py.cli", cmd, "--help"],
                            capture_output=True, text=True, timeout=30, cwd=REPO)
         assert "example" in r.stdout, f"{cmd} --help has no examples"
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("jocko-py to", ["topic"]),
+    ("jocko-py topic al", ["alter"]),
+    ("jocko-py consume orders --print-k", ["--print-key"]),
+    ("jocko-py groups re", ["reset-offsets"]),
+    ("jocko-py groups reset-offsets g --to-e", ["--to-earliest"]),
+])
+def test_bash_completion(line: str, expected: list[str]) -> None:
+    script = subprocess.run([sys.executable, "-m", "jocko_py.cli", "completion", "bash"],
+                            capture_output=True, text=True, timeout=30, cwd=REPO).stdout
+    words = line.split(" ")
+    probe = (script + f"\nCOMP_WORDS=({' '.join(words)}); COMP_CWORD={len(words) - 1}; "
+             "_jocko_py; printf '%s\\n' \"${COMPREPLY[@]}\"\n")
+    out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert out.stdout.split() == expected, out.stderr
