@@ -27,6 +27,7 @@ from jocko_py.cluster.quorum import LocalQuorum, MetadataQuorum, RaftQuorum
 
 if TYPE_CHECKING:
     from jocko_py.broker.metrics import MetricsServer
+    from jocko_py.console import Console
 
 log = logging.getLogger("jocko_py.app")
 
@@ -196,6 +197,20 @@ async def start_metrics(broker: Broker) -> MetricsServer | None:
     return m
 
 
+async def start_console(broker: Broker) -> Console | None:
+    """The web console, when `jocko.console.addr` (`--console-addr`) is set."""
+    addr = broker.config.get("jocko.console.addr")
+    if not addr:
+        return None
+    from jocko_py.broker.config import split_addr
+    from jocko_py.console import Console
+
+    host, port = split_addr(addr, 9080)
+    c = Console(broker, host or "0.0.0.0", port, broker.config.bool("jocko.console.read.only"))
+    await c.start()
+    return c
+
+
 async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
                      on_ready: Callable[[Broker], None] | None = None) -> int:
     """Run until ``stop`` is set (by default: until SIGTERM/SIGINT, whose handlers can
@@ -218,11 +233,15 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
     broker.start()
     server = Server(broker)
     metrics = await start_metrics(broker)  # first: scrapable once the Kafka port is open
+    console = None
     try:
+        console = await start_console(broker)
         await server.start()
     except BaseException:  # the port is taken: release what was opened (embedded brokers
         if metrics is not None:  # retry in the same process)
             await metrics.stop()
+        if console is not None:
+            await console.stop()
         with contextlib.suppress(Exception):
             await quorum.close()
         broker.close()
@@ -291,6 +310,8 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
     finally:
         if metrics is not None:
             await metrics.stop()
+        if console is not None:
+            await console.stop()
         await server.stop()
         await broker.replicas.shutdown_fetchers()
         await broker.topics.close()

@@ -44,6 +44,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
             join=args.join,
             voters=args.controller_quorum_voters,
             metrics_addr=args.metrics_addr,
+            console_addr=args.console_addr,
         )
     except (ConfigError, ValueError, UserError) as e:
         raise SystemExit(f"jocko-py broker: {e}") from None
@@ -278,6 +279,10 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
     b.add_argument("--metrics-addr", default=None, metavar="HOST:PORT",
                    help="serve Prometheus metrics on http://HOST:PORT/metrics "
                    "(property jocko.metrics.addr; default: off)")
+    b.add_argument("--console-addr", default=None, metavar="HOST:PORT",
+                   help="serve the web console on http://HOST:PORT/ (property "
+                   "jocko.console.addr; jocko.console.read.only=true hides every action; "
+                   "default: off)")
     b.add_argument("--config", default=None, metavar="FILE",
                    help="a server.properties file with Kafka property names")
     b.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",

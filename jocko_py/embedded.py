@@ -206,7 +206,8 @@ class BrokerCluster:
 
     def __init__(self, size: int = 3, data_dir: str | Path | None = None, *,
                  overrides: dict[str, str] | None = None, startup_timeout: float = 60.0,
-                 host: str = "127.0.0.1", metrics: bool = False) -> None:
+                 host: str = "127.0.0.1", metrics: bool = False,
+                 console: bool = False) -> None:
         self._own_dir = data_dir is None
         self.root = Path(data_dir) if data_dir is not None else Path(
             tempfile.mkdtemp(prefix="jocko-py-cluster-"))
@@ -221,6 +222,7 @@ class BrokerCluster:
         self.gossip_ports = {i: free_port(host, socket.SOCK_DGRAM) for i in ids}
         # Prometheus endpoints (http://host:port/metrics), when asked for
         self.metrics_ports = {i: free_port(host) for i in ids} if metrics else {}
+        self.console_ports = {i: free_port(host) for i in ids} if console else {}
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
@@ -249,6 +251,8 @@ class BrokerCluster:
                "--gossip-addr", f"{self.host}:{self.gossip_ports[broker_id]}",
                "--join", ",".join(f"{self.host}:{p}" for i, p in self.gossip_ports.items()
                                   if i != broker_id)]
+        if broker_id in self.console_ports:
+            cmd += ["--console-addr", f"{self.host}:{self.console_ports[broker_id]}"]
         if broker_id in self.metrics_ports:
             cmd += ["--metrics-addr", f"{self.host}:{self.metrics_ports[broker_id]}"]
         for k, v in self.overrides.items():

@@ -59,6 +59,9 @@ DEFAULTS: dict[str, str] = {
     "request.timeout.ms": "30000",
     # Prometheus endpoint (host:port); empty: off (broker/metrics.py)
     "jocko.metrics.addr": "",
+    # the web console (console.py): host:port, empty: off; read-only hides every action
+    "jocko.console.addr": "",
+    "jocko.console.read.only": "false",
     # retention by share of disk (commitlog/disk_retention.py): -1 off
     "jocko.log.retention.disk.percent": "-1",
     "jocko.log.retention.disk.protect.committed.offsets": "false",
@@ -256,6 +259,7 @@ def build_config(
     join: str | None = None,
     voters: str | None = None,
     metrics_addr: str | None = None,
+    console_addr: str | None = None,
 ) -> BrokerConfig:
     given: dict[str, str] = {}
     if config_file is not None:
@@ -298,6 +302,8 @@ def build_config(
         props["controller.quorum.voters"] = voters
     if metrics_addr is not None:
         props["jocko.metrics.addr"] = metrics_addr
+    if console_addr is not None:
+        props["jocko.console.addr"] = console_addr
     voter_map = parse_voters(props.get("controller.quorum.voters", ""))
     if not voter_map and props.get("controller.quorum.bootstrap.servers"):
         raise ConfigError(

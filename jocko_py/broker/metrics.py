@@ -15,9 +15,9 @@ on a scrape, `BrokerCollector.collect` reads those counters and the broker's sta
 exposition is rendered in a worker thread, so a scrape costs the loop one pass over
 the partitions and nothing per request.
 
-The endpoint is a small HTTP/1.1 server on `--metrics-addr` / `jocko.metrics.addr`
+The endpoint (`broker/http.py`) listens on `--metrics-addr` / `jocko.metrics.addr`
 (off unless set): `GET /metrics` (Prometheus text format) and `GET /` (a pointer to
-it); one request per connection.
+it).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from prometheus_client.core import (
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from jocko_py.broker.http import HttpServer, Request, Response
 from jocko_py.broker.partition import Role
 from jocko_py.broker.stats import LATENCY_BUCKETS
 from jocko_py.protocol import messages
@@ -46,9 +47,6 @@ if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
 
 log = logging.getLogger("jocko_py.broker.metrics")
-
-MAX_REQUEST_HEAD = 16 * 1024
-READ_TIMEOUT_S = 10.0
 
 
 def _error_name(code: int) -> str:
@@ -310,27 +308,24 @@ class _Snapshot:
 
 
 class MetricsServer:
-    """`GET /metrics` over HTTP/1.1, on the broker's event loop."""
+    """`GET /metrics` over HTTP (broker/http.py), on the broker's event loop."""
 
     def __init__(self, broker: Broker, host: str, port: int) -> None:
         self.collector = BrokerCollector(broker)
         self.process = [ProcessCollector(registry=None), PlatformCollector(registry=None)]
-        self.host = host
-        self.port = port
-        self.server: asyncio.Server | None = None
+        self.http = HttpServer(host, port, self.handle, "metrics")
         self.scrapes = 0
 
+    @property
+    def port(self) -> int:
+        return self.http.port
+
     async def start(self) -> None:
-        self.server = await asyncio.start_server(self._serve, self.host, self.port,
-                                                 reuse_address=True)
-        sock = self.server.sockets[0].getsockname()
-        self.port = int(sock[1])
-        log.info("metrics on http://%s:%d/metrics", self.host, self.port)
+        await self.http.start()
+        log.info("metrics on http://%s:%d/metrics", self.http.host, self.http.port)
 
     async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
+        await self.http.stop()
 
     async def render(self) -> bytes:
         families: list[Metric] = list(self.collector.collect())
@@ -338,39 +333,12 @@ class MetricsServer:
             families.extend(c.collect())
         return await asyncio.to_thread(generate_latest, _Snapshot(families))
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
-            line = head.split(b"\r\n", 1)[0].decode("latin-1")
-            parts = line.split()
-            method, path = (parts[0], parts[1]) if len(parts) >= 2 else ("", "")
-            path = path.split("?", 1)[0]
-            if method not in ("GET", "HEAD"):
-                await self._reply(writer, 405, b"method not allowed\n", "text/plain")
-            elif path == "/metrics":
-                self.scrapes += 1
-                body = await self.render()
-                await self._reply(writer, 200, body, CONTENT_TYPE_LATEST, head_only=method == "HEAD")
-            elif path == "/":
-                await self._reply(writer, 200, b'<a href="/metrics">metrics</a>\n', "text/html")
-            else:
-                await self._reply(writer, 404, b"not found\n", "text/plain")
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
-                ConnectionError):
-            pass
-        except Exception:
-            log.exception("metrics request failed")
-        finally:
-            writer.close()
-
-    @staticmethod
-    async def _reply(writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str,
-                     head_only: bool = False) -> None:
-        reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed"}[status]
-        writer.write(
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode())
-        if not head_only:
-            writer.write(body)
-        await writer.drain()
-
+    async def handle(self, req: Request) -> Response:
+        if req.method == "POST":
+            return Response(405, b"method not allowed\n", "text/plain")
+        if req.path == "/metrics":
+            self.scrapes += 1
+            return Response(200, await self.render(), CONTENT_TYPE_LATEST)
+        if req.path == "/":
+            return Response(200, b'<a href="/metrics">metrics</a>\n')
+        return Response(404, b"not found\n", "text/plain")
