@@ -21,6 +21,31 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     30.0,
 )
 
+# Field names of the arrays of structs in Kafka's messages (from the generated schemas;
+# tests/broker/test_metrics.py checks the list is complete): the only places below the
+# top level where a response carries error codes.
+STRUCT_ARRAYS = frozenset({
+    "aborted_transactions", "acknowledgement_batches", "acls", "acquired_records",
+    "active_producers", "api_keys", "assigned_partitions", "assignments", "brokers",
+    "client_metrics_resources", "components", "configs", "coordinators", "creations",
+    "credential_infos", "current_voters", "deletions", "directories", "dirs", "end_points",
+    "endpoints", "entity", "entries", "feature_updates", "features", "filter_results",
+    "filters", "finalized_features", "forgotten_topics_data", "granting_voters", "groups",
+    "leader_endpoints", "listeners", "live_brokers", "live_leaders", "markers",
+    "matching_acls", "members", "new_isr_with_epochs", "node_endpoints", "nodes",
+    "observers", "ops", "owned_partitions", "owners", "partition_data", "partition_errors",
+    "partition_metadata", "partition_responses", "partition_result", "partition_states",
+    "partitions", "partitions_pending_revocation", "preferred_candidates", "protocols",
+    "record_errors", "remaining_partitions", "renewers", "replica_election_results",
+    "resources", "responses", "results", "results_by_partition",
+    "results_by_topic_v3_and_below", "results_by_transaction", "state_batches",
+    "supported_features", "supported_protocols", "synonyms", "tokens", "topic_data",
+    "topic_partitions", "topic_results", "topic_states", "topics",
+    "transaction_partitions", "transaction_states", "transactions",
+    "ungrouped_partition_states", "ungrouped_partitions", "upsertions", "users",
+    "v3_and_below_topics", "values", "voters",
+})
+
 _RECORDS_COUNT = struct.Struct(">i")
 _PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
 _RECORDS_COUNT_OFFSET = 57
@@ -65,20 +90,35 @@ class BrokerStats:
         self.isr_expands = 0
 
     def count_errors(self, api_key: int, body: Any) -> None:
-        """Count the non-zero `error_code`s of a response body (dicts and lists)."""
+        """Count the non-zero `error_code`s of a response body: its own and those of the
+        structs in its arrays (descending only into fields that are struct arrays)."""
+        if not isinstance(body, dict):
+            return
         errors = self.errors
+        if api_key == 1 or api_key == 0:  # the hot ones: Fetch and Produce, by their layout
+            code = body.get("error_code")
+            if code:
+                errors[(api_key, int(code))] += 1
+            inner = "partitions" if api_key == 1 else "partition_responses"
+            try:
+                for t in body["responses"]:
+                    for p in t[inner]:
+                        code = p["error_code"]
+                        if code:
+                            errors[(api_key, int(code))] += 1
+                return
+            except (KeyError, TypeError):
+                pass  # not the usual layout: the general walk below
         stack = [body]
         while stack:
             node = stack.pop()
-            if isinstance(node, dict):
-                code = node.get("error_code")
-                if code:
-                    errors[(api_key, int(code))] += 1
-                for v in node.values():
-                    if isinstance(v, list | dict):
-                        stack.append(v)
-            elif isinstance(node, list):
-                stack.extend(v for v in node if isinstance(v, list | dict))
+            code = node.get("error_code")
+            if code:
+                errors[(api_key, int(code))] += 1
+            for k in node.keys() & STRUCT_ARRAYS:
+                items = node[k]
+                if items:
+                    stack.extend(x for x in items if isinstance(x, dict))
 
 
 def count_records(data: bytes | memoryview) -> int:

@@ -16,6 +16,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from jocko_py.broker.stats import STRUCT_ARRAYS, BrokerStats
 from jocko_py.client import Client, KafkaError
 from jocko_py.embedded import BrokerCluster
 from tests.support.broker import REPO, BrokerProcess, free_port
@@ -235,3 +236,23 @@ def test_cluster_metrics_raft_gossip_and_replication(tmp_path: Path) -> None:
                 break
             assert time.monotonic() < deadline, f"under-replicated {urp}, alive {alive}"
             time.sleep(0.25)
+
+
+def test_error_counting_knows_every_struct_array_and_its_fast_paths_agree() -> None:
+    generated = set()
+    for f in (REPO / "jocko_py/protocol/messages/_generated").glob("*.py"):
+        generated |= set(re.findall(r"KField\('(\w+)', KArray\('\w+', KStruct", f.read_text()))
+    assert generated == set(STRUCT_ARRAYS)
+    fetch = {"error_code": 0, "responses": [{"topic": "t", "partitions": [
+        {"partition_index": p, "error_code": p % 3, "records": b"", "aborted_transactions": []}
+        for p in range(7)]}]}
+    produce = {"responses": [{"name": "t", "partition_responses": [
+        {"index": p, "error_code": 6 if p == 2 else 0, "record_errors": []}
+        for p in range(3)]}]}
+    for key, body in ((1, fetch), (0, produce)):
+        fast, general = BrokerStats(), BrokerStats()
+        fast.count_errors(key, body)
+        general.count_errors(1000 + key, body)  # an API without a fast path
+        assert {c: n for (_, c), n in fast.errors.items()} == \
+            {c: n for (_, c), n in general.errors.items()}
+        assert fast.errors
