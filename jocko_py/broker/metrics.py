@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -224,6 +225,27 @@ class BrokerCollector:
             ("kafka_controller_kafkacontroller_globaltopiccount",
              "Topics in the cluster (active controller only)",
              len(image.topics) if active else 0),
+        ):
+            g = _gauge(name, doc)
+            g.add_metric([], v)
+            yield g
+        logs = rm.logs
+        g = _gauge("kafka_log_logmanager_offlinelogdirectorycount",
+                   "1 when the data directory failed (Kafka's LogDirFailureChannel)")
+        g.add_metric([], 0 if logs.offline_reason is None else 1)
+        yield g
+        try:
+            st = os.statvfs(logs.data_dir)
+            total_b = st.f_blocks * st.f_frsize
+            used_b = total_b - st.f_bfree * st.f_frsize
+        except OSError:
+            total_b = used_b = 0
+        for name, doc, v in (
+            ("jocko_log_dir_filesystem_size_bytes", "Size of the data directory's filesystem",
+             total_b),
+            ("jocko_log_dir_filesystem_used_bytes",
+             "Used bytes of the data directory's filesystem (retention by share of disk "
+             "keeps it under jocko.log.retention.disk.percent)", used_b),
         ):
             g = _gauge(name, doc)
             g.add_metric([], v)

@@ -102,6 +102,9 @@ def test_metrics_follow_real_produce_and_consume(broker: BrokerProcess) -> None:
     assert value(m, "kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert value(m, "process_resident_memory_bytes") > 10_000_000
     assert value(m, "process_cpu_seconds_total") > 0
+    assert value(m, "kafka_log_logmanager_offlinelogdirectorycount") == 0
+    assert 0 < value(m, "jocko_log_dir_filesystem_used_bytes") < value(
+        m, "jocko_log_dir_filesystem_size_bytes")
 
     # a consumer group reads everything and commits
     consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id="billing",
