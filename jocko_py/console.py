@@ -24,9 +24,12 @@ as for any client. `jocko.console.read.only=true` hides and refuses every action
 from __future__ import annotations
 
 import asyncio
+import hmac
 import html
 import json
 import logging
+import re
+import secrets
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
 
 log = logging.getLogger("jocko_py.console")
+
+_POST_FORM = re.compile(r"<form[^>]*method=['\"]post['\"][^>]*>")
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222}
@@ -116,6 +121,9 @@ class Console:
         self.http = HttpServer(host, port, self.handle, "console")
         cfg = broker.config
         self.bootstrap = f"{cfg.advertised_host}:{cfg.advertised_port}"
+        # every form carries this token and every POST must: another site's page cannot
+        # post to the console through an operator's browser (CSRF)
+        self.token = secrets.token_urlsafe(18)
 
     @property
     def port(self) -> int:
@@ -136,6 +144,9 @@ class Console:
             ("/", "Overview"), ("/topics", "Topics"), ("/groups", "Consumer groups"),
             ("/produce", "Produce")))
         ro = ' <span class="note">(read-only)</span>' if self.read_only else ""
+        body = _POST_FORM.sub(
+            lambda m: f'{m.group(0)}<input type="hidden" name="csrf" value="{self.token}">',
+            body)
         msg = f'<p class="msg">{esc(message)}</p>' if message else ""
         doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)} - "
                f"jocko-py</title><style>{CSS}</style></head><body><header>"
@@ -164,6 +175,9 @@ class Console:
         if req.method == "POST":
             if self.read_only:
                 return Response(403, b"the console is read-only\n", "text/plain")
+            if not hmac.compare_digest(req.form.get("csrf", ""), self.token):
+                return Response(403, b"missing or wrong form token: reload the page\n",
+                                "text/plain")
             return await self.post(parts, req)
         msg = req.query.get("msg")
         if not parts:

@@ -48,8 +48,14 @@ class Browser:
         return self._run("--dump-dom", url)
 
     def submit(self, action: str, fields: dict[str, str]) -> str:
-        """Post a form to ``action`` from the browser and return the page it lands on."""
+        """Post a form to ``action`` from the browser and return the page it lands on
+        (with the form token of the console's pages, as its own forms carry it)."""
         self.n += 1
+        root = re.match(r"https?://[^/]+", action)
+        assert root is not None
+        token = re.search(r'name="csrf" value="([^"]+)"', fetch(root.group(0) + "/produce"))
+        assert token is not None
+        fields = {**fields, "csrf": token.group(1)}
         inputs = "".join(f'<textarea name="{html.escape(k)}">{html.escape(v)}</textarea>'
                          for k, v in fields.items())
         page = self.out / f"submit-{self.n:02d}.html"
@@ -144,6 +150,11 @@ def test_topic_created_and_message_produced_through_the_ui(
 
     dom = br.submit(url + "/topics/from-ui/delete", {})
     assert "Deleted topic from-ui" in text_of(dom)
+    # a post without the console's form token (another site's page) is refused
+    req = urllib.request.Request(url + "/topics", data=b"name=csrf-victim", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 403
 
 
 def test_group_lag_matches_the_group_and_offsets_reset(
