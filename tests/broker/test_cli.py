@@ -295,3 +295,43 @@ def test_bash_completion(line: str, expected: list[str]) -> None:
              "_jocko_py; printf '%s\\n' \"${COMPREPLY[@]}\"\n")
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
     assert out.stdout.split() == expected, out.stderr
+
+
+def test_two_cli_members_share_a_group(kafka_broker: EmbeddedBroker) -> None:
+    t, group = topic_name("shared"), f"g-{uuid.uuid4().hex[:6]}"
+    create(kafka_broker, t, 4)
+
+    def member() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "jocko_py.cli", "consume", t, "--group", group, "--follow",
+             "--print-partition", "--bootstrap-server", str(kafka_broker)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+    def describe() -> dict:  # type: ignore[type-arg]
+        r = cli(kafka_broker, "groups", "describe", group, "--format", "json")
+        return json.loads(r.stdout)[0] if r.returncode == 0 else {}
+
+    members = [member()]
+    try:
+        deadline = time.monotonic() + 40
+        for n in (1, 2):
+            while not (d := describe()) or d["state"] != "Stable" or d["members"] != n or \
+                    len({p["consumer_id"] for p in d["partitions"]}) != n:
+                assert time.monotonic() < deadline, d
+                time.sleep(0.3)
+            if n == 1:  # the second one joins a stable group: the first rejoins (heartbeat)
+                members.append(member())
+        cli(kafka_broker, "produce", t, "--key-separator", ":",
+            stdin="".join(f"k{i}:v{i}\n" for i in range(40)))
+        while sum(p["current_offset"] or 0 for p in describe()["partitions"]) < 40:
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+    finally:
+        outs = []
+        for m in members:
+            m.send_signal(signal.SIGINT)
+            outs.append(m.communicate(timeout=20)[0])
+    seen = [{line.split("\t")[0] for line in o.splitlines()} for o in outs]
+    assert seen[0] and seen[1] and not seen[0] & seen[1], seen  # disjoint partitions
+    assert sorted(line.split("\t")[1] for o in outs for line in o.splitlines()) == \
+        sorted(f"v{i}" for i in range(40))
