@@ -16,7 +16,8 @@ alone (no Docker, no JVM):
   `bootstrap_servers` lists all three.
 
 Being session-scoped, `kafka_broker` and `kafka_cluster` are shared by the tests of a
-run: give each test its own topic names. Options: `--jocko-cluster-size N` (3).
+run: give each test its own topic names. Options: `--jocko-cluster-size N` (3); the ini
+setting `jocko_broker_properties` (KEY=VALUE lines) configures both.
 """
 
 from __future__ import annotations
@@ -33,12 +34,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("jocko-py", "jocko-py Kafka broker fixtures")
     group.addoption("--jocko-cluster-size", type=int, default=3,
                     help="brokers in the kafka_cluster fixture (default 3)")
+    parser.addini("jocko_broker_properties", type="linelist", default=[],
+                  help="KEY=VALUE broker properties for kafka_broker and kafka_cluster, "
+                  "one per line")
+
+
+def _ini_properties(config: pytest.Config) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in config.getini("jocko_broker_properties"):
+        key, sep, value = str(line).partition("=")
+        if not sep:
+            raise pytest.UsageError(f"jocko_broker_properties: {line!r} is not KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
 
 
 @pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+def kafka_broker(request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
     """A real jocko-py broker for the whole test session (in-process, own thread)."""
-    broker = EmbeddedBroker(tmp_path_factory.mktemp("jocko-py-broker"))
+    broker = EmbeddedBroker(tmp_path_factory.mktemp("jocko-py-broker"),
+                            overrides=_ini_properties(request.config))
     broker.start()
     try:
         yield broker
@@ -77,7 +93,8 @@ def kafka_cluster(request: pytest.FixtureRequest,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerCluster]:
     """Three (`--jocko-cluster-size`) jocko-py brokers forming one cluster."""
     size = int(request.config.getoption("--jocko-cluster-size"))
-    cluster = BrokerCluster(size, tmp_path_factory.mktemp("jocko-py-cluster"))
+    cluster = BrokerCluster(size, tmp_path_factory.mktemp("jocko-py-cluster"),
+                            overrides=_ini_properties(request.config))
     cluster.start()
     try:
         yield cluster
