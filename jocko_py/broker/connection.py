@@ -136,11 +136,11 @@ class Connection:
             out = codec.encode_response_parts(
                 header.api_key, header.api_version, header.correlation_id, body
             )
-            stats.requests[header.api_key].observe(time.perf_counter() - t0)
-            stats.count_errors(header.api_key, body)
-            return out
         except Exception as e:  # a handler built a body its version cannot carry
             log.exception("[peer=%s] %s v%d (client %s): response cannot be encoded",
                           self.peer, messages.api_name(header.api_key), header.api_version,
                           header.client_id)
             raise ProtocolError(f"response cannot be encoded: {e!r}") from e
+        stats.requests[header.api_key].observe(time.perf_counter() - t0)
+        stats.count_errors(header.api_key, body)
+        return out
