@@ -232,9 +232,9 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
     broker = Broker(config, cluster_id, quorum)
     broker.start()
     server = Server(broker)
-    metrics = await start_metrics(broker)  # first: scrapable once the Kafka port is open
-    console = None
+    metrics = console = None
     try:
+        metrics = await start_metrics(broker)  # first: scrapable once the Kafka port is open
         console = await start_console(broker)
         await server.start()
     except BaseException:  # the port is taken: release what was opened (embedded brokers

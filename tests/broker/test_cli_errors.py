@@ -90,3 +90,19 @@ def test_unknown_property_warns_and_startup_shows_non_default_config(tmp_path: P
                              "log.retention.hours": "24", "num.network.threads": "8",
                              "num.partitons": "3"}
     assert proc.returncode == 0
+
+
+def test_metrics_or_console_port_in_use_gives_one_line(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        for flag in ("--metrics-addr", "--console-addr"):
+            out = _broker(tmp_path, "--broker-addr", f"127.0.0.1:{free_port()}", flag,
+                          f"127.0.0.1:{port}")
+            assert out.returncode != 0
+            assert "address already in use" in out.stderr and "Traceback" not in out.stderr
+            errors = [ln for ln in out.stderr.splitlines() if " INFO " not in ln]
+            assert errors == [ln for ln in errors if ln.startswith("jocko-py broker: cannot "
+                                                                   "run: ")], out.stderr
+            assert len(errors) == 1, out.stderr
