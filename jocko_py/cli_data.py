@@ -248,6 +248,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
                                 f"has partitions 0-{len(leaders.partitions) - 1}")
             prod = Producer(leaders, args.acks, args.batch_size)
             t0 = last = time.monotonic()
+            shown = 0  # width of the progress line on screen
             for lineno, line in enumerate(_lines(args.linger_ms / 1000), 1):
                 if line is None:
                     prod.flush()
@@ -256,14 +257,15 @@ def cmd_produce(args: argparse.Namespace) -> int:
                 prod.add(args.partition if args.partition is not None else part, rec)
                 if progress and time.monotonic() - last > 0.5:
                     last = time.monotonic()
-                    print(f"\r{prod.sent + prod.buffered} records "
-                          f"({(prod.sent + prod.buffered) / (last - t0):.0f}/s)", end="",
-                          file=sys.stderr, flush=True)
+                    line_ = (f"{prod.sent + prod.buffered} records "
+                             f"({(prod.sent + prod.buffered) / (last - t0):.0f}/s)")
+                    print(f"\r{line_}", end="", file=sys.stderr, flush=True)
+                    shown = len(line_)
             prod.flush()
         finally:
             leaders.close()
-    if progress:
-        print("\r", end="", file=sys.stderr)
+    if progress and shown:
+        print("\r" + " " * shown + "\r", end="", file=sys.stderr)
     parts = ",".join(str(p) for p in sorted(prod.per_partition)) or "-"
     print(f"produced {prod.sent} records to {args.topic} (partitions {parts})",
           file=sys.stderr)

@@ -335,3 +335,24 @@ def test_two_cli_members_share_a_group(kafka_broker: EmbeddedBroker) -> None:
     assert seen[0] and seen[1] and not seen[0] & seen[1], seen  # disjoint partitions
     assert sorted(line.split("\t")[1] for o in outs for line in o.splitlines()) == \
         sorted(f"v{i}" for i in range(40))
+
+
+def test_produce_shows_progress(kafka_broker: EmbeddedBroker) -> None:
+    t = topic_name("progress")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jocko_py.cli", "produce", t, "--progress",
+         "--bootstrap-server", str(kafka_broker)], stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE, cwd=REPO)
+    assert proc.stdin is not None and proc.stderr is not None
+    for chunk in range(3):  # input trickles in for over a second
+        proc.stdin.write("".join(f"v{chunk}-{i}\n" for i in range(100)).encode())
+        proc.stdin.flush()
+        time.sleep(0.6)
+    proc.stdin.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(30) == 0, err
+    progress = re.search(r"\r(\d+ records \(\d+/s\))", err)
+    assert progress, repr(err)
+    # the progress line is wiped before the summary
+    assert err.endswith("\r" + " " * len(progress.group(1)) + "\r"
+                        f"produced 300 records to {t} (partitions 0)\n"), repr(err)
