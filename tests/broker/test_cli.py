@@ -162,16 +162,21 @@ def test_consume_group_commits_and_follow(kafka_broker: EmbeddedBroker) -> None:
     r = cli(kafka_broker, "consume", t, "--group", group)
     assert sorted(r.stdout.split()) == ["b0", "b1"]
 
+    live = topic_name("live")
+    create(kafka_broker, live, 1)
     follower = subprocess.Popen(
-        [sys.executable, "-m", "jocko_py.cli", "consume", t, "--follow", "--offset", "latest",
+        [sys.executable, "-m", "jocko_py.cli", "consume", live, "--follow",
          "--bootstrap-server", str(kafka_broker)], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
-        time.sleep(1.5)  # it has looked up the end offsets
-        cli(kafka_broker, "produce", t, "--partition", "0", stdin="live1\nlive2\n")
+        # whenever it starts (from the earliest offset of an empty topic), it waits for these
+        cli(kafka_broker, "produce", live, stdin="live1\nlive2\n")
         assert follower.stdout is not None
         got = [follower.stdout.readline().strip() for _ in range(2)]
         assert got == ["live1", "live2"]
+        # it is past the end now, and still waiting: a new record shows up
+        cli(kafka_broker, "produce", live, stdin="live3\n")
+        assert follower.stdout.readline().strip() == "live3"
     finally:
         follower.send_signal(signal.SIGINT)
         _, err = follower.communicate(timeout=20)
