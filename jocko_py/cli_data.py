@@ -299,7 +299,14 @@ class GroupMember:
         self.group = group
         self.topic = topic
         self.all_partitions = partitions
-        r = boot.request(10, 3, {"key": group, "key_type": 0})
+        deadline = time.monotonic() + 15
+        while True:  # the offsets topic may still be coming up: retry as clients do
+            r = boot.request(10, 3, {"key": group, "key_type": 0})
+            if r.error_code not in (ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         if r.error_code:
             raise KafkaError(r.error_code, r.error_message or f"coordinator of {group}")
         self.coord = Client(f"{r.host}:{r.port}", boot.client_id, boot.timeout)

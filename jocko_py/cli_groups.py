@@ -54,26 +54,51 @@ def parse_assignment(data: bytes) -> dict[str, list[int]]:
 class GroupAdmin:
     def __init__(self, client: Client) -> None:
         self.c = client
+        # connections to other brokers: a group's coordinator, a partition's leader
+        self._clients: dict[tuple[str, int], Client] = {}
+        self._coordinators: dict[str, Client] = {}
 
-    def find_coordinator(self, group: str) -> None:
-        r = self.c.request(10, 3, {"key": group, "key_type": 0})
-        _check(r.error_code, r.error_message or "FindCoordinator")
+    def _client(self, host: str, port: int) -> Client:
+        peer = self.c.sock.getpeername()[:2]
+        if (host, port) == tuple(peer) or f"{host}:{port}" == self.c.bootstrap:
+            return self.c
+        c = self._clients.get((host, port))
+        if c is None:
+            c = self._clients[(host, port)] = Client(f"{host}:{port}", self.c.client_id,
+                                                     self.c.timeout)
+        return c
+
+    def close(self) -> None:
+        for c in self._clients.values():
+            c.close()
+
+    def find_coordinator(self, group: str) -> Client:
+        """A connection to the group's coordinator (in a cluster, maybe another broker)."""
+        c = self._coordinators.get(group)
+        if c is None:
+            r = self.c.request(10, 3, {"key": group, "key_type": 0})
+            _check(r.error_code, r.error_message or "FindCoordinator")
+            c = self._coordinators[group] = self._client(r.host, r.port)
+        return c
 
     def list_groups(self, states: list[str] | None = None) -> list[Any]:
-        r = self.c.request(16, 4, {"states_filter": states or []})
-        _check(r.error_code, "ListGroups")
-        return sorted(r.groups, key=lambda g: g.group_id)
+        # each broker lists the groups it coordinates: ask them all (as Kafka's tool)
+        found: dict[str, Any] = {}
+        for b in self.c.metadata([]).brokers:
+            r = self._client(b.host, b.port).request(16, 4, {"states_filter": states or []})
+            _check(r.error_code, "ListGroups")
+            for g in r.groups:
+                found.setdefault(g.group_id, g)
+        return sorted(found.values(), key=lambda g: g.group_id)
 
     def describe(self, group: str) -> Any:
-        self.find_coordinator(group)
-        r = self.c.request(15, 5, {"groups": [group], "include_authorized_operations": False})
+        r = self.find_coordinator(group).request(15, 5, {"groups": [group], "include_authorized_operations": False})
         g = r.groups[0]
         _check(g.error_code, f"DescribeGroups {group}")
         return g
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
-        self.find_coordinator(group)
-        r = self.c.request(9, 8, {"groups": [{"group_id": group, "topics": None}],
+        r = self.find_coordinator(group).request(9, 8, {"groups": [{"group_id": group, "topics": None}],
                                   "require_stable": False})
         g = r.groups[0]
         _check(g.error_code, f"OffsetFetch {group}")
@@ -87,21 +112,26 @@ class GroupAdmin:
         return sorted(p.partition_index for p in t.partitions)
 
     def offset_for(self, topic: str, partition: int, timestamp: int) -> int:
-        return self.c.list_offset(topic, partition, timestamp)[0]
+        """ListOffsets at the partition's leader."""
+        md = self.c.metadata([topic])
+        leader = next((p.leader_id for t in md.topics for p in t.partitions
+                       if p.partition_index == partition), -1)
+        b = next((b for b in md.brokers if b.node_id == leader), None)
+        c = self._client(b.host, b.port) if b is not None else self.c
+        return c.list_offset(topic, partition, timestamp)[0]
 
     def delete(self, group: str) -> int:
-        self.find_coordinator(group)
-        r = self.c.request(42, 2, {"groups_names": [group]})
+        r = self.find_coordinator(group).request(42, 2, {"groups_names": [group]})
         return int(r.results[0].error_code)
 
     def commit(self, group: str, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-        self.find_coordinator(group)
+        coord = self.find_coordinator(group)
         topics: dict[str, list[dict[str, Any]]] = {}
         for (t, p), o in sorted(offsets.items()):
             topics.setdefault(t, []).append(
                 {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
                  "committed_metadata": ""})
-        r = self.c.request(8, 9, {"group_id": group, "generation_id_or_member_epoch": -1,
+        r = coord.request(8, 9, {"group_id": group, "generation_id_or_member_epoch": -1,
                                   "member_id": "", "group_instance_id": None,
                                   "topics": [{"name": n, "partitions": ps}
                                              for n, ps in topics.items()]})
@@ -270,7 +300,10 @@ def cmd_groups(args: argparse.Namespace) -> int:
             adm = GroupAdmin(c)
             fn = {"list": cmd_list, "describe": cmd_describe, "delete": cmd_delete,
                   "reset-offsets": cmd_reset}[args.action]
-            return fn(adm, args)
+            try:
+                return fn(adm, args)
+            finally:
+                adm.close()
     except KafkaError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1

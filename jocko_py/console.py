@@ -475,9 +475,12 @@ class Console:
 
         def run(c: Any) -> dict[tuple[str, int], int]:
             adm = GroupAdmin(c)
-            plan = {(t, p): adm.offset_for(t, p, -2 if to == "earliest" else -1)
-                    for t, p in tps}
-            errors = {tp: e for tp, e in adm.commit(gid, plan).items() if e}
+            try:
+                plan = {(t, p): adm.offset_for(t, p, -2 if to == "earliest" else -1)
+                        for t, p in tps}
+                errors = {tp: e for tp, e in adm.commit(gid, plan).items() if e}
+            finally:
+                adm.close()
             if errors:
                 raise ValueError(f"not reset: {errors}")
             return plan

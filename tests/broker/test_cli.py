@@ -361,3 +361,29 @@ def test_produce_shows_progress(kafka_broker: EmbeddedBroker) -> None:
     # the progress line is wiped before the summary
     assert err.endswith("\r" + " " * len(progress.group(1)) + "\r"
                         f"produced 300 records to {t} (partitions 0)\n"), repr(err)
+
+
+def test_groups_in_a_cluster_from_any_broker(kafka_cluster) -> None:  # type: ignore[no-untyped-def]
+    """The group's coordinator and the partitions' leaders are spread over three brokers:
+    every tool finds them, whichever broker it is pointed at."""
+    t, group = topic_name("spread"), f"g-{uuid.uuid4().hex[:6]}"
+    everyone = kafka_cluster.bootstrap_servers
+    r = cli(everyone, "topic", "create", t, "--partitions", "3", "--replication-factor", "3")
+    assert r.returncode == 0, r.stderr
+    r = cli(everyone, "produce", t, "--key-separator", ":",
+            stdin="".join(f"k{i}:v{i}\n" for i in range(30)))
+    assert r.returncode == 0, r.stderr
+    r = cli(everyone, "consume", t, "--group", group, "--max-messages", "10")
+    assert r.returncode == 0 and len(r.stdout.split()) == 10, r.stderr
+    views = []
+    for addr in everyone.split(","):
+        r = cli(addr, "groups", "describe", group, "--format", "json")
+        assert r.returncode == 0, r.stderr
+        views.append(json.loads(r.stdout))
+        r = cli(addr, "groups", "list", "--format", "json")
+        assert group in [g["group"] for g in json.loads(r.stdout)]
+    assert views[0] == views[1] == views[2]
+    parts = views[0][0]["partitions"]
+    assert sum(p["current_offset"] for p in parts) == 10
+    assert sum(p["log_end_offset"] for p in parts if p["lag"] is not None) - 10 == \
+        sum(p["lag"] for p in parts)
