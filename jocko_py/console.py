@@ -14,11 +14,11 @@ Owns the console's pages and actions (no JavaScript needed; plain forms):
   or latest) for an inactive group;
 - `/produce`: one record (key, value, headers) for testing.
 
-Reads of cluster state come from this broker's metadata image, partitions and group
-coordinator (in a cluster: the groups it coordinates, the sizes of the replicas it
-hosts). Actions and the message browser go through Kafka's own APIs with the project's
-blocking client, run in a worker thread against this broker's listener, so they behave
-as for any client. `jocko.console.read.only=true` hides and refuses every action.
+Cluster and topic pages read this broker's metadata image and partitions (sizes and
+offsets of the replicas it hosts). Group pages, the message browser and every action go
+through Kafka's own APIs with the project's blocking client (coordinators and leaders
+wherever they are), run in a worker thread against this broker's listener, so they
+behave as for any client. `jocko.console.read.only=true` hides and refuses every action.
 """
 
 from __future__ import annotations
@@ -189,9 +189,9 @@ class Console:
         if parts[0] == "topics" and len(parts) == 3 and parts[2] == "messages":
             return await self.messages(parts[1], req)
         if parts[0] == "groups" and len(parts) == 1:
-            return self.groups(msg)
+            return await self.groups(msg)
         if parts[0] == "groups" and len(parts) == 2:
-            return self.group(parts[1], msg)
+            return await self.group(parts[1], msg)
         if parts[0] == "produce" and len(parts) == 1:
             return self.produce_form(req.query, msg)
         return Response(404, b"not found\n", "text/plain")
@@ -350,62 +350,73 @@ class Console:
         body += table(["offset", "timestamp", "key", "headers", "value"], rows)
         return self.page(f"Messages of {name} / {partition}", body)
 
-    def _coordinator(self) -> Any:
-        return self.broker.services.get("groups")
+    async def _group_view(self, gid: str | None) -> list[dict[str, Any]]:
+        """Groups through the Kafka APIs (in a cluster: every coordinator, each
+        partition's leader): state, members, committed offsets and log ends."""
+        from jocko_py.cli_groups import GroupAdmin, parse_assignment
 
-    def _lag_rows(self, g: Any) -> list[tuple[str, int, int, int | None]]:
-        out = []
-        for (t, p), om in sorted(g.offsets.items()):
-            local = self.broker.replicas.partitions.get((t, p))
-            end = local.high_watermark if local is not None else None
-            out.append((t, p, om.offset, end))
-        return out
+        def run(c: Any) -> list[dict[str, Any]]:
+            adm = GroupAdmin(c)
+            try:
+                ids = [gid] if gid is not None else [g.group_id for g in adm.list_groups()]
+                out = []
+                for g_id in ids:
+                    d = adm.describe(g_id)
+                    committed = adm.committed(g_id)
+                    members = []
+                    owners: dict[tuple[str, int], str] = {}
+                    for m in d.members:
+                        assigned = parse_assignment(bytes(m.member_assignment or b""))
+                        for t, ps in assigned.items():
+                            for p in ps:
+                                owners[(t, p)] = m.member_id
+                        members.append((m.member_id, m.client_id, m.client_host, assigned))
+                    if d.group_state == "Dead" and not members and not committed:
+                        continue
+                    rows = [(t, p, committed[(t, p)], adm.offset_for(t, p, -1),
+                             owners.get((t, p), "-")) for t, p in sorted(committed)]
+                    out.append({"id": g_id, "state": d.group_state,
+                                "assignor": d.protocol_data or "-", "members": members,
+                                "rows": rows})
+                return out
+            finally:
+                adm.close()
+        result: list[dict[str, Any]] = await self.client_call(run)
+        return result
 
-    def groups(self, msg: str | None) -> Response:
-        gc = self._coordinator()
+    async def groups(self, msg: str | None) -> Response:
         rows = []
-        for gid, g in sorted((gc.groups if gc else {}).items()):
-            lag = sum(max(0, e - o) for _, _, o, e in self._lag_rows(g) if e is not None)
-            q = urllib.parse.quote(gid)
-            rows.append([f'<a href="/groups/{q}">{esc(gid)}</a>', esc(g.state.value),
-                         esc(len(g.members)), esc(g.protocol_name or "-"), esc(lag)])
+        for g in await self._group_view(None):
+            lag = sum(max(0, end - off) for _, _, off, end, _ in g["rows"])
+            q = urllib.parse.quote(g["id"])
+            rows.append([f'<a href="/groups/{q}">{esc(g["id"])}</a>', esc(g["state"]),
+                         esc(len(g["members"])), esc(g["assignor"]), esc(lag)])
         body = table(["group", "state", "members", "assignor", "total lag"], rows)
         return self.page("Consumer groups", body, msg)
 
-    def group(self, gid: str, msg: str | None) -> Response:
-        from jocko_py.cli_groups import parse_assignment
-
-        gc = self._coordinator()
-        g = gc.groups.get(gid) if gc else None
-        if g is None:
+    async def group(self, gid: str, msg: str | None) -> Response:
+        found = await self._group_view(gid)
+        if not found:
             return self.page("Group not found", f"<p>Consumer group '{esc(gid)}' does not "
-                             "exist (or another broker coordinates it).</p>", msg)
-        owners: dict[tuple[str, int], str] = {}
-        mrows = []
-        for m in g.members.values():
-            data = m.assignment or b""
-            assigned = parse_assignment(bytes(data)) if data else {}
-            for t, ps in assigned.items():
-                for p in ps:
-                    owners[(t, p)] = m.member_id
-            mrows.append([esc(m.member_id), esc(m.client_id), esc(m.client_host),
-                          esc(", ".join(f"{t}: {sorted(ps)}" for t, ps in assigned.items()))])
+                             "exist.</p>", msg)
+        g = found[0]
+        mrows = [[esc(mid), esc(cid), esc(host),
+                  esc(", ".join(f"{t}: {sorted(ps)}" for t, ps in assigned.items()))]
+                 for mid, cid, host, assigned in g["members"]]
         lrows = []
         chart = []
-        for t, p, committed, end in self._lag_rows(g):
-            lag = None if end is None else max(0, end - committed)
-            lrows.append([esc(t), esc(p), esc(committed), esc("-" if end is None else end),
-                          f'<span class="lag">{esc("-" if lag is None else lag)}</span>',
-                          esc(owners.get((t, p), "-"))])
-            if lag is not None:
-                chart.append((f"{t}-{p}", lag))
-        body = (f"<p>State <b>{esc(g.state.value)}</b>, generation {esc(g.generation_id)}, "
-                f"assignor {esc(g.protocol_name or '-')}</p><h2>Members</h2>"
+        for t, p, committed, end, owner in g["rows"]:
+            lag = max(0, end - committed)
+            lrows.append([esc(t), esc(p), esc(committed), esc(end),
+                          f'<span class="lag">{esc(lag)}</span>', esc(owner)])
+            chart.append((f"{t}-{p}", lag))
+        body = (f"<p>State <b>{esc(g['state'])}</b>, assignor {esc(g['assignor'])}</p>"
+                "<h2>Members</h2>"
                 + table(["member", "client id", "host", "assignment"], mrows)
                 + "<h2>Lag</h2>" + lag_chart(chart)
                 + table(["topic", "partition", "committed", "log end", "lag", "member"], lrows))
         if not self.read_only:
-            if g.state.value in ("Empty", "Dead"):
+            if g["state"] in ("Empty", "Dead"):
                 q = urllib.parse.quote(gid)
                 body += (f"<h2>Reset offsets</h2><form method='post' action='/groups/{q}/reset'>"
                          "<select name='to'><option>earliest</option><option>latest</option>"
@@ -467,17 +478,13 @@ class Console:
     async def _reset(self, gid: str, to: str) -> Response:
         from jocko_py.cli_groups import GroupAdmin
 
-        gc = self._coordinator()
-        g = gc.groups.get(gid) if gc else None
-        if g is None or g.state.value not in ("Empty", "Dead"):
-            raise ValueError(f"group {gid} must exist and have no members")
-        tps = sorted(g.offsets)
-
         def run(c: Any) -> dict[tuple[str, int], int]:
             adm = GroupAdmin(c)
             try:
+                if adm.describe(gid).group_state not in ("Empty", "Dead"):
+                    raise ValueError(f"group {gid} has members: stop them first")
                 plan = {(t, p): adm.offset_for(t, p, -2 if to == "earliest" else -1)
-                        for t, p in tps}
+                        for t, p in sorted(adm.committed(gid))}
                 errors = {tp: e for tp, e in adm.commit(gid, plan).items() if e}
             finally:
                 adm.close()
