@@ -12,7 +12,7 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: compat-matrix chaos scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat java-deps go-deps spark-deps pytest bench clean
+.PHONY: compat-matrix chaos scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,10 @@ check-generated: venv
 kcat:
 	@command -v kcat >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q kcat; }
 
+# headless Chromium drives the web console's tests (tests/broker/test_console.py)
+chromium:
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
+
 java-deps:
 	$(MAKE) -C tests/java jars
 
@@ -77,10 +81,10 @@ lint: venv-test
 typecheck: venv-test
 	$(BIN)/mypy
 
-pytest: venv-test kcat java-deps go-deps spark-deps
+pytest: venv-test kcat chromium java-deps go-deps spark-deps
 	JOCKO_TEST_STRICT=1 $(BIN)/pytest -q -rs $(PYTEST_ARGS)
 
-test: venv-test kcat java-deps go-deps check-generated lint typecheck pytest
+test: venv-test kcat chromium java-deps go-deps check-generated lint typecheck pytest
 
 # A longer campaign of the cluster simulations (raft, gossip, whole cluster) than the
 # one make test runs: SIM_SCHEDULES raft schedules (gossip half, cluster a fifth) from

@@ -9,10 +9,14 @@ SIGTERM/SIGINT stop the server, flush and close every log.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
+import threading
 import time
 import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from jocko_py.broker import handlers
 from jocko_py.broker.config import BrokerConfig, load_or_create_cluster_id
@@ -20,6 +24,10 @@ from jocko_py.broker.core import Broker
 from jocko_py.broker.server import Server
 from jocko_py.cluster.controller import BrokerInfo, ControllerConfig
 from jocko_py.cluster.quorum import LocalQuorum, MetadataQuorum, RaftQuorum
+
+if TYPE_CHECKING:
+    from jocko_py.broker.metrics import MetricsServer
+    from jocko_py.console import Console
 
 log = logging.getLogger("jocko_py.app")
 
@@ -146,16 +154,98 @@ async def controlled_shutdown(broker: Broker, timeout_s: float) -> None:
     log.info("controlled shutdown: leaderships %s in %.2fs", outcome, time.monotonic() - t0)
 
 
-async def run_broker(config: BrokerConfig) -> int:
+def disk_retention(broker: Broker) -> int:
+    """Retention by share of disk (`jocko.log.retention.disk.percent`), protecting the
+    offsets committed by the groups this broker coordinates when asked to."""
+    percent = broker.config.int("jocko.log.retention.disk.percent")
+    if percent < 0:
+        return 0
+    committed: dict[tuple[str, int], int] | None = None
+    if broker.config.bool("jocko.log.retention.disk.protect.committed.offsets"):
+        committed = {}
+        gc = broker.services.get("groups")
+        for g in getattr(gc, "groups", {}).values():
+            for tp, om in g.offsets.items():
+                committed[tp] = min(committed.get(tp, om.offset), om.offset)
+    return broker.replicas.apply_disk_retention(percent, committed)
+
+
+def log_effective_config(config: BrokerConfig) -> None:
+    """One start-up line with every property whose value differs from Kafka's default."""
+    from jocko_py.broker.config import DEFAULTS
+
+    hidden = ("password", "secret", "sasl.jaas")
+    changed = {k: ("[hidden]" if any(h in k for h in hidden) else v)
+               for k, v in sorted(config.properties.items())
+               if v != DEFAULTS.get(k) and not (k == "broker.id" and v == "0")}
+    log.info("effective non-default configuration: %s",
+             ", ".join(f"{k}={v}" for k, v in changed.items()) or "(none)",
+             extra={"config": changed})
+
+
+async def start_metrics(broker: Broker) -> MetricsServer | None:
+    """The Prometheus endpoint, when `jocko.metrics.addr` (`--metrics-addr`) is set."""
+    addr = broker.config.get("jocko.metrics.addr")
+    if not addr:
+        return None
+    from jocko_py.broker.config import split_addr
+    from jocko_py.broker.metrics import MetricsServer
+
+    host, port = split_addr(addr, 9308)
+    m = MetricsServer(broker, host or "0.0.0.0", port)
+    await m.start()
+    return m
+
+
+async def start_console(broker: Broker) -> Console | None:
+    """The web console, when `jocko.console.addr` (`--console-addr`) is set."""
+    addr = broker.config.get("jocko.console.addr")
+    if not addr:
+        return None
+    from jocko_py.broker.config import split_addr
+    from jocko_py.console import Console
+
+    host, port = split_addr(addr, 9080)
+    c = Console(broker, host or "0.0.0.0", port, broker.config.bool("jocko.console.read.only"))
+    await c.start()
+    return c
+
+
+async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
+                     on_ready: Callable[[Broker], None] | None = None) -> int:
+    """Run until ``stop`` is set (by default: until SIGTERM/SIGINT, whose handlers can
+    only be installed from the main thread; a broker embedded in another thread, as the
+    pytest plugin runs it, is stopped through ``stop``). ``on_ready`` is called once the
+    broker listens and serves."""
     handlers.load_all()
     t0 = time.monotonic()
+    if stop is None:
+        # installed first: a SIGTERM during start-up stops the broker as soon as it runs
+        stop = asyncio.Event()
+        if threading.current_thread() is threading.main_thread():
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
     cluster_id = config.cluster_id or load_or_create_cluster_id(config.data_dir)
     config.data_dir.mkdir(parents=True, exist_ok=True)
     quorum = build_quorum(config)
     broker = Broker(config, cluster_id, quorum)
     broker.start()
     server = Server(broker)
-    await server.start()
+    metrics = console = None
+    try:
+        metrics = await start_metrics(broker)  # first: scrapable once the Kafka port is open
+        console = await start_console(broker)
+        await server.start()
+    except BaseException:  # the port is taken: release what was opened (embedded brokers
+        if metrics is not None:  # retry in the same process)
+            await metrics.stop()
+        if console is not None:
+            await console.stop()
+        with contextlib.suppress(Exception):
+            await quorum.close()
+        broker.close()
+        raise
     await quorum.start()
     log.info(
         "jocko-py broker %d listening on %s:%d, advertised as %s:%d, data in %s, "
@@ -165,10 +255,9 @@ async def run_broker(config: BrokerConfig) -> int:
         f"raft {config.raft_addr} voters {config.voters} gossip {config.gossip_addr}"
         if config.voters else "single node", time.monotonic() - t0,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    log_effective_config(config)
+    if on_ready is not None:
+        on_ready(broker)
     # A failed disk operation takes the (only) log dir offline: as Kafka does when all
     # its log dirs failed, the broker stops (after a bounded controlled shutdown, so
     # leadership moves at once instead of after the session timeout) and exits 1.
@@ -191,6 +280,8 @@ async def run_broker(config: BrokerConfig) -> int:
                 tg.create_task(_every(
                     retention_s, lambda: logs.apply_retention_all(int(time.time() * 1000)),
                     "retention")),
+                tg.create_task(_every(retention_s, lambda: disk_retention(broker),
+                                      "retention by share of disk")),
                 tg.create_task(_every(checkpoint_s, logs.checkpoint_recovery_points, "checkpoint")),
             ]
             bg.append(tg.create_task(broker.replicas.isr_expiration_loop()))
@@ -217,6 +308,10 @@ async def run_broker(config: BrokerConfig) -> int:
             for t in bg + [t for t in (fatal, stop_wait) if t is not None]:
                 t.cancel()
     finally:
+        if metrics is not None:
+            await metrics.stop()
+        if console is not None:
+            await console.stop()
         await server.stop()
         await broker.replicas.shutdown_fetchers()
         await broker.topics.close()

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import logging
+import json
+import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from jocko_py.protocol import records as rb
+
+class UserError(Exception):
+    """A mistake on the command line: reported as one line, exit status 1."""
 
 
-def _overrides(items: list[str]) -> dict[str, str]:
+def _overrides(items: list[str], flag: str = "--config") -> dict[str, str]:
     out = {}
     for item in items:
         if "=" not in item:
-            raise SystemExit(f"--override expects key=value, got {item!r}")
+            raise UserError(f"{flag} expects KEY=VALUE, got {item!r}")
         k, v = item.split("=", 1)
         out[k.strip()] = v.strip()
     return out
@@ -25,12 +29,12 @@ def cmd_broker(args: argparse.Namespace) -> int:
     from jocko_py.app import run
     from jocko_py.broker.config import ConfigError, build_config
 
-    if args.config and not Path(args.config).is_file():
+    if args.config and not Path(args.config).exists():
         raise SystemExit(f"jocko-py broker: config file {args.config} not found")
     try:
         config = build_config(
             config_file=Path(args.config) if args.config else None,
-            overrides=_overrides(args.override),
+            overrides=_overrides(args.override, "--override"),
             broker_id=args.broker_id,
             broker_addr=args.broker_addr,
             advertised_addr=args.advertised_addr,
@@ -39,51 +43,123 @@ def cmd_broker(args: argparse.Namespace) -> int:
             gossip_addr=args.gossip_addr,
             join=args.join,
             voters=args.controller_quorum_voters,
+            metrics_addr=args.metrics_addr,
+            console_addr=args.console_addr,
         )
-    except (ConfigError, ValueError) as e:
+    except (ConfigError, ValueError, UserError) as e:
         raise SystemExit(f"jocko-py broker: {e}") from None
+    from jocko_py.logfmt import set_static_fields
+
+    set_static_fields(broker=config.broker_id)
     try:
         return run(config)
     except OSError as e:  # a port in use, an unwritable data directory
         raise SystemExit(f"jocko-py broker: cannot run: {e}") from None
 
 
-def cmd_topic(args: argparse.Namespace) -> int:
-    from jocko_py.client import Client
+def _emit_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=False))
 
+
+def cmd_topic(args: argparse.Namespace) -> int:
+    from jocko_py.client import Client, KafkaError
+
+    if args.action != "list" and not args.topic and not (
+            args.action == "describe"):
+        raise UserError(f"topic {args.action}: a topic name is required")
     with Client(args.bootstrap_server) as c:
         if args.action == "create":
-            t = c.create_topic(args.topic, args.partitions, args.replication_factor,
+            t = c.create_topic(args.topic,
+                               -1 if args.partitions is None else args.partitions,
+                               -1 if args.replication_factor is None else args.replication_factor,
                                _overrides(args.config))
-            print(f"Created topic {args.topic} ({t.topic_id}) with {args.partitions} partitions")
+            print(f"Created topic {args.topic} ({t.topic_id}) with {t.num_partitions} "
+                  f"partition{'s' if t.num_partitions != 1 else ''}, replication factor "
+                  f"{t.replication_factor}")
         elif args.action == "delete":
             c.delete_topic(args.topic)
             print(f"Deleted topic {args.topic}")
+        elif args.action == "alter":
+            return _topic_alter(c, args)
         elif args.action == "list":
-            for t in sorted(c.metadata().topics, key=lambda t: t.name):
-                print(t.name)
+            names = sorted(t.name for t in c.metadata().topics)
+            if args.format == "json":
+                _emit_json(names)
+            else:
+                for name in names:
+                    print(name)
         elif args.action == "describe":
             md = c.metadata([args.topic] if args.topic else None)
+            out = []
             for t in sorted(md.topics, key=lambda t: t.name):
+                if t.error_code == 3:
+                    raise UserError(f"topic {t.name!r} does not exist")
                 if t.error_code:
-                    print(f"{t.name}: error {t.error_code}", file=sys.stderr)
-                    return 1
+                    raise KafkaError(t.error_code, f"topic {t.name}")
                 parts = sorted(t.partitions, key=lambda p: p.partition_index)
                 if args.under_replicated:
                     parts = [p for p in parts if len(p.isr_nodes) < len(p.replica_nodes)]
                     if not parts:
                         continue
-                print(f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: "
-                      f"{len(t.partitions)}\tReplicationFactor: "
-                      f"{len(t.partitions[0].replica_nodes) if t.partitions else 0}")
+                configs = {}
                 if args.topic and not args.under_replicated:
-                    for cfg in c.describe_configs(t.name):
-                        if cfg.config_source == 1:
-                            print(f"\tConfig: {cfg.name}={cfg.value}")
+                    configs = {cfg.name: cfg.value for cfg in c.describe_configs(t.name)
+                               if cfg.config_source == 1}
+                rf = len(t.partitions[0].replica_nodes) if t.partitions else 0
+                if args.format == "json":
+                    out.append({"name": t.name, "topic_id": str(t.topic_id),
+                                "partition_count": len(t.partitions), "replication_factor": rf,
+                                "configs": configs, "partitions": [
+                                    {"partition": p.partition_index, "leader": p.leader_id,
+                                     "leader_epoch": p.leader_epoch,
+                                     "replicas": list(p.replica_nodes),
+                                     "isr": list(p.isr_nodes)} for p in parts]})
+                    continue
+                print(f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: "
+                      f"{len(t.partitions)}\tReplicationFactor: {rf}")
+                for name, value in configs.items():
+                    print(f"\tConfig: {name}={value}")
                 for p in parts:
                     print(f"\tPartition: {p.partition_index}\tLeader: {p.leader_id}\t"
                           f"LeaderEpoch: {p.leader_epoch}\t"
                           f"Replicas: {list(p.replica_nodes)}\tIsr: {list(p.isr_nodes)}")
+            if args.format == "json":
+                _emit_json(out)
+    return 0
+
+
+def _topic_alter(c: Any, args: argparse.Namespace) -> int:
+    from jocko_py.client import KafkaError
+
+    sets = _overrides(args.config)
+    if args.partitions is None and not sets and not args.delete_config:
+        raise UserError("topic alter: give --partitions, --config or --delete-config")
+    md = c.metadata([args.topic])
+    t = md.topics[0]
+    if t.error_code == 3:
+        raise UserError(f"topic {args.topic!r} does not exist")
+    if args.partitions is not None:
+        before = len(t.partitions)
+        r = c.request(37, 3, {"topics": [{"name": args.topic, "count": args.partitions,
+                                           "assignments": None}],
+                              "timeout_ms": 30000, "validate_only": False})
+        res = r.results[0]
+        if res.error_code:
+            raise KafkaError(res.error_code, res.error_message)
+        print(f"Topic {args.topic}: partitions {before} -> {args.partitions}")
+    if sets or args.delete_config:
+        configs = [{"name": k, "config_operation": 0, "value": v} for k, v in sets.items()]
+        configs += [{"name": k, "config_operation": 1, "value": None}
+                    for k in args.delete_config]
+        r = c.request(44, 1, {"resources": [{"resource_type": 2, "resource_name": args.topic,
+                                             "configs": configs}], "validate_only": False})
+        res = r.responses[0]
+        if res.error_code:
+            raise KafkaError(res.error_code, res.error_message)
+        for k, v in sets.items():
+            print(f"Topic {args.topic}: set {k}={v}")
+        for k in args.delete_config:
+            print(f"Topic {args.topic}: {k} back to its default")
     return 0
 
 
@@ -100,6 +176,18 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         raise KafkaError(dq.error_code, dq.error_message)
     q = dq.topics[0].partitions[0]
     live = {b.node_id: b for b in md.brokers}
+    if args.format == "json":
+        voters_ = {r.replica_id for r in q.current_voters}
+        _emit_json({
+            "cluster_id": dc.cluster_id, "controller": md.controller_id,
+            "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
+                         "voter": b.node_id in voters_} for b in md.brokers],
+            "quorum": {"leader": q.leader_id, "epoch": q.leader_epoch,
+                       "high_watermark": q.high_watermark,
+                       "replicas": [{"id": r.replica_id, "log_end_offset": r.log_end_offset,
+                                     "voter": r.replica_id in voters_}
+                                    for r in list(q.current_voters) + list(q.observers)]}})
+        return 0
     print(f"ClusterId:      {dc.cluster_id}")
     print(f"Controller:     {md.controller_id}")
     print("Brokers:")
@@ -126,146 +214,183 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_produce(args: argparse.Namespace) -> int:
-    from jocko_py.client import Client
-
-    with Client(args.bootstrap_server) as boot, \
-            boot.for_leader(args.topic, args.partition, auto_create=True) as c:
-        n = 0
-        for line in sys.stdin:
-            line = line.rstrip("\n")
-            key: bytes | None = None
-            if args.key_separator and args.key_separator in line:
-                k, line = line.split(args.key_separator, 1)
-                key = k.encode()
-            batch = rb.build_batch([rb.NewRecord(key, line.encode(), (),
-                                                 int(time.time() * 1000))])
-            c.produce(args.topic, args.partition, batch, acks=-1)
-            n += 1
-        print(f"produced {n} records to {args.topic}-{args.partition}", file=sys.stderr)
-    return 0
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the epilog's examples as written."""
 
 
-def cmd_consume(args: argparse.Namespace) -> int:
-    from jocko_py.client import Client
+def _version() -> str:
+    try:
+        from importlib.metadata import version
 
-    with Client(args.bootstrap_server) as boot, boot.for_leader(args.topic, args.partition) as c:
-        offset = args.offset
-        if offset < 0:
-            offset = c.list_offset(args.topic, args.partition, -2 if offset == -2 else -1)[0]
-        seen = 0
-        idle_deadline = time.monotonic() + args.timeout
-        while args.max_messages < 0 or seen < args.max_messages:
-            p = c.fetch(args.topic, args.partition, offset)
-            data = p.records or b""
-            got = False
-            for pos, h in rb.iter_batches(memoryview(data), validate_crc=True,
-                                          allow_partial_tail=True):
-                for rec in rb.decode_records(memoryview(data)[pos:pos + h.size]):
-                    if rec.offset < offset:
-                        continue
-                    key = rec.key.decode(errors="replace") if rec.key is not None else None
-                    val = rec.value.decode(errors="replace") if rec.value is not None else ""
-                    print(f"{key}{args.key_separator}{val}" if args.print_key and key
-                          else val, flush=True)
-                    offset = rec.offset + 1
-                    seen += 1
-                    got = True
-                offset = max(offset, h.next_offset)
-            if got:
-                idle_deadline = time.monotonic() + args.timeout
-            elif time.monotonic() > idle_deadline:
-                break
-    return 0
+        return version("jocko-py")
+    except Exception:
+        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="jocko-py", description="A Kafka-compatible broker")
-    ap.add_argument("--log-level", default="INFO")
-    sub = ap.add_subparsers(dest="command", required=True)
+    ap = argparse.ArgumentParser(
+        prog="jocko-py", formatter_class=_Formatter,
+        description="A Kafka-compatible broker, and tools to use it.",
+        epilog="""examples:
+  jocko-py broker --data-dir /var/lib/jocko --metrics-addr 0.0.0.0:9308
+  jocko-py topic create orders --partitions 6 --config retention.ms=86400000
+  printf 'k1:hello\\nk2:world\\n' | jocko-py produce orders --key-separator :
+  jocko-py consume orders --print-key --group billing --follow
+  jocko-py groups describe billing
 
-    b = sub.add_parser("broker", help="run a broker")
-    b.add_argument("--broker-id", type=int, default=None)
-    b.add_argument("--broker-addr", default=None, help="listen address host:port "
-                   "(default localhost:9092)")
-    b.add_argument("--advertised-addr", default=None, help="address given to clients")
-    b.add_argument("--data-dir", default=None, help="log directory (default ./data)")
-    b.add_argument("--raft-addr", default=None,
-                   help="this broker's raft listener host:port (cluster mode; default: its "
+Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
+2 a usage error, 130 interrupted.""")
+    ap.add_argument("--version", action="version", version=f"jocko-py {_version()}")
+    ap.add_argument("--log-level", default="INFO",
+                    help="DEBUG, INFO (default), WARNING or ERROR")
+    ap.add_argument("--log-format", choices=["text", "json"], default="text",
+                    help="text (default) or JSON lines with context fields, for log shippers")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    b = sub.add_parser(
+        "broker", help="run a broker", formatter_class=_Formatter,
+        description="Run a broker. Flags win over --override, which wins over --config.",
+        epilog="""examples:
+  jocko-py broker                                   # localhost:9092, data in ./data
+  jocko-py broker --config server.properties --override log.retention.hours=24
+  jocko-py broker --broker-id 1 --broker-addr 10.0.0.1:9092 --data-dir /var/lib/jocko \\
+      --controller-quorum-voters 1@10.0.0.1:9093,2@10.0.0.2:9093,3@10.0.0.3:9093 \\
+      --join 10.0.0.2:9094,10.0.0.3:9094""")
+    b.add_argument("--broker-id", type=int, default=None,
+                   help="Kafka's broker.id / node.id (default: 0)")
+    b.add_argument("--broker-addr", default=None, metavar="HOST:PORT",
+                   help="listen address (default: the PLAINTEXT entry of listeners, else "
+                   "localhost:9092)")
+    b.add_argument("--advertised-addr", default=None, metavar="HOST:PORT",
+                   help="address given to clients in Metadata (default: "
+                   "advertised.listeners, else the listen address)")
+    b.add_argument("--data-dir", default=None, metavar="DIR",
+                   help="log directory, Kafka's log.dirs (default: ./data)")
+    b.add_argument("--raft-addr", default=None, metavar="HOST:PORT",
+                   help="this broker's raft listener (cluster mode; default: its "
                    "entry in --controller-quorum-voters, else broker port + 1)")
-    b.add_argument("--gossip-addr", default=None,
-                   help="gossip (UDP) host:port (cluster mode; default raft port + 1)")
-    b.add_argument("--join", default=None, metavar="H:P[,H:P]",
+    b.add_argument("--gossip-addr", default=None, metavar="HOST:PORT",
+                   help="gossip address, UDP (cluster mode; default: raft port + 1)")
+    b.add_argument("--join", default=None, metavar="HOST:PORT[,...]",
                    help="gossip addresses of brokers to join (cluster mode)")
-    b.add_argument("--controller-quorum-voters", default=None, metavar="ID@H:P,...",
+    b.add_argument("--controller-quorum-voters", default=None, metavar="ID@HOST:PORT,...",
                    help="raft voters (Kafka's controller.quorum.voters); setting it runs "
-                   "the broker as a cluster member")
-    b.add_argument("--config", default=None, help="server.properties file")
+                   "the broker as a cluster member (default: single node)")
+    b.add_argument("--metrics-addr", default=None, metavar="HOST:PORT",
+                   help="serve Prometheus metrics on http://HOST:PORT/metrics "
+                   "(property jocko.metrics.addr; default: off)")
+    b.add_argument("--console-addr", default=None, metavar="HOST:PORT",
+                   help="serve the web console on http://HOST:PORT/ (property "
+                   "jocko.console.addr; jocko.console.read.only=true hides every action; "
+                   "default: off)")
+    b.add_argument("--config", default=None, metavar="FILE",
+                   help="a server.properties file with Kafka property names")
     b.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                   help="set a Kafka broker property")
+                   help="set a Kafka broker property (repeatable)")
     b.set_defaults(func=cmd_broker)
 
-    t = sub.add_parser("topic", help="manage topics")
-    t.add_argument("action", choices=["create", "list", "describe", "delete"])
-    t.add_argument("topic", nargs="?")
-    t.add_argument("--bootstrap-server", default="localhost:9092")
-    t.add_argument("--partitions", type=int, default=1)
-    t.add_argument("--replication-factor", type=int, default=1)
-    t.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    boot = {"default": "localhost:9092", "metavar": "HOST:PORT[,...]",
+            "help": "broker(s) to connect to (default: localhost:9092)"}
+    t = sub.add_parser(
+        "topic", help="create, list, describe, alter and delete topics",
+        formatter_class=_Formatter,
+        epilog="""examples:
+  jocko-py topic create orders                  # the broker's num.partitions, default.replication.factor
+  jocko-py topic create orders --partitions 6 --replication-factor 3 --config min.insync.replicas=2
+  jocko-py topic list --format json
+  jocko-py topic describe orders
+  jocko-py topic describe --under-replicated
+  jocko-py topic alter orders --partitions 12 --config retention.ms=3600000 --delete-config cleanup.policy
+  jocko-py topic delete orders""")
+    t.add_argument("action", choices=["create", "list", "describe", "alter", "delete"])
+    t.add_argument("topic", nargs="?", help="topic name (describe: all topics if omitted)")
+    t.add_argument("--bootstrap-server", **boot)  # type: ignore[arg-type]
+    t.add_argument("--partitions", type=int, default=None, metavar="N",
+                   help="create: partition count (default: the broker's num.partitions); "
+                   "alter: the new, larger count")
+    t.add_argument("--replication-factor", type=int, default=None, metavar="N",
+                   help="create: replicas per partition (default: the broker's "
+                   "default.replication.factor)")
+    t.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="create/alter: a topic config, e.g. retention.ms=86400000 "
+                   "(repeatable)")
+    t.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                   help="alter: return a topic config to the broker's default (repeatable)")
     t.add_argument("--under-replicated", action="store_true",
                    help="describe: only partitions whose ISR is smaller than the replicas")
+    t.add_argument("--format", choices=["text", "json"], default="text",
+                   help="list/describe: text (default) or JSON for scripts")
     t.set_defaults(func=cmd_topic)
 
-    cl = sub.add_parser("cluster", help="cluster state")
+    cl = sub.add_parser("cluster", help="cluster state (brokers, controller, quorum)",
+                        formatter_class=_Formatter,
+                        epilog="example:\n  jocko-py cluster status --bootstrap-server "
+                        "127.0.0.1:9092 --format json")
     cl.add_argument("action", choices=["status"])
-    cl.add_argument("--bootstrap-server", default="localhost:9092")
+    cl.add_argument("--bootstrap-server", **boot)  # type: ignore[arg-type]
+    cl.add_argument("--format", choices=["text", "json"], default="text",
+                    help="text (default) or JSON for scripts")
     cl.set_defaults(func=cmd_cluster)
 
-    p = sub.add_parser("produce", help="produce lines of stdin as records")
-    p.add_argument("topic")
-    p.add_argument("--bootstrap-server", default="localhost:9092")
-    p.add_argument("--partition", type=int, default=0)
-    p.add_argument("--key-separator", default=None)
-    p.set_defaults(func=cmd_produce)
-
-    c = sub.add_parser("consume", help="print records of a partition")
-    c.add_argument("topic")
-    c.add_argument("--bootstrap-server", default="localhost:9092")
-    c.add_argument("--partition", type=int, default=0)
-    c.add_argument("--offset", type=int, default=-2, help="-2 earliest, -1 latest")
-    c.add_argument("--max-messages", type=int, default=-1)
-    c.add_argument("--timeout", type=float, default=2.0, help="stop after this idle time")
-    c.add_argument("--print-key", action="store_true")
-    c.add_argument("--key-separator", default="\t")
-    c.set_defaults(func=cmd_consume)
-
+    from jocko_py.cli_completion import add_parser as add_completion_parser
+    from jocko_py.cli_data import add_parsers as add_data_parsers
     from jocko_py.cli_groups import add_parser as add_groups_parser
 
+    add_data_parsers(sub, _Formatter)
     add_groups_parser(sub)
+    add_completion_parser(sub)
+    _global_options_everywhere(ap, top=True)
     return ap
+
+
+def _global_options_everywhere(p: argparse.ArgumentParser, top: bool = False) -> None:
+    """--log-level/--log-format are also accepted after the command (`jocko-py broker
+    --log-format json`); there they only override what was given before it."""
+    if not top:
+        p.add_argument("--log-level", default=argparse.SUPPRESS,
+                       help="DEBUG, INFO (default), WARNING or ERROR")
+        p.add_argument("--log-format", choices=["text", "json"], default=argparse.SUPPRESS,
+                       help="text (default) or JSON lines with context fields")
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _global_options_everywhere(child)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
-    if args.command == "topic" and args.action != "list" and not args.topic \
-            and args.action != "describe":
-        raise SystemExit("topic name required")
-    if args.command == "broker":
-        return int(args.func(args))
+    from jocko_py.logfmt import setup_logging
+
+    setup_logging(str(args.log_level), args.log_format)
+    try:
+        if args.command in ("broker", "completion"):
+            return int(args.func(args))
+        return _run_tool(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # the reader went away (| head): no traceback, and no second error at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+
+
+def _run_tool(args: argparse.Namespace) -> int:
+    from jocko_py.cli_data import UserError as DataUserError
     from jocko_py.client import KafkaError
 
     try:
         return int(args.func(args))
     except KafkaError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+    except (UserError, DataUserError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+    except BrokenPipeError:
+        raise
     except (ConnectionError, TimeoutError, OSError) as e:
-        print(f"error: cannot reach {args.bootstrap_server}: {e}", file=sys.stderr)
-        return 1
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
+        print(f"error: cannot reach {args.bootstrap_server}: {reason}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

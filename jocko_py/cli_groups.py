@@ -14,6 +14,7 @@ the new offset).
 from __future__ import annotations
 
 import argparse
+import json
 import struct
 import sys
 from datetime import datetime
@@ -53,19 +54,46 @@ def parse_assignment(data: bytes) -> dict[str, list[int]]:
 class GroupAdmin:
     def __init__(self, client: Client) -> None:
         self.c = client
+        # connections to other brokers: a group's coordinator, a partition's leader
+        self._clients: dict[tuple[str, int], Client] = {}
+        self._coordinators: dict[str, Client] = {}
 
-    def find_coordinator(self, group: str) -> None:
-        r = self.c.request(10, 3, {"key": group, "key_type": 0})
-        _check(r.error_code, r.error_message or "FindCoordinator")
+    def _client(self, host: str, port: int) -> Client:
+        peer = self.c.sock.getpeername()[:2]
+        if (host, port) == tuple(peer) or f"{host}:{port}" == self.c.bootstrap:
+            return self.c
+        c = self._clients.get((host, port))
+        if c is None:
+            c = self._clients[(host, port)] = Client(f"{host}:{port}", self.c.client_id,
+                                                     self.c.timeout)
+        return c
+
+    def close(self) -> None:
+        for c in self._clients.values():
+            c.close()
+
+    def find_coordinator(self, group: str) -> Client:
+        """A connection to the group's coordinator (in a cluster, maybe another broker)."""
+        c = self._coordinators.get(group)
+        if c is None:
+            r = self.c.request(10, 3, {"key": group, "key_type": 0})
+            _check(r.error_code, r.error_message or "FindCoordinator")
+            c = self._coordinators[group] = self._client(r.host, r.port)
+        return c
 
     def list_groups(self, states: list[str] | None = None) -> list[Any]:
-        r = self.c.request(16, 5, {"states_filter": states or [], "types_filter": []})
-        _check(r.error_code, "ListGroups")
-        return sorted(r.groups, key=lambda g: g.group_id)
+        # each broker lists the groups it coordinates: ask them all (as Kafka's tool)
+        found: dict[str, Any] = {}
+        for b in self.c.metadata([]).brokers:
+            r = self._client(b.host, b.port).request(
+                16, 5, {"states_filter": states or [], "types_filter": []})
+            _check(r.error_code, "ListGroups")
+            for g in r.groups:
+                found.setdefault(g.group_id, g)
+        return sorted(found.values(), key=lambda g: g.group_id)
 
     def describe(self, group: str) -> Any:
-        self.find_coordinator(group)
-        r = self.c.request(15, 5, {"groups": [group], "include_authorized_operations": False})
+        r = self.find_coordinator(group).request(15, 5, {"groups": [group], "include_authorized_operations": False})
         g = r.groups[0]
         if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
             return self.describe_consumer_group(group)  # KIP-848 groups (as Kafka 4)
@@ -73,14 +101,14 @@ class GroupAdmin:
         return g
 
     def describe_consumer_group(self, group: str) -> Any:
-        r = self.c.request(69, 0, {"group_ids": [group], "include_authorized_operations": False})
+        r = self.find_coordinator(group).request(
+            69, 0, {"group_ids": [group], "include_authorized_operations": False})
         g = r.groups[0]
         _check(g.error_code, g.error_message or f"ConsumerGroupDescribe {group}")
         return g
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
-        self.find_coordinator(group)
-        r = self.c.request(9, 8, {"groups": [{"group_id": group, "topics": None}],
+        r = self.find_coordinator(group).request(9, 8, {"groups": [{"group_id": group, "topics": None}],
                                   "require_stable": False})
         g = r.groups[0]
         _check(g.error_code, f"OffsetFetch {group}")
@@ -94,21 +122,26 @@ class GroupAdmin:
         return sorted(p.partition_index for p in t.partitions)
 
     def offset_for(self, topic: str, partition: int, timestamp: int) -> int:
-        return self.c.list_offset(topic, partition, timestamp)[0]
+        """ListOffsets at the partition's leader."""
+        md = self.c.metadata([topic])
+        leader = next((p.leader_id for t in md.topics for p in t.partitions
+                       if p.partition_index == partition), -1)
+        b = next((b for b in md.brokers if b.node_id == leader), None)
+        c = self._client(b.host, b.port) if b is not None else self.c
+        return c.list_offset(topic, partition, timestamp)[0]
 
     def delete(self, group: str) -> int:
-        self.find_coordinator(group)
-        r = self.c.request(42, 2, {"groups_names": [group]})
+        r = self.find_coordinator(group).request(42, 2, {"groups_names": [group]})
         return int(r.results[0].error_code)
 
     def commit(self, group: str, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-        self.find_coordinator(group)
+        coord = self.find_coordinator(group)
         topics: dict[str, list[dict[str, Any]]] = {}
         for (t, p), o in sorted(offsets.items()):
             topics.setdefault(t, []).append(
                 {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
                  "committed_metadata": ""})
-        r = self.c.request(8, 9, {"group_id": group, "generation_id_or_member_epoch": -1,
+        r = coord.request(8, 9, {"group_id": group, "generation_id_or_member_epoch": -1,
                                   "member_id": "", "group_instance_id": None,
                                   "topics": [{"name": n, "partitions": ps}
                                              for n, ps in topics.items()]})
@@ -121,9 +154,17 @@ def _table(rows: list[list[str]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
+def _not_found(group: str) -> None:
+    print(f"Error: Consumer group '{group}' does not exist.", file=sys.stderr)
+
+
 def cmd_list(adm: GroupAdmin, args: argparse.Namespace) -> int:
     groups = adm.list_groups(args.state)
-    if args.verbose:
+    if args.format == "json":
+        print(json.dumps([{"group": g.group_id, "state": g.group_state,
+                           "protocol_type": g.protocol_type, "type": g.group_type}
+                          for g in groups], indent=2))
+    elif args.verbose:
         _table([["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"]] +
                [[g.group_id, g.group_state, g.protocol_type, g.group_type]
                 for g in groups])
@@ -134,6 +175,8 @@ def cmd_list(adm: GroupAdmin, args: argparse.Namespace) -> int:
 
 
 def cmd_describe(adm: GroupAdmin, args: argparse.Namespace) -> int:
+    as_json: list[dict[str, Any]] = []
+    rc = 0
     for group in args.group:
         g = adm.describe(group)
         owners: dict[tuple[str, int], Any] = {}
@@ -148,7 +191,28 @@ def cmd_describe(adm: GroupAdmin, args: argparse.Namespace) -> int:
                 for p in ps:
                     owners[(t, p)] = m
         committed = adm.committed(group)
+        if g.group_state == "Dead" and not g.members and not committed:
+            _not_found(group)
+            rc = 1
+            continue
         keys = sorted(set(committed) | set(owners))
+        if args.format == "json":
+            parts = []
+            for t, p in keys:
+                leo = adm.offset_for(t, p, -1)
+                cur = committed.get((t, p))
+                m = owners.get((t, p))
+                parts.append({"topic": t, "partition": p, "current_offset": cur,
+                              "log_end_offset": leo,
+                              "lag": None if cur is None else max(leo - cur, 0),
+                              "consumer_id": m.member_id if m else None,
+                              "host": m.client_host if m else None,
+                              "client_id": m.client_id if m else None})
+            as_json.append({"group": group, "state": g.group_state,
+                            "type": "consumer" if kip848 else "classic",
+                            "protocol": None if kip848 else (g.protocol_data or None),
+                            "members": len(g.members), "partitions": parts})
+            continue
         if kip848:
             print(f"Group {group}: consumer protocol, state {g.group_state}, group epoch "
                   f"{g.group_epoch}, assignor {g.assignor_name}, {len(g.members)} member(s)")
@@ -168,14 +232,19 @@ def cmd_describe(adm: GroupAdmin, args: argparse.Namespace) -> int:
         _table(rows)
         if len(args.group) > 1:
             print()
-    return 0
+    if args.format == "json":
+        print(json.dumps(as_json, indent=2))
+    return rc
 
 
 def cmd_delete(adm: GroupAdmin, args: argparse.Namespace) -> int:
     rc = 0
     for group in args.group:
         code = adm.delete(group)
-        if code:
+        if code == ErrorCode.GROUP_ID_NOT_FOUND:
+            _not_found(group)
+            rc = 1
+        elif code:
             print(f"Group {group} not deleted: {ErrorCode(code).name}", file=sys.stderr)
             rc = 1
         else:
@@ -198,6 +267,13 @@ def _targets(adm: GroupAdmin, args: argparse.Namespace,
 def cmd_reset(adm: GroupAdmin, args: argparse.Namespace) -> int:
     group = args.group
     g = adm.describe(group)
+    if args.to_datetime is not None:
+        try:
+            datetime.fromisoformat(args.to_datetime.replace("Z", "+00:00"))
+        except ValueError:
+            print(f"Error: --to-datetime: {args.to_datetime!r} is not an ISO-8601 date-time "
+                  "(e.g. 2024-05-01T12:00:00+00:00)", file=sys.stderr)
+            return 1
     if g.group_state not in ("Empty", "Dead"):
         print(f"Error: assignments can only be reset if the group '{group}' is inactive, "
               f"but the current state is {g.group_state}.", file=sys.stderr)
@@ -217,7 +293,8 @@ def cmd_reset(adm: GroupAdmin, args: argparse.Namespace) -> int:
         elif args.to_latest:
             new = end
         elif args.to_datetime is not None:
-            ts = int(datetime.fromisoformat(args.to_datetime).timestamp() * 1000)
+            ts = int(datetime.fromisoformat(args.to_datetime.replace("Z", "+00:00"))
+                     .timestamp() * 1000)
             found = adm.offset_for(t, p, ts)
             new = end if found < 0 else found
         else:
@@ -246,7 +323,10 @@ def cmd_groups(args: argparse.Namespace) -> int:
             adm = GroupAdmin(c)
             fn = {"list": cmd_list, "describe": cmd_describe, "delete": cmd_delete,
                   "reset-offsets": cmd_reset}[args.action]
-            return fn(adm, args)
+            try:
+                return fn(adm, args)
+            finally:
+                adm.close()
     except KafkaError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
@@ -257,16 +337,22 @@ def add_parser(sub: Any) -> None:
     gs = g.add_subparsers(dest="action", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--bootstrap-server", default="localhost:9092")
+        p.add_argument("--bootstrap-server", default="localhost:9092",
+                       metavar="HOST:PORT[,...]",
+                       help="broker(s) to connect to (default: localhost:9092)")
         p.set_defaults(func=cmd_groups)
 
     p = gs.add_parser("list", help="list groups")
     p.add_argument("--state", action="append", default=None,
                    help="only groups in this state (Empty, Stable, ...); repeatable")
     p.add_argument("-v", "--verbose", action="store_true", help="show state and type")
+    p.add_argument("--format", choices=["text", "json"], default="text",
+                   help="text (default) or JSON for scripts")
     common(p)
     p = gs.add_parser("describe", help="offsets, log end offsets, lag and members")
     p.add_argument("group", nargs="+")
+    p.add_argument("--format", choices=["text", "json"], default="text",
+                   help="text (default) or JSON for scripts")
     common(p)
     p = gs.add_parser("delete", help="delete inactive groups and their offsets")
     p.add_argument("group", nargs="+")
@@ -278,10 +364,11 @@ def add_parser(sub: Any) -> None:
     scope.add_argument("--all-topics", action="store_true",
                        help="every topic the group has offsets for")
     to = p.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true")
-    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    to.add_argument("--to-latest", action="store_true", help="the log end offset")
     to.add_argument("--to-datetime", metavar="ISO-8601",
                     help="first offset at or after this time, e.g. 2024-05-01T12:00:00+00:00")
-    to.add_argument("--to-offset", type=int)
+    to.add_argument("--to-offset", type=int, metavar="OFFSET",
+                    help="this offset, clamped to the partition's range")
     p.add_argument("--execute", action="store_true", help="commit (default: dry run)")
     common(p)

@@ -15,6 +15,46 @@ from jocko_py.protocol import codec
 from jocko_py.protocol.errors import ErrorCode
 
 
+def murmur2(data: bytes) -> int:
+    """Kafka's `Utils.murmur2` (the Java client's key hash), as a signed 32-bit int."""
+    length = len(data)
+    m = 0x5BD1E995
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    for i in range(0, length - length % 4, 4):
+        k = data[i] | data[i + 1] << 8 | data[i + 2] << 16 | data[i + 3] << 24
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> 24
+        k = (k * m) & 0xFFFFFFFF
+        h = (h * m) & 0xFFFFFFFF
+        h ^= k
+    tail = length & ~3
+    rest = length % 4
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for_key(key: bytes, num_partitions: int) -> int:
+    """The Java producer's default partition for a non-null key."""
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+def parse_addr(addr: str, what: str = "--bootstrap-server") -> tuple[str, int]:
+    """`host:port` (IPv6 in brackets); a ValueError naming ``what`` otherwise."""
+    host, sep, port = addr.strip().rpartition(":")
+    if not sep or not port.isdigit() or not host or not 0 < int(port) < 65536:
+        raise ValueError(f"{what}: {addr.strip()!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
 class KafkaError(Exception):
     def __init__(self, code: int, message: str | None = None):
         name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
@@ -26,11 +66,10 @@ class Client:
     def __init__(self, bootstrap: str, client_id: str = "jocko-py-cli", timeout: float = 30.0):
         # a comma-separated list: the first broker that answers
         err: OSError | None = None
-        for addr in [a.strip() for a in bootstrap.split(",") if a.strip()]:
-            host, _, port = addr.rpartition(":")
+        addrs = [parse_addr(a) for a in bootstrap.split(",") if a.strip()]
+        for host, port in addrs:
             try:
-                self.sock = socket.create_connection((host or "localhost", int(port)),
-                                                     timeout=timeout)
+                self.sock = socket.create_connection((host, port), timeout=timeout)
                 break
             except OSError as e:
                 err = e
@@ -123,6 +162,21 @@ class Client:
             raise KafkaError(p.error_code, p.error_message)
         return p.base_offset
 
+    def produce_batches(self, topic: str, batches: dict[int, bytes], acks: int = -1,
+                        timeout_ms: int = 30000) -> dict[int, tuple[int, int, str | None]]:
+        """One Produce request carrying a batch per partition: partition -> (error code,
+        base offset, error message). acks=0 gets no response: every partition is 0/-1."""
+        body = {"acks": acks, "timeout_ms": timeout_ms, "topic_data": [{
+            "name": topic, "partition_data": [{"index": p, "records": b}
+                                              for p, b in sorted(batches.items())]}]}
+        if acks == 0:
+            corr = next(self._corr)
+            self.sock.sendall(codec.encode_request(0, 9, corr, self.client_id, body))
+            return {p: (0, -1, None) for p in batches}
+        r = self.request(0, 9, body)
+        return {p.index: (p.error_code, p.base_offset, p.error_message)
+                for t in r.responses for p in t.partition_responses}
+
     def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
         r = self.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [{
             "name": topic, "partitions": [{"partition_index": partition,
@@ -131,6 +185,22 @@ class Client:
         if p.error_code:
             raise KafkaError(p.error_code)
         return p.offset, p.timestamp
+
+    def fetch_partitions(self, topic: str, offsets: dict[int, int], max_wait_ms: int = 500,
+                         max_bytes: int = 1 << 20) -> list[Any]:
+        """One Fetch for several partitions of a topic: their partition responses."""
+        r = self.request(1, 12, {
+            "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1,
+            "max_bytes": max_bytes * max(1, len(offsets)), "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [{
+                "partition": p, "fetch_offset": o, "current_leader_epoch": -1,
+                "log_start_offset": -1, "partition_max_bytes": max_bytes}
+                for p, o in sorted(offsets.items())]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        if r.error_code:
+            raise KafkaError(r.error_code)
+        return [p for t in r.responses for p in t.partitions]
 
     def fetch(self, topic: str, partition: int, offset: int, max_wait_ms: int = 500,
               max_bytes: int = 1 << 20) -> Any:

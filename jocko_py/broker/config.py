@@ -57,7 +57,45 @@ DEFAULTS: dict[str, str] = {
     "producer.id.expiration.ms": "86400000",
     "max.incremental.fetch.session.cache.slots": "1000",
     "request.timeout.ms": "30000",
+    # Prometheus endpoint (host:port); empty: off (broker/metrics.py)
+    "jocko.metrics.addr": "",
+    # the web console (console.py): host:port, empty: off; read-only hides every action
+    "jocko.console.addr": "",
+    "jocko.console.read.only": "false",
+    # retention by share of disk (commitlog/disk_retention.py): -1 off
+    "jocko.log.retention.disk.percent": "-1",
+    "jocko.log.retention.disk.protect.committed.offsets": "false",
 }
+
+
+# Properties read somewhere other than DEFAULTS (listeners, log defaults, groups, ...).
+_READ_ELSEWHERE = frozenset({
+    "node.id", "process.roles", "cluster.id", "broker.rack", "listeners",
+    "advertised.listeners", "listener.security.protocol.map", "log.dirs", "log.dir",
+    "controller.quorum.bootstrap.servers", "jocko.broker.addr", "jocko.advertised.addr",
+    "jocko.raft.addr", "jocko.gossip.addr", "jocko.gossip.join", "log.cleaner.enable",
+    "log.cleaner.backoff.ms", "offset.metadata.max.bytes", "offsets.topic.segment.bytes",
+    "log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.roll.ms",
+    "log.roll.hours", "log.roll.jitter.ms", "log.roll.jitter.hours",
+})
+# Kafka broker properties that jocko-py accepts and does not use (threads, buffers,
+# listeners it does not serve, ZooKeeper, transactions...): a stock server.properties
+# starts without a warning.
+_KAFKA_IGNORED = frozenset({
+    "num.network.threads", "num.io.threads", "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir", "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes", "queued.max.requests", "controller.listener.names",
+    "inter.broker.listener.name", "inter.broker.protocol.version",
+    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+    "transaction.state.log.num.partitions", "zookeeper.connect",
+    "zookeeper.connection.timeout.ms", "log.message.format.version", "compression.type",
+    "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "group.coordinator.rebalance.protocols",
+    "share.coordinator.state.topic.replication.factor", "metadata.log.dir",
+    "metadata.log.segment.bytes", "metadata.max.retention.bytes", "early.start.listeners",
+    "log.preallocate", "replica.socket.timeout.ms", "connections.max.idle.ms",
+    "max.connections", "max.connections.per.ip", "authorizer.class.name",
+    "super.users", "sasl.enabled.mechanisms", "ssl.keystore.location",
+})
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -220,11 +258,19 @@ def build_config(
     gossip_addr: str | None = None,
     join: str | None = None,
     voters: str | None = None,
+    metrics_addr: str | None = None,
+    console_addr: str | None = None,
 ) -> BrokerConfig:
     given: dict[str, str] = {}
     if config_file is not None:
-        given.update(parse_properties(config_file.read_text()))
+        try:
+            text = config_file.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise ConfigError(f"cannot read config file {config_file}: {reason}") from None
+        given.update(parse_properties(text))
     given.update(overrides or {})
+    _check_properties(given)
     props = DEFAULTS | given
     if broker_id is not None:
         props["broker.id"] = str(broker_id)
@@ -239,7 +285,7 @@ def build_config(
         or _plaintext_listener(props.get("listeners", ""), proto_map, "listeners")
         or "localhost:9092"
     )
-    host, port = split_addr(addr)
+    host, port = _checked_addr(addr, "--broker-addr" if broker_addr else "listeners")
     adv = (
         advertised_addr
         or props.get("jocko.advertised.addr")
@@ -247,12 +293,17 @@ def build_config(
                                "advertised.listeners")
         or f"{host}:{port}"
     )
-    adv_host, adv_port = split_addr(adv, port)
+    adv_host, adv_port = _checked_addr(adv, "--advertised-addr" if advertised_addr
+                                       else "advertised.listeners", port)
     if adv_host in ("0.0.0.0", "::", ""):
         adv_host = "localhost"
     ddir = Path(props.get("log.dirs", props.get("log.dir", "./data")).split(",")[0])
     if voters is not None:
         props["controller.quorum.voters"] = voters
+    if metrics_addr is not None:
+        props["jocko.metrics.addr"] = metrics_addr
+    if console_addr is not None:
+        props["jocko.console.addr"] = console_addr
     voter_map = parse_voters(props.get("controller.quorum.voters", ""))
     if not voter_map and props.get("controller.quorum.bootstrap.servers"):
         raise ConfigError(
@@ -300,6 +351,49 @@ def build_config(
 
 class ConfigError(ValueError):
     """A configuration value that cannot be used (reported as one line)."""
+
+
+def _checked_addr(addr: str, what: str, default_port: int | None = None) -> tuple[str, int]:
+    host, sep, port = addr.rpartition(":")
+    if not sep and default_port is not None:
+        return addr, default_port
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"{what}: {addr!r} is not host:port")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def known_property(name: str) -> bool:
+    from jocko_py.commitlog.config import TOPIC_CONFIGS, broker_property_names
+
+    return (name in DEFAULTS or name in _READ_ELSEWHERE or name in _KAFKA_IGNORED
+            or name in broker_property_names() or name in TOPIC_CONFIGS)
+
+
+def _check_properties(given: dict[str, str]) -> None:
+    """Warn about unknown names (as Kafka does) and refuse values of the wrong type."""
+    from jocko_py.commitlog.config import LogConfig
+
+    for name in sorted(given):
+        if not known_property(name):
+            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+    for name, value in given.items():
+        default = DEFAULTS.get(name)
+        if default is None or not default:
+            continue
+        v = value.strip()
+        if default in ("true", "false"):
+            if v.lower() not in ("true", "false"):
+                raise ConfigError(f"invalid value {value!r} for {name}: expected true or false")
+        elif default.lstrip("-").isdigit():
+            try:
+                (float if name.endswith(".seconds") else builtins.int)(v)
+            except ValueError:
+                raise ConfigError(f"invalid value {value!r} for {name}: expected an "
+                                  "integer") from None
+    try:
+        LogConfig.from_broker_properties(DEFAULTS | given)
+    except ValueError as e:
+        raise ConfigError(f"invalid log property: {e}") from None
 
 
 def parse_voters(value: str) -> dict[builtins.int, str]:

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from jocko_py.broker import api as api_mod
 from jocko_py.broker.api import NO_RESPONSE, RequestContext
+from jocko_py.broker.log_context import LOG_CONTEXT
 from jocko_py.broker.purgatory import PARK_HOOK
 from jocko_py.protocol import codec, messages
 from jocko_py.protocol.errors import ErrorCode, ProtocolError
@@ -57,6 +59,8 @@ class Connection:
         self.decoder = FrameDecoder(broker.config.socket_request_max_bytes)
         self.served = api_mod.served_versions()
         self.entries = api_mod.registry()
+        # the fields every log line of this connection's task carries (logfmt.py)
+        self.log_context: dict[str, str] = {"peer": self.peer}
         # responses handled but not yet written (see `flush`)
         self.outs: list[bytes | bytearray | memoryview] = []
 
@@ -69,6 +73,7 @@ class Connection:
 
     async def run(self) -> None:
         PARK_HOOK.set(self.flush)  # this task's own context: only this connection's handlers
+        LOG_CONTEXT.set(self.log_context)  # log lines of this task carry the peer
         try:
             while True:
                 data = await self.reader.read(READ_CHUNK)
@@ -107,8 +112,12 @@ class Connection:
                 return [api_versions_fallback(e.header)]
             raise
         header = request.header
+        if header.client_id is not None:
+            self.log_context["client_id"] = header.client_id
         entry = self.entries[header.api_key]
         ctx = RequestContext(header, self.broker, self.peer)
+        t0 = time.perf_counter()
+        stats = self.broker.stats
         try:
             body = await entry.handler(ctx, request.body)
         except ProtocolError:
@@ -121,9 +130,10 @@ class Connection:
             )
             raise ProtocolError(f"handler failed: {e!r}") from e
         if body is NO_RESPONSE:
+            stats.requests[header.api_key].observe(time.perf_counter() - t0)
             return None
         try:
-            return codec.encode_response_parts(
+            out = codec.encode_response_parts(
                 header.api_key, header.api_version, header.correlation_id, body
             )
         except Exception as e:  # a handler built a body its version cannot carry
@@ -131,3 +141,6 @@ class Connection:
                           self.peer, messages.api_name(header.api_key), header.api_version,
                           header.client_id)
             raise ProtocolError(f"response cannot be encoded: {e!r}") from e
+        stats.requests[header.api_key].observe(time.perf_counter() - t0)
+        stats.count_errors(header.api_key, body)
+        return out

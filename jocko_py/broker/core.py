@@ -15,6 +15,7 @@ from typing import Any
 from jocko_py.broker.config import BrokerConfig
 from jocko_py.broker.metadata_publisher import MetadataPublisher
 from jocko_py.broker.replica_manager import ReplicaManager
+from jocko_py.broker.stats import BrokerStats
 from jocko_py.broker.topics import TopicManager
 from jocko_py.cluster.quorum import MetadataQuorum
 from jocko_py.commitlog.config import LogConfig
@@ -31,9 +32,11 @@ class Broker:
         self.log_config = LogConfig.from_broker_properties(config.properties)
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self.topics = TopicManager(quorum, config.broker_id)
+        # what the broker counts as it serves (requests, bytes, ...): see broker/metrics.py
+        self.stats = BrokerStats()
         self.replicas = ReplicaManager(
             config.data_dir, self.log_config, config.broker_id, lambda: quorum.image,
-            config.get,
+            config.get, self.stats,
         )
         self.replicas.alter_partition = self.topics.alter_partition
         # in a cluster a failed data dir takes this broker out (others lead instead)

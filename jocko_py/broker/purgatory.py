@@ -55,6 +55,13 @@ class Purgatory:
                     if not s:
                         del self._waiters[k]
 
+    def size(self) -> int:
+        """Operations waiting (each counted once, whatever the keys it waits on)."""
+        waiting: set[asyncio.Future[None]] = set()
+        for s in self._waiters.values():
+            waiting |= s
+        return len(waiting)
+
     def notify(self, key: Hashable) -> None:
         s = self._waiters.pop(key, None)
         if s:

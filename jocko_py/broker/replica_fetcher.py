@@ -224,6 +224,8 @@ class ReplicaFetcher:
         if outcome is FollowerOutcome.TRUNCATED:
             self.manager.on_follower_truncated(p)
         elif outcome is FollowerOutcome.APPENDED:
+            if pr.records:
+                self.manager.stats.replication_bytes_in[p.topic] += len(pr.records)
             self.manager.on_follower_appended(p)
         elif outcome is FollowerOutcome.BACK_OFF:
             self._backoff_until[key] = time.monotonic() + BACKOFF_S * 2

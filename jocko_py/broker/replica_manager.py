@@ -38,6 +38,7 @@ from jocko_py.broker.partition import (
 )
 from jocko_py.broker.purgatory import Purgatory
 from jocko_py.broker.replica_fetcher import ReplicaFetcher
+from jocko_py.broker.stats import BrokerStats, count_records
 from jocko_py.cluster.metadata import MetadataDelta, MetadataImage, PartitionRef
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.errors import KafkaStorageError
@@ -81,8 +82,11 @@ AlterPartitionFn = Callable[[IsrChange], Awaitable[ErrorCode]]
 
 class ReplicaManager:
     def __init__(self, data_dir: Path, base_config: LogConfig, broker_id: int,
-                 image: Callable[[], MetadataImage], props: Callable[[str], str]) -> None:
+                 image: Callable[[], MetadataImage], props: Callable[[str], str],
+                 stats: BrokerStats | None = None) -> None:
         self.base_config = base_config
+        # bytes/records in and out per topic, ISR shrinks/expands (plain counters)
+        self.stats = stats if stats is not None else BrokerStats()
         self.broker_id = broker_id
         self._image = image
         self.logs = LogManager(data_dir, base_config)
@@ -259,11 +263,13 @@ class ReplicaManager:
         now = now_ms()
         results: list[AppendResult] = []
         appended: list[tuple[Partition, AppendResult]] = []
+        stats = self.stats
         for topic, idx, data in entries:
             p, err = self.get_partition_or_error(topic, idx)
             if p is None:
                 results.append(AppendResult(err, message=None if err != ErrorCode.NOT_LEADER_OR_FOLLOWER
                                             else f"broker {self.broker_id} is not the leader"))
+                stats.failed_produce[topic] += 1
                 continue
             if internal:
                 r = p.append_internal(bytes(data), now)
@@ -273,6 +279,10 @@ class ReplicaManager:
             if r.error == ErrorCode.NONE and r.last_offset >= 0:
                 appended.append((p, r))
                 self.fetch_waiters.notify((p.topic, p.partition))
+                stats.bytes_in[topic] += len(data)
+                stats.messages_in[topic] += r.last_offset - r.base_offset + 1
+            elif r.error != ErrorCode.NONE:
+                stats.failed_produce[topic] += 1
         if acks == 0 or not appended:
             return results
         barriers: list[tuple[asyncio.Future[None], AppendResult]] = []
@@ -361,6 +371,22 @@ class ReplicaManager:
         return out, total
 
     async def fetch_messages(self, params: FetchParams) -> list[ReadResult]:
+        results = await self._fetch_messages(params)
+        stats = self.stats
+        if params.is_follower:
+            for fp, r in zip(params.partitions, results, strict=True):
+                if r.records:
+                    stats.replication_bytes_out[fp.topic] += len(r.records)
+        else:
+            for fp, r in zip(params.partitions, results, strict=True):
+                if r.records:
+                    stats.bytes_out[fp.topic] += len(r.records)
+                    stats.messages_out[fp.topic] += count_records(r.records)
+                elif r.error:
+                    stats.failed_fetch[fp.topic] += 1
+        return results
+
+    async def _fetch_messages(self, params: FetchParams) -> list[ReadResult]:
         results, total = self._read_all(params, True)
         wait = params.max_wait_ms / 1000
         if total >= params.min_bytes or wait <= 0 or any(r.error for r in results) \
@@ -399,6 +425,7 @@ class ReplicaManager:
             p.isr_change_failed(change, ErrorCode.INVALID_REQUEST)  # no controller to ask
             return
         send = self.alter_partition
+        before = len(p.isr)  # committed ISR when proposed (the delta may land first)
 
         async def run() -> None:
             backoff = 0.1
@@ -409,6 +436,10 @@ class ReplicaManager:
                     log.info("[partition=%s] AlterPartition failed: %s", p.name, e)
                     err = ErrorCode.REQUEST_TIMED_OUT
                 if err == ErrorCode.NONE:
+                    if len(change.new_isr) < before:
+                        self.stats.isr_shrinks += 1
+                    elif len(change.new_isr) > before:
+                        self.stats.isr_expands += 1
                     return
                 log.info("[partition=%s] ISR change to %s not confirmed: %s", p.name,
                          list(change.new_isr), getattr(err, "name", err))
@@ -435,6 +466,31 @@ class ReplicaManager:
                 self.check_isr()
             except Exception:
                 log.exception("ISR check failed")
+
+    # ------------------------------------------------------------------ disk share
+
+    def apply_disk_retention(self, percent: float,
+                             committed: dict[tuple[str, int], int] | None = None) -> int:
+        """Retention by share of disk over this broker's logs: never past a partition's
+        high watermark, nor past ``committed`` (the lowest committed offset of any group,
+        when the broker protects them). Returns the bytes deleted."""
+        from jocko_py.commitlog.disk_retention import apply_disk_retention
+
+        floors: dict[tuple[str, int], int] = {}
+        weights: dict[str, float] = {}
+        logs = {}
+        for key, p in self.partitions.items():
+            floor = p.high_watermark
+            if committed is not None and key in committed:
+                floor = min(floor, committed[key])
+            floors[key] = floor
+            logs[key] = p.log
+            weights[p.topic] = p.log.config.disk_share
+        try:
+            return apply_disk_retention(self.logs.data_dir, logs, percent, weights, floors)
+        except KafkaStorageError as e:
+            self.logs.mark_offline(str(e))
+            return 0
 
     # ------------------------------------------------------------------ flushing
 

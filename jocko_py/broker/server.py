@@ -34,6 +34,8 @@ class Server:
         task = asyncio.current_task()
         assert task is not None
         self.connections.add(task)
+        stats = self.broker.stats
+        stats.connections_created += 1
         try:
             await Connection(self.broker, reader, writer).run()
         except asyncio.CancelledError:
@@ -41,6 +43,7 @@ class Server:
             writer.close()
         finally:
             self.connections.discard(task)
+            stats.connections_closed += 1
 
     async def stop(self) -> None:
         if self.server is not None:

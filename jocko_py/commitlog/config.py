@@ -61,6 +61,8 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     preallocate: bool = False
     unclean_leader_election_enable: bool = False
+    # weight of the topic under retention by share of disk (disk_retention.py)
+    disk_share: float = 1.0
 
     def __post_init__(self) -> None:
         for d in TOPIC_CONFIGS.values():
@@ -126,6 +128,11 @@ class LogConfig:
             for name, d in TOPIC_CONFIGS.items()
             if getattr(self, d.field) != getattr(ref, d.field)
         }
+
+
+def broker_property_names() -> frozenset[str]:
+    """The broker properties (``log.*``) that set topic defaults."""
+    return frozenset(_BROKER_TO_TOPIC)
 
 
 def _time_property(props: Mapping[str, str], prefix: str) -> int | None:
@@ -276,6 +283,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("file.delete.delay.ms", "file_delete_delay_ms", "LONG", 0),
     ConfigDef("preallocate", "preallocate", "BOOLEAN"),
     ConfigDef("unclean.leader.election.enable", "unclean_leader_election_enable", "BOOLEAN"),
+    ConfigDef("jocko.retention.disk.share", "disk_share", "DOUBLE", 0,
+              doc="weight of this topic when retention by share of disk deletes segments"),
 )
 
 # Broker-level names whose value is the default of a topic config (Kafka's
