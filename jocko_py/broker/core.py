@@ -12,10 +12,12 @@ import asyncio
 import logging
 from typing import Any
 
+from jocko_py.broker.broker_configs import BrokerConfigView
 from jocko_py.broker.config import BrokerConfig
 from jocko_py.broker.metadata_publisher import MetadataPublisher
 from jocko_py.broker.replica_manager import ReplicaManager
 from jocko_py.broker.topics import TopicManager
+from jocko_py.cluster.metadata import CONFIG_RESOURCE_BROKER, MetadataImage
 from jocko_py.cluster.quorum import MetadataQuorum
 from jocko_py.commitlog.config import LogConfig
 
@@ -52,6 +54,29 @@ class Broker:
         from jocko_py.broker.group import install as install_groups
 
         install_groups(self)
+
+    def config_view(self, image: MetadataImage | None = None) -> BrokerConfigView:
+        """This broker's configuration with the dynamic layers from the metadata log."""
+        img = image or self.quorum.image
+        return BrokerConfigView(self.config, img.configs(CONFIG_RESOURCE_BROKER, ""),
+                                img.broker_configs(self.broker_id))
+
+    def apply_dynamic_configs(self, image: MetadataImage) -> None:
+        """Dynamic broker configs changed: new log defaults for every log that does not
+        override them, at once (Kafka's DynamicLogConfig.reconfigure)."""
+        props = dict(self.config.properties)
+        props.update(self.config_view(image).effective())
+        try:
+            cfg = LogConfig.from_broker_properties(props)
+        except ValueError as e:  # validated before it was written; never stop applying
+            log.error("[broker=%d] dynamic log config not applied: %s", self.broker_id, e)
+            return
+        if cfg == self.log_config:
+            return
+        log.info("[broker=%d] dynamic broker config: log defaults now %s", self.broker_id,
+                 cfg.changed_properties(self.log_config))
+        self.log_config = cfg
+        self.replicas.set_base_config(cfg)
 
     @property
     def controller_id(self) -> int:

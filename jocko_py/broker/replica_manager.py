@@ -126,6 +126,17 @@ class ReplicaManager:
     def log_config(self, topic: str) -> LogConfig:
         return LogConfig.from_properties(self._image().topic_configs(topic), self.base_config)
 
+    def set_base_config(self, cfg: LogConfig) -> None:
+        """New broker-level log defaults (dynamic broker configs): every log follows."""
+        self.base_config = cfg
+        self.logs.default_config = cfg
+        per_topic: dict[str, LogConfig] = {}
+        for (t, _), p in self.partitions.items():
+            c = per_topic.get(t)
+            if c is None:
+                c = per_topic[t] = self.log_config(t)
+            p.log.update_config(c)
+
     def update_topic_config(self, topic: str) -> None:
         cfg = self.log_config(topic)
         for (t, _), p in self.partitions.items():

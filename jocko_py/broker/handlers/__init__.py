@@ -22,6 +22,9 @@ MODULES = [
     "offset_for_leader_epoch",
     "describe_quorum",
     "leadership",
+    "describe_log_dirs",
+    "describe_topic_partitions",
+    "features",
 ]
 
 
