@@ -14,6 +14,7 @@ from typing import Any
 
 from jocko_py.broker.broker_configs import BrokerConfigView
 from jocko_py.broker.config import BrokerConfig
+from jocko_py.broker.fetch_session import FetchSessionCache
 from jocko_py.broker.metadata_publisher import MetadataPublisher
 from jocko_py.broker.replica_manager import ReplicaManager
 from jocko_py.broker.topics import TopicManager
@@ -45,6 +46,9 @@ class Broker:
         self.serving = asyncio.Event()
         self.publisher = MetadataPublisher(self)
         quorum.listeners.append(self.publisher.on_delta)
+        # incremental fetch sessions (KIP-227) of the clients fetching from this broker
+        self.fetch_sessions = FetchSessionCache(
+            config.int("max.incremental.fetch.session.cache.slots"))
         # extension point for services added by later layers (group coordinator, ...)
         self.services: dict[str, Any] = {}
 

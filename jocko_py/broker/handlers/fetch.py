@@ -15,60 +15,82 @@ epoch cache gets `diverging_epoch` and no records (KIP-279). Every partition mus
 be led here (NOT_LEADER_OR_FOLLOWER), and a `current_leader_epoch` other than ours
 gets FENCED_LEADER_EPOCH (older) or UNKNOWN_LEADER_EPOCH (newer).
 
-Fetch sessions (KIP-227) are not kept: every response is a full response with
-session id 0, which clients treat as "sessions unavailable"; a request naming a
-session gets FETCH_SESSION_ID_NOT_FOUND. The handler only translates:
-`ReplicaManager.fetch_messages` decides.
+Fetch sessions (KIP-227, v7+; rules in `broker/fetch_session.py`): a full fetch with
+epoch 0 opens a session (its id in the response) when
+`max.incremental.fetch.session.cache.slots` allows; incremental fetches name only the
+partitions that changed and forgotten ones, and get back only the partitions with news;
+an unknown session or a wrong epoch gets FETCH_SESSION_ID_NOT_FOUND or
+INVALID_FETCH_SESSION_EPOCH at the top level. Epoch -1 is sessionless (jocko-py's
+replica fetchers). The handler only translates: `ReplicaManager.fetch_messages`
+decides.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.replica_fetcher import replica_incarnation
 from jocko_py.broker.replica_manager import FetchParams, FetchPartition
-from jocko_py.protocol.errors import ErrorCode
 
 
 @api(1, 4, 12)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    if req.session_id != 0:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                "session_id": 0, "responses": []}
+    sessions = ctx.broker.fetch_sessions
+    requested = [
+        FetchPartition(ft.topic, fp.partition, fp.fetch_offset, fp.current_leader_epoch,
+                       fp.last_fetched_epoch if ctx.version >= 12 else -1,
+                       fp.partition_max_bytes)
+        for ft in req.topics for fp in ft.partitions
+    ]
+    if ctx.version >= 7:
+        forgotten = [(ft.topic, p) for ft in req.forgotten_topics_data for p in ft.partitions]
+        context = sessions.new_context(req.session_id, req.session_epoch, req.replica_id >= 0,
+                                       requested, forgotten, _now_ms())
+    else:
+        context = sessions.new_context(0, -1, req.replica_id >= 0, requested, (), _now_ms())
+    if context.error:
+        return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0,
+                "responses": []}
+    to_read = [fp if isinstance(fp, FetchPartition) else
+               FetchPartition(fp.topic, fp.partition, fp.fetch_offset, fp.current_leader_epoch,
+                              fp.last_fetched_epoch, fp.max_bytes)
+               for fp in context.to_read]
     params = FetchParams(
         replica_incarnation=replica_incarnation(ctx.header.client_id),
         replica_id=req.replica_id, max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes,
         max_bytes=req.max_bytes if ctx.version >= 3 else 2**31 - 1,
         isolation_level=req.isolation_level,
-        partitions=[
-            FetchPartition(ft.topic, fp.partition, fp.fetch_offset,
-                           fp.current_leader_epoch,
-                           fp.last_fetched_epoch if ctx.version >= 12 else -1,
-                           fp.partition_max_bytes)
-            for ft in req.topics for fp in ft.partitions
-        ],
+        partitions=to_read,
     )
-    results = iter(await ctx.broker.replicas.fetch_messages(params))
-    topics = []
-    for ft in req.topics:
-        parts = []
-        for fp in ft.partitions:
-            r = next(results)
-            out: dict[str, Any] = {
-                "partition_index": fp.partition, "error_code": r.error,
-                "high_watermark": r.high_watermark,
-                "last_stable_offset": r.last_stable_offset,
-                "log_start_offset": r.log_start_offset,
-                "aborted_transactions": None if ctx.version < 4 else [],
-                "preferred_read_replica": -1,
-                # never null, errors included: Kafka sends empty records, and librdkafka
-                # rejects a null record set as a parse failure of the whole response
-                "records": r.records if r.records is not None else b"",
-            }
-            if r.diverging_epoch is not None and ctx.version >= 12:
-                out["diverging_epoch"] = {"epoch": r.diverging_epoch[0],
-                                          "end_offset": r.diverging_epoch[1]}
-            parts.append(out)
-        topics.append({"topic": ft.topic, "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
+    results = await ctx.broker.replicas.fetch_messages(params)
+    session_id, answer = context.respond(results, _now_ms())
+    topics: list[dict[str, Any]] = []
+    for i in answer:
+        fp, r = to_read[i], results[i]
+        out: dict[str, Any] = {
+            "partition_index": fp.partition, "error_code": r.error,
+            "high_watermark": r.high_watermark,
+            "last_stable_offset": r.last_stable_offset,
+            "log_start_offset": r.log_start_offset,
+            "aborted_transactions": None if ctx.version < 4 else [],
+            "preferred_read_replica": -1,
+            # never null, errors included: Kafka sends empty records, and librdkafka
+            # rejects a null record set as a parse failure of the whole response
+            "records": r.records if r.records is not None else b"",
+        }
+        if r.diverging_epoch is not None and ctx.version >= 12:
+            out["diverging_epoch"] = {"epoch": r.diverging_epoch[0],
+                                      "end_offset": r.diverging_epoch[1]}
+        # consecutive partitions of one topic share an entry, as Kafka builds it
+        if topics and topics[-1]["topic"] == fp.topic:
+            topics[-1]["partitions"].append(out)
+        else:
+            topics.append({"topic": fp.topic, "partitions": [out]})
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
+            "responses": topics}
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)

@@ -1,0 +1,258 @@
+"""Incremental fetch sessions (KIP-227, issue 12 item 3).
+
+Unit tests of the session cache and context rules (`broker/fetch_session.py`), raw
+requests for the session errors, and real consumers over many partitions watched on the
+wire (tests/parity/wire_tap.py): kafka-python and the Java consumer (kafka-clients 4.1)
+open a session with a full fetch and then fetch incrementally, naming only the
+partitions whose position moved and getting back only partitions with news.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from jocko_py.broker.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    FetchSessionCache,
+    next_epoch,
+)
+from jocko_py.client import Client
+from jocko_py.protocol.errors import ErrorCode
+from tests.parity.wire_tap import WireTap
+from tests.support.broker import REPO, BrokerProcess, free_port
+from tests.support.e2e import create_topics, read_tsv
+
+PARTITIONS = 64
+
+
+# --------------------------------------------------------------------------- unit
+
+
+@dataclass
+class FP:
+    topic: str
+    partition: int
+    fetch_offset: int = 0
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    max_bytes: int = 1 << 20
+
+
+@dataclass
+class RR:
+    error: ErrorCode = ErrorCode.NONE
+    high_watermark: int = 10
+    last_stable_offset: int = 10
+    log_start_offset: int = 0
+    records: bytes | None = b""
+    diverging_epoch: tuple[int, int] | None = None
+
+
+def _open(cache: FetchSessionCache, n: int, now: int = 0, privileged: bool = False) -> int:
+    parts = [FP("t", i) for i in range(n)]
+    ctx = cache.new_context(0, INITIAL_EPOCH, privileged, parts, (), now)
+    sid, answer = ctx.respond([RR() for _ in parts], now)
+    assert answer == list(range(n))
+    return sid
+
+
+def test_full_fetch_opens_a_session_and_incremental_fetches_carry_only_news() -> None:
+    cache = FetchSessionCache(10)
+    sid = _open(cache, 4)
+    assert sid != 0 and len(cache) == 1
+    # nothing changed: the session is read whole, nothing is answered
+    ctx = cache.new_context(sid, 1, False, [], (), 1)
+    assert ctx.kind == "incremental" and len(ctx.to_read) == 4
+    assert ctx.respond([RR() for _ in range(4)], 1) == (sid, [])
+    # partition 2 has records, partition 3's high watermark moved
+    ctx = cache.new_context(sid, 2, False, [FP("t", 1, fetch_offset=5)], (), 2)
+    assert [p.fetch_offset for p in ctx.to_read] == [0, 5, 0, 0]
+    results = [RR(), RR(), RR(records=b"x"), RR(high_watermark=11)]
+    assert ctx.respond(results, 2) == (sid, [2, 3])
+    # the partition that had data went to the end of the order
+    ctx = cache.new_context(sid, 3, False, [], [("t", 0)], 3)
+    assert [p.partition for p in ctx.to_read] == [1, 3, 2]
+    # an error is always answered
+    assert ctx.respond([RR(), RR(error=ErrorCode.NOT_LEADER_OR_FOLLOWER), RR()], 3)[1] == [1]
+    assert cache.counters.created == 1 and cache.counters.incremental_fetches == 3
+
+
+def test_session_errors() -> None:
+    cache = FetchSessionCache(10)
+    sid = _open(cache, 2)
+    ctx = cache.new_context(sid + 1, 1, False, [], (), 1)
+    assert ctx.error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    ctx = cache.new_context(sid, 2, False, [], (), 1)
+    assert ctx.error == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    assert cache.new_context(sid, 1, False, [], (), 1).kind == "incremental"
+    # a retry of the same epoch (the response was lost) is refused: the client restarts
+    assert cache.new_context(sid, 1, False, [], (), 1).error == \
+        ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    # epoch -1 with the id closes the session; epoch 0 with the id replaces it
+    ctx = cache.new_context(sid, FINAL_EPOCH, False, [FP("t", 0)], (), 2)
+    assert ctx.kind == "sessionless" and ctx.respond([RR()], 2) == (0, [0]) and len(cache) == 0
+    sid = _open(cache, 2)
+    ctx = cache.new_context(sid, INITIAL_EPOCH, False, [FP("t", 0)], (), 3)
+    new, _ = ctx.respond([RR()], 3)
+    assert new not in (0, sid) and list(cache.sessions) == [new]
+    assert next_epoch(2**31 - 1) == 1
+
+
+def test_eviction_policy() -> None:
+    cache = FetchSessionCache(2, eviction_ms=1000)
+    a = _open(cache, 5, now=0)
+    b = _open(cache, 10, now=500)
+    # full: a smaller session finds no room (id 0: the client keeps fetching in full)
+    assert _open(cache, 3, now=600) == 0 and cache.counters.not_cached == 1
+    # a bigger one evicts the least valuable (fewest partitions)
+    c = _open(cache, 8, now=700)
+    assert set(cache.sessions) == {b, c} and a not in cache.sessions
+    # a follower's session is worth more than any consumer's
+    d = _open(cache, 1, now=800, privileged=True)
+    assert set(cache.sessions) == {b, d}
+    # a session idle past eviction_ms goes first, whatever its value
+    cache.new_context(d, 1, True, [], (), 1700)
+    e = _open(cache, 1, now=1600)
+    assert set(cache.sessions) == {d, e}
+    assert cache.counters.evicted == 3
+    assert FetchSessionCache(0).new_context(0, 0, False, [], (), 0).respond([], 0)[0] == 0
+
+
+# --------------------------------------------------------------------------- on the wire
+
+
+@pytest.fixture(scope="module")
+def tapped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, WireTap]]:
+    port = free_port()
+    tap = WireTap(("127.0.0.1", port)).start()
+    b = BrokerProcess(tmp_path_factory.mktemp("sessions") / "data", port=port, overrides={
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{tap.port}"})
+    b.start()
+    try:
+        yield b, tap
+    finally:
+        b.stop()
+        tap.close()
+
+
+def _produce(bootstrap: str, topic: str, per_partition: int) -> None:
+    create_topics(bootstrap, [topic], partitions=PARTITIONS)
+    p = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    try:
+        # several batches per partition, so that a consumer needs several fetches
+        for rnd in range(4):
+            for i in range(per_partition * PARTITIONS // 4):
+                p.send(topic, f"v{rnd}-{i}".encode(), partition=i % PARTITIONS)
+            p.flush(timeout=60)
+    finally:
+        p.close(timeout=10)
+
+
+def _check_sessions(fetches: list, topic: str,
+                    min_incremental: int = 2) -> tuple[list[int], list[int]]:
+    """Fetches of `topic` used one session: a full fetch at epoch 0 answered with a
+    session id, then incremental fetches with that id and rising epochs that name fewer
+    partitions than the session holds and get back fewer."""
+    mine = [f for f in fetches if any(t.topic == topic for t in f.request.topics)
+            or f.request.session_epoch > 0]
+    assert mine, "no fetch seen"
+    opened = [f for f in mine if f.request.session_epoch == INITIAL_EPOCH
+              and f.response.session_id != 0]
+    assert opened, [(f.request.session_id, f.request.session_epoch) for f in mine[:5]]
+    sid = opened[0].response.session_id
+    incremental = [f for f in mine if f.request.session_id == sid and f.request.session_epoch > 0]
+    assert len(incremental) >= min_incremental
+    assert all(f.response.error_code == 0 and f.response.session_id == sid
+               for f in incremental)
+    epochs = [f.request.session_epoch for f in incremental]
+    assert epochs == list(range(1, len(epochs) + 1))
+    sent = [sum(len(t.partitions) for t in f.request.topics) for f in incremental]
+    got = [sum(len(t.partitions) for t in f.response.responses) for f in incremental]
+    # an incremental response leaves out the partitions with nothing new
+    assert min(got) < PARTITIONS, (sent, got)
+    return sent, got
+
+
+def test_kafka_python_consumer_uses_incremental_sessions(
+        tapped: tuple[BrokerProcess, WireTap]) -> None:
+    broker, tap = tapped
+    bootstrap = f"127.0.0.1:{tap.port}"
+    topic = "sessions-kp"
+    _produce(bootstrap, topic, 20)
+    c = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                      enable_auto_commit=False, fetch_max_wait_ms=100,
+                      max_partition_fetch_bytes=256, fetch_max_bytes=2048)
+    try:
+        c.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        c.seek_to_beginning()
+        got = 0
+        for _ in range(400):
+            for recs in c.poll(timeout_ms=200).values():
+                got += len(recs)
+            if got >= 20 * PARTITIONS:
+                break
+        assert got == 20 * PARTITIONS
+    finally:
+        c.close()
+    sent, _ = _check_sessions(tap.snapshot(), topic)
+    # and an incremental request names only the partitions whose position moved
+    assert min(sent) < PARTITIONS, sent
+
+
+def test_java_consumer_uses_incremental_sessions(
+        tapped: tuple[BrokerProcess, WireTap], tmp_path: Path) -> None:
+    broker, tap = tapped
+    bootstrap = f"127.0.0.1:{tap.port}"
+    jars = REPO / ".cache" / "java-test-jars-4"
+    classes = REPO / ".cache" / "java-test-classes"
+    if not (jars / ".done").exists() or not (classes / ".done").exists():
+        pytest.skip("Java test jars not fetched (make java-deps)")
+    topic = "sessions-java"
+    _produce(bootstrap, topic, 30)
+    before = len(tap.snapshot())
+    out = tmp_path / "out.tsv"
+    proc = subprocess.run(
+        ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+         "-cp", f"{classes}:{jars}/*", "jockopy.e2e.E2EClient", "consume", bootstrap,
+         str(out), f"{topic}:{PARTITIONS}"],
+        capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(read_tsv(out)[topic]) == 30 * PARTITIONS
+    # its first (full) fetch reads everything there is; what follows is incremental
+    _check_sessions(tap.snapshot()[before:], topic, min_incremental=1)
+
+
+def test_session_errors_on_the_wire(tapped: tuple[BrokerProcess, WireTap]) -> None:
+    broker, _ = tapped
+    with Client(broker.bootstrap) as c:
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": INITIAL_EPOCH,
+                "topics": [{"topic": "sessions-kp", "partitions": [
+                    {"partition": p, "fetch_offset": 20, "current_leader_epoch": -1,
+                     "last_fetched_epoch": -1, "log_start_offset": -1,
+                     "partition_max_bytes": 100} for p in range(3)]}],
+                "forgotten_topics_data": [], "rack_id": ""}
+        r = c.request(1, 12, body)
+        sid = r.session_id
+        assert r.error_code == 0 and sid != 0
+        assert sum(len(t.partitions) for t in r.responses) == 3
+        r = c.request(1, 12, {**body, "session_id": sid, "session_epoch": 1, "topics": [],
+                              "forgotten_topics_data": [{"topic": "sessions-kp",
+                                                         "partitions": [0]}]})
+        assert (r.error_code, r.session_id) == (0, sid)
+        assert r.responses == []  # nothing new for partitions 1 and 2 (read to the end)
+        r = c.request(1, 12, {**body, "session_id": sid, "session_epoch": 5, "topics": []})
+        assert (r.error_code, r.session_id, r.responses) == (
+            ErrorCode.INVALID_FETCH_SESSION_EPOCH, 0, [])
+        r = c.request(1, 12, {**body, "session_id": sid + 1, "session_epoch": 1, "topics": []})
+        assert r.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        # sessionless (what jocko-py's own followers send): no session id back
+        r = c.request(1, 12, {**body, "session_epoch": FINAL_EPOCH})
+        assert (r.error_code, r.session_id) == (0, 0)
