@@ -8,7 +8,9 @@ Rules (Kafka's FetchSession / FetchSessionCache / FetchContext):
   id given with it closes that old session first; the broker answers every partition
   and a new session id, or id 0 when the cache has no room for it.
 - Any other epoch is incremental: the session must exist (else
-  FETCH_SESSION_ID_NOT_FOUND) and expect that epoch (else INVALID_FETCH_SESSION_EPOCH);
+  FETCH_SESSION_ID_NOT_FOUND) and expect that epoch (else INVALID_FETCH_SESSION_EPOCH)
+  and name topics the way it was opened, by id (v13+) or by name (else
+  FETCH_SESSION_TOPIC_ID_ERROR);
   both errors come back at the top level with no partitions, and clients fall back to
   a full fetch. The request's partitions are added to the session or update it (fetch
   offset, epochs, max bytes), its forgotten topics leave it, and the whole session is
@@ -33,8 +35,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from jocko_py.protocol.errors import ErrorCode
 
@@ -81,6 +83,7 @@ class CachedPartition:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    topic_id: Any = None  # set when the session's requests name topics by id (v13+)
 
     def update_request(self, fp: Requested) -> None:
         self.fetch_offset = fp.fetch_offset
@@ -106,7 +109,8 @@ class CachedPartition:
 
 def _cached(fp: Requested) -> CachedPartition:
     return CachedPartition(fp.topic, fp.partition, fp.fetch_offset, fp.current_leader_epoch,
-                           fp.last_fetched_epoch, fp.max_bytes)
+                           fp.last_fetched_epoch, fp.max_bytes,
+                           topic_id=getattr(fp, "topic_id", None))
 
 
 @dataclass(slots=True)
@@ -117,6 +121,7 @@ class FetchSession:
     created_ms: int
     last_used_ms: int
     epoch: int = 1  # the epoch the next incremental request must carry
+    uses_topic_ids: bool = False
 
     def value(self) -> tuple[bool, int, int]:
         """Kafka's EvictableKey order: privileged, then size, then id."""
@@ -177,7 +182,7 @@ class FetchSessionCache:
         return True
 
     def maybe_create(self, now: int, privileged: bool,
-                     partitions: dict[Key, CachedPartition]) -> int:
+                     partitions: dict[Key, CachedPartition], uses_topic_ids: bool = False) -> int:
         """A new session for these partitions, or INVALID_SESSION_ID if none fits."""
         if self.max_slots <= 0:
             self.counters.not_cached += 1
@@ -187,7 +192,8 @@ class FetchSessionCache:
             self.counters.not_cached += 1
             return INVALID_SESSION_ID
         sid = self._new_id()
-        self.sessions[sid] = FetchSession(sid, privileged, partitions, now, now)
+        self.sessions[sid] = FetchSession(sid, privileged, partitions, now, now,
+                                          uses_topic_ids=uses_topic_ids)
         self.counters.created += 1
         return sid
 
@@ -201,14 +207,15 @@ class FetchSessionCache:
 
     def new_context(self, session_id: int, epoch: int, privileged: bool,
                     fetch_data: Sequence[Requested], forgotten: Iterable[Key],
-                    now: int) -> FetchContext:
+                    now: int, uses_topic_ids: bool = False) -> FetchContext:
         """Kafka's FetchManager.newContext: decide what kind of fetch this is."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
                 self.remove(session_id)
             self.counters.full_fetches += 1
             return FetchContext(self, "full" if epoch == INITIAL_EPOCH else "sessionless",
-                                list(fetch_data), privileged=privileged)
+                                list(fetch_data), privileged=privileged,
+                                uses_topic_ids=uses_topic_ids)
         session = self.sessions.get(session_id)
         if session is None:
             self.counters.not_found += 1
@@ -216,6 +223,9 @@ class FetchSessionCache:
         if session.epoch != epoch:
             self.counters.invalid_epoch += 1
             return FetchContext(self, "error", [], error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        if session.uses_topic_ids != uses_topic_ids:
+            # a session opened with topic ids continued with names, or the reverse
+            return FetchContext(self, "error", [], error=ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
         for fp in fetch_data:
             key = (fp.topic, fp.partition)
             cp = session.partitions.get(key)
@@ -243,7 +253,7 @@ class FetchContext:
     error: ErrorCode = ErrorCode.NONE
     session: FetchSession | None = None
     privileged: bool = False
-    dropped: list[Key] = field(default_factory=list)
+    uses_topic_ids: bool = False
 
     def respond(self, results: Sequence[Result], now: int) -> tuple[int, list[int]]:
         """(response session id, indexes into `to_read`/`results` to answer)."""
@@ -255,7 +265,7 @@ class FetchContext:
                 cp = _cached(fp)
                 cp.must_respond(r)
                 parts[(fp.topic, fp.partition)] = cp
-            sid = self.cache.maybe_create(now, self.privileged, parts)
+            sid = self.cache.maybe_create(now, self.privileged, parts, self.uses_topic_ids)
             return sid, list(range(len(results)))
         if self.kind == "incremental":
             assert self.session is not None

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,7 @@ class FetchPartition:
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
     max_bytes: int = 1 << 20
+    topic_id: uuid.UUID | None = None  # Fetch v13+ names topics by id
 
 
 @dataclass(slots=True)
