@@ -180,3 +180,25 @@ def test_kafka_python_describe_broker_configs(broker: BrokerProcess) -> None:
     assert static["log.retention.hours"]["value"] == "24"
     assert everything["log.segment.bytes"]["value"] == "1073741824"
     assert len(everything) >= 70
+
+
+def test_kafka_python_alter_configs_on_a_broker(broker: BrokerProcess) -> None:
+    """AlterConfigs (33) replaces the broker's dynamic configs as a whole."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=20000)
+    res = [KPConfigResource(ConfigResourceType.BROKER, "0")]
+    try:
+        admin.alter_configs([KPConfigResource(ConfigResourceType.BROKER, "0", configs={
+            "log.flush.interval.messages": "10000"})])
+        deadline = time.monotonic() + 10
+        while True:
+            modified = admin.describe_configs(res)["broker"]["0"]
+            if "log.flush.interval.messages" in modified or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert modified["log.flush.interval.messages"]["value"] == "10000"
+        with pytest.raises(Exception, match="Unrecognized configs|dynamically"):
+            admin.alter_configs([KPConfigResource(ConfigResourceType.BROKER, "0", configs={
+                "auto.create.topics.enable": "false"})])
+        admin.alter_configs([KPConfigResource(ConfigResourceType.BROKER, "0", configs={})])
+    finally:
+        admin.close()
