@@ -181,6 +181,8 @@ class BrokerConfig:
     properties: dict[str, str] = field(default_factory=dict)
     # the property names set by the operator (file, overrides, flags), not defaulted
     explicit: frozenset[str] = frozenset()
+    # `log.dirs` after the first (data_dir): more data directories, partitions spread
+    extra_log_dirs: tuple[Path, ...] = ()
 
     def get(self, key: str) -> str:
         return self.properties.get(key, DEFAULTS.get(key, ""))
@@ -250,7 +252,9 @@ def build_config(
     adv_host, adv_port = split_addr(adv, port)
     if adv_host in ("0.0.0.0", "::", ""):
         adv_host = "localhost"
-    ddir = Path(props.get("log.dirs", props.get("log.dir", "./data")).split(",")[0])
+    dirs = [Path(d.strip()) for d in props.get("log.dirs", props.get("log.dir", "./data")).split(",")
+            if d.strip()] or [Path("./data")]
+    ddir = dirs[0]
     if voters is not None:
         props["controller.quorum.voters"] = voters
     voter_map = parse_voters(props.get("controller.quorum.voters", ""))
@@ -287,6 +291,7 @@ def build_config(
         advertised_host=adv_host,
         advertised_port=adv_port,
         data_dir=ddir,
+        extra_log_dirs=tuple(dict.fromkeys(d for d in dirs[1:] if d != ddir)),
         raft_addr=raft,
         cluster_id=cluster_id,
         properties=props,

@@ -36,7 +36,7 @@ class Broker:
         self.topics = TopicManager(quorum, config.broker_id)
         self.replicas = ReplicaManager(
             config.data_dir, self.log_config, config.broker_id, lambda: quorum.image,
-            config.get,
+            config.get, config.extra_log_dirs,
         )
         self.replicas.alter_partition = self.topics.alter_partition
         # in a cluster a failed data dir takes this broker out (others lead instead)

@@ -83,11 +83,12 @@ AlterPartitionFn = Callable[[IsrChange], Awaitable[ErrorCode]]
 
 class ReplicaManager:
     def __init__(self, data_dir: Path, base_config: LogConfig, broker_id: int,
-                 image: Callable[[], MetadataImage], props: Callable[[str], str]) -> None:
+                 image: Callable[[], MetadataImage], props: Callable[[str], str],
+                 extra_log_dirs: tuple[Path, ...] = ()) -> None:
         self.base_config = base_config
         self.broker_id = broker_id
         self._image = image
-        self.logs = LogManager(data_dir, base_config)
+        self.logs = LogManager(data_dir, base_config, extra_log_dirs)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_waiters = Purgatory()
         self.produce_waiters = Purgatory()

@@ -21,7 +21,11 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TargetBroker]:
 
 
 @pytest.fixture(autouse=True)
-def _broker_still_running(target: TargetBroker) -> Iterator[None]:
+def _broker_still_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Tests that use the module's broker fail if it died meanwhile."""
     yield
+    if "target" not in request.fixturenames:
+        return
+    target: TargetBroker = request.getfixturevalue("target")
     if not target.alive():
         pytest.fail(f"the broker process died during this test; log tail:\n{target.log_tail()}")
