@@ -24,6 +24,7 @@ TOPICS = "org.apache.kafka.tools.TopicCommand"
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
 FEATURES = "org.apache.kafka.tools.FeatureCommand"
 QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"
+GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 
 
 def require(version: str) -> None:

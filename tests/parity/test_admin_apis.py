@@ -178,3 +178,30 @@ def test_kafka_metadata_quorum_single_node_is_a_one_voter_quorum(
                  "--replication")
     rows = [line.split() for line in out.strip().splitlines()[1:]]
     assert len(rows) == 1 and rows[0][0] == "0" and rows[0][-1] == "Leader", out
+
+
+def test_kafka_get_offsets_4x_earliest_local_and_latest_tiered(
+        target: TargetBroker, topic: str) -> None:
+    """Kafka 4.1's kafka-get-offsets asks ListOffsets v8/v9 for -4 / -5: without tiered
+    storage earliest-local is the log start and latest-tiered is -1, as in Kafka."""
+    def offsets(time_spec: str) -> dict[int, int]:
+        out = kt.run("4.1", kt.GET_OFFSETS, "--bootstrap-server", target.bootstrap,
+                     "--topic", topic, "--time", time_spec)
+        return {int(line.split(":")[1]): int(line.split(":")[2])
+                for line in out.strip().splitlines()}
+
+    assert offsets("latest") == {0: 10, 1: 20, 2: 30}
+    assert offsets("earliest-local") == {0: 0, 1: 0, 2: 0}
+    assert offsets("latest-tiered") == {}  # the tool leaves out offset -1
+    with Client(target.bootstrap) as c:
+        r = c.request(2, 10, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 1000,
+                              "topics": [{"name": topic, "partitions": [
+                                  {"partition_index": 1, "timestamp": -5,
+                                   "current_leader_epoch": -1}]}]})
+        p = r.topics[0].partitions[0]
+        assert (p.error_code, p.offset, p.timestamp, p.leader_epoch) == (0, -1, -1, -1)
+        for ts in (-4, -5):  # before v8 / v9 these are not timestamps Kafka knows
+            r = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": ts,
+                                                "current_leader_epoch": -1}]}]})
+            assert r.topics[0].partitions[0].error_code == 35  # UNSUPPORTED_VERSION
