@@ -25,6 +25,8 @@ LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
 FEATURES = "org.apache.kafka.tools.FeatureCommand"
 QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"
 GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
+GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
 
 
 def require(version: str) -> None:

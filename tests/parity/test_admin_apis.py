@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
@@ -205,3 +206,63 @@ def test_kafka_get_offsets_4x_earliest_local_and_latest_tiered(
                 {"name": topic, "partitions": [{"partition_index": 0, "timestamp": ts,
                                                 "current_leader_epoch": -1}]}]})
             assert r.topics[0].partitions[0].error_code == 35  # UNSUPPORTED_VERSION
+
+
+@pytest.mark.parametrize("version", kt.VERSIONS)
+def test_everyday_tools(target: TargetBroker, version: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """kafka-topics, kafka-consumer-groups, kafka-delete-records and kafka-get-offsets of
+    3.9 and 4.1 on a topic with a committed group: the answers Kafka gives."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    b = target.bootstrap
+    name = f"tools-{version}-{SUFFIX}"
+    group = f"grp-{version}-{SUFFIX}"
+    out = kt.run(version, kt.TOPICS, "--bootstrap-server", b, "--create", "--topic", name,
+                 "--partitions", "2", "--config", "retention.ms=100000")
+    assert f"Created topic {name}." in out
+    p = KafkaProducer(bootstrap_servers=b)
+    try:
+        for i in range(20):
+            p.send(name, b"x", partition=i % 2)
+        p.flush(timeout=30)
+    finally:
+        p.close(timeout=10)
+    # a group that only commits (assign, no join: no rebalance delay)
+    c = KafkaConsumer(bootstrap_servers=b, group_id=group, auto_offset_reset="earliest",
+                      enable_auto_commit=False)
+    c.assign([TopicPartition(name, 0), TopicPartition(name, 1)])
+    try:
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < 20 and time.monotonic() < deadline:
+            got += sum(len(v) for v in c.poll(timeout_ms=500).values())
+        assert got == 20
+        c.commit()
+    finally:
+        c.close()
+    assert group in kt.run(version, kt.GROUPS, "--bootstrap-server", b, "--list").split()
+    out = kt.run(version, kt.GROUPS, "--bootstrap-server", b, "--describe", "--group", group)
+    rows = sorted(line.split()[:6] for line in out.splitlines() if line.startswith(group))
+    assert rows == [[group, name, str(i), "10", "10", "0"] for i in range(2)], out
+    spec = tmp_path / "delete.json"
+    spec.write_text(json.dumps({"partitions": [{"topic": name, "partition": 0, "offset": 4}],
+                                "version": 1}))
+    out = kt.run(version, kt.DELETE_RECORDS, "--bootstrap-server", b, "--offset-json-file",
+                 str(spec))
+    assert f"partition: {name}-0\tlow_watermark: 4" in out
+    out = kt.run(version, kt.GET_OFFSETS, "--bootstrap-server", b, "--topic", name,
+                 "--time", "-2")
+    assert out.split() == [f"{name}:0:4", f"{name}:1:0"]
+    out = kt.run(version, kt.GROUPS, "--bootstrap-server", b, "--reset-offsets", "--group", group,
+                 "--topic", name, "--to-earliest", "--execute")
+    assert re.findall(rf"{group}\s+{name}\s+(\d)\s+(\d+)", out) == [("1", "0"), ("0", "4")] \
+        or sorted(re.findall(rf"{group}\s+{name}\s+(\d)\s+(\d+)", out)) == [("0", "4"),
+                                                                           ("1", "0")], out
+    kt.run(version, kt.TOPICS, "--bootstrap-server", b, "--alter", "--topic", name,
+           "--partitions", "3")
+    out = kt.run(version, kt.TOPICS, "--bootstrap-server", b, "--describe", "--topic", name)
+    assert "PartitionCount: 3" in out and "Configs: retention.ms=100000" in out
+    out = kt.run(version, kt.GROUPS, "--bootstrap-server", b, "--delete", "--group", group)
+    assert "was successful" in out
+    kt.run(version, kt.TOPICS, "--bootstrap-server", b, "--delete", "--topic", name)
+    assert name not in kt.run(version, kt.TOPICS, "--bootstrap-server", b, "--list").split()
