@@ -202,3 +202,24 @@ def test_kafka_python_alter_configs_on_a_broker(broker: BrokerProcess) -> None:
         admin.alter_configs([KPConfigResource(ConfigResourceType.BROKER, "0", configs={})])
     finally:
         admin.close()
+
+
+def test_kafka_configs_broker_loggers(broker: BrokerProcess) -> None:
+    version = "4.1"
+    b = broker.bootstrap
+    base = ["--bootstrap-server", b, "--entity-type", "broker-loggers", "--entity-name", "0"]
+    out = kt.run(version, kt.CONFIGS, *base, "--describe")
+    levels = {m.group(1): m.group(2) for line in out.splitlines()
+              if (m := LINE.match(line))}
+    assert levels["root"] == "INFO" and levels["jocko_py.broker.connection"] == "INFO", out
+    kt.run(version, kt.CONFIGS, *base, "--alter", "--add-config",
+           "jocko_py.broker.connection=DEBUG")
+    out = kt.run(version, kt.CONFIGS, *base, "--describe")
+    assert "jocko_py.broker.connection=DEBUG" in out
+    err = kt.run_failing(version, kt.CONFIGS, *base, "--alter", "--add-config",
+                         "jocko_py.broker.connection=LOUD")
+    assert "not a supported log level" in err
+    kt.run(version, kt.CONFIGS, *base, "--alter", "--delete-config",
+           "jocko_py.broker.connection")
+    out = kt.run(version, kt.CONFIGS, *base, "--describe")
+    assert "jocko_py.broker.connection=INFO" in out

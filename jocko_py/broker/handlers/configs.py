@@ -12,7 +12,9 @@ this broker runs with (defaults included, sources and synonyms as Kafka), "" the
 cluster-wide dynamic defaults set. Alter/IncrementalAlter of a broker id or "" write
 dynamic configs (ConfigRecords through the controller), applied live by every broker;
 read-only configs get INVALID_REQUEST "Cannot update these configs dynamically", as
-in Kafka. Broker loggers (type 8) and client-metrics/group resources: INVALID_REQUEST.
+in Kafka. Broker loggers (type 8, `broker_loggers.py`): every logger and its level,
+changed with IncrementalAlterConfigs (AlterConfigs refuses them, as Kafka).
+Client-metrics and group resources: INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from jocko_py.broker import broker_loggers
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.broker_configs import (
     DYNAMIC_CONFIGS,
@@ -33,7 +36,7 @@ from jocko_py.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # Replication throttles are not implemented; removing them (what
@@ -116,6 +119,12 @@ async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
                            error_message=f"Unexpected broker id {r.resource_name}")
             else:
                 res["configs"] = describe_broker_configs(broker, r.resource_name, keys)
+        elif r.resource_type == BROKER_LOGGER:
+            if r.resource_name != str(broker.broker_id):
+                res.update(error_code=ErrorCode.INVALID_REQUEST,
+                           error_message=f"Unexpected broker id {r.resource_name}")
+            else:
+                res["configs"] = broker_loggers.describe(keys)
         else:
             res.update(error_code=ErrorCode.INVALID_REQUEST,
                        error_message=f"Unsupported resource type {r.resource_type}")
@@ -199,6 +208,21 @@ async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: 
             return res
         if r.resource_type == BROKER:
             await _apply_broker(ctx, r, incremental, validate_only)
+            return res
+        if r.resource_type == BROKER_LOGGER:
+            if not incremental:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "AlterConfigs does not support "
+                                 "the resource type BROKER_LOGGER; use IncrementalAlterConfigs")
+            if r.resource_name != str(broker.broker_id):
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 f"Unexpected broker id {r.resource_name}")
+            logger_changes = [(c.name, c.config_operation, c.value) for c in r.configs]
+            try:
+                broker_loggers.check(logger_changes)
+            except broker_loggers.LoggerConfigError as e:
+                raise TopicError(ErrorCode(e.code), str(e)) from None
+            if not validate_only:
+                broker_loggers.apply(logger_changes)
             return res
         if r.resource_type != TOPIC:
             raise TopicError(ErrorCode.INVALID_REQUEST,
