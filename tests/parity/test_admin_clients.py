@@ -147,3 +147,42 @@ def test_kafka_python_admin_calls(target: TargetBroker, kp_admin: KafkaAdminClie
     a.delete_group_offsets(group, [TopicPartition(topic, 2)])
     assert a.delete_groups([group]) == {group: "OK"}
     a.delete_topics([topic])
+
+
+async def test_aiokafka_admin_calls(target: TargetBroker) -> None:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, RecordsToDelete
+    from aiokafka.admin import NewTopic as AIONewTopic
+    from aiokafka.admin.config_resource import ConfigResource as AIOConfigResource
+    from aiokafka.admin.config_resource import ConfigResourceType as AIOType
+    from aiokafka.structs import TopicPartition as ATP
+
+    b = target.bootstrap
+    topic = f"aio-admin-{SUFFIX}"
+    a = AIOKafkaAdminClient(bootstrap_servers=b)
+    await a.start()
+    try:
+        await a.create_topics([AIONewTopic(topic, 2, 1)])
+        p = AIOKafkaProducer(bootstrap_servers=b)
+        await p.start()
+        try:
+            for i in range(10):
+                await p.send_and_wait(topic, b"x", partition=i % 2)
+        finally:
+            await p.stop()
+        assert (await a.describe_cluster())["brokers"][0]["node_id"] == 0
+        assert topic in await a.list_topics()
+        [t] = await a.describe_topics([topic])
+        assert len(t["partitions"]) == 2
+        await a.create_partitions({topic: NewPartitions(3)})
+        [resp] = await a.describe_configs([AIOConfigResource(AIOType.BROKER, "0")])
+        names = {e[0] for e in resp.resources[0][4]}
+        assert {"log.segment.bytes", "log.retention.hours", "num.partitions"} <= names
+        [resp] = await a.alter_configs([AIOConfigResource(AIOType.TOPIC, topic,
+                                                          configs={"retention.ms": "100000"})])
+        assert resp.resources[0][0] == 0
+        deleted = await a.delete_records({ATP(topic, 0): RecordsToDelete(before_offset=2)})
+        assert deleted[ATP(topic, 0)] == 2
+        await a.delete_topics([topic])
+    finally:
+        await a.close()
