@@ -259,3 +259,37 @@ def test_session_errors_on_the_wire(tapped: tuple[BrokerProcess, WireTap]) -> No
         # sessionless (what jocko-py's own followers send): no session id back
         r = c.request(1, 12, {**body, "session_epoch": FINAL_EPOCH})
         assert (r.error_code, r.session_id) == (0, 0)
+
+
+def test_session_by_topic_id_after_the_topic_is_recreated(
+        tapped: tuple[BrokerProcess, WireTap]) -> None:
+    """A session names topics by id (v13+): once its topic is deleted and created again
+    under the same name, the session's partition answers UNKNOWN_TOPIC_ID rather than
+    the new topic's records; a request naming the topic by name at v12 in that session
+    gets FETCH_SESSION_TOPIC_ID_ERROR."""
+    broker, _ = tapped
+    name = "sessions-recreated"
+    with Client(broker.bootstrap) as c:
+        c.create_topic(name)
+        tid = c.metadata([name]).topics[0].topic_id
+        body = {"replica_state": {"replica_id": -1, "replica_epoch": -1}, "max_wait_ms": 0,
+                "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+                "session_epoch": INITIAL_EPOCH, "topics": [{"topic_id": tid, "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "current_leader_epoch": -1,
+                     "last_fetched_epoch": -1, "log_start_offset": -1,
+                     "partition_max_bytes": 1000}]}],
+                "forgotten_topics_data": [], "rack_id": ""}
+        r = c.request(1, 17, body)
+        sid = r.session_id
+        assert r.error_code == 0 and sid != 0
+        r = c.request(1, 12, {**body, "session_id": sid, "session_epoch": 1, "topics": []})
+        assert r.error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+        r = c.request(1, 17, body)
+        sid = r.session_id
+        c.delete_topic(name)
+        c.create_topic(name)
+        r = c.request(1, 17, {**body, "session_id": sid, "session_epoch": 1, "topics": []})
+        assert r.error_code == 0
+        [t] = r.responses
+        assert t.topic_id == tid
+        assert [p.error_code for p in t.partitions] == [ErrorCode.UNKNOWN_TOPIC_ID]

@@ -42,7 +42,7 @@ from typing import Any
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.leader_discovery import LEADER_HINT_ERRORS, current_leader, node_endpoints
 from jocko_py.broker.replica_fetcher import replica_incarnation
-from jocko_py.broker.replica_manager import FetchParams, FetchPartition
+from jocko_py.broker.replica_manager import FetchParams, FetchPartition, ReadResult
 from jocko_py.protocol.errors import ErrorCode
 
 ZERO = uuid.UUID(int=0)
@@ -93,15 +93,23 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                               fp.last_fetched_epoch, fp.max_bytes,
                               getattr(fp, "topic_id", None))
                for fp in context.to_read]
+    # a session's partition whose topic was deleted (or re-created under a new id) since
+    # the request that named it: UNKNOWN_TOPIC_ID, never the new topic's records
+    gone = {i for i, fp in enumerate(to_read) if fp.topic_id is not None and (
+        (t := image.topics.get(fp.topic)) is None or t.topic_id != fp.topic_id)}
     params = FetchParams(
         replica_incarnation=replica_incarnation(ctx.header.client_id),
-        replica_id=replica_id, max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes,
+        replica_id=replica_id, max_wait_ms=0 if gone else req.max_wait_ms,
+        min_bytes=req.min_bytes,
         max_bytes=req.max_bytes if v >= 3 else 2**31 - 1,
         isolation_level=req.isolation_level,
-        partitions=to_read,
+        partitions=[fp for i, fp in enumerate(to_read) if i not in gone],
     )
-    results = await ctx.broker.replicas.fetch_messages(params)
+    read = iter(await ctx.broker.replicas.fetch_messages(params))
+    results = [ReadResult(ErrorCode.UNKNOWN_TOPIC_ID) if i in gone else next(read)
+               for i in range(len(to_read))]
     session_id, answer = context.respond(results, _now_ms())
+    image = ctx.broker.topics.image  # leaders may have moved while the fetch waited
     topics: list[dict[str, Any]] = []
     leaders: list[int] = []
     for i in answer:
