@@ -186,12 +186,12 @@ class BrokerConfigView:
 
     def __init__(self, config: BrokerConfig, cluster_dynamic: Mapping[str, str],
                  broker_dynamic: Mapping[str, str]) -> None:
-        self.static = {k: v for k, v in config.properties.items() if k in config.explicit}
-        # what the broker was started with by flags is static too: its id, data dir and
-        # listener (Kafka's node.id and broker.id are one id)
+        # what the operator set, and what the broker was started with by flags (voters,
+        # gossip addresses, data dirs: anything not at its default) is static
+        self.static = {k: v for k, v in config.properties.items()
+                       if k in config.explicit or DEFAULTS.get(k) != v}
+        # its id and listener too (Kafka's node.id and broker.id are one id)
         self.static["broker.id"] = self.static["node.id"] = str(config.broker_id)
-        if "log.dirs" in config.properties:
-            self.static["log.dirs"] = config.properties["log.dirs"]
         self.static.setdefault("listeners", f"PLAINTEXT://{config.host}:{config.port}")
         self.static.setdefault(
             "advertised.listeners",

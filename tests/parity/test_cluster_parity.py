@@ -110,3 +110,18 @@ def test_dynamic_broker_config_through_any_broker(cluster: Cluster, tmp_path: Pa
     for b in cluster.brokers.values():
         assert "dynamic broker config: log defaults now {'retention.ms': '7200000'}" in \
             b.log_path.read_text()
+
+
+def test_settings_from_flags_are_static_broker_configs(cluster: Cluster) -> None:
+    """Voters and gossip addresses given as flags are what the broker runs with:
+    STATIC_BROKER_CONFIG, not defaults."""
+    b = cluster.brokers[2]
+    with Client(b.bootstrap) as c:
+        r = c.request(32, 4, {"resources": [{
+            "resource_type": 4, "resource_name": "2",
+            "configuration_keys": ["controller.quorum.voters", "jocko.gossip.addr", "node.id"]}],
+            "include_synonyms": False, "include_documentation": False})
+    got = {e.name: (e.value, e.config_source) for e in r.results[0].configs}
+    assert got["controller.quorum.voters"] == (b.voters, 4)
+    assert got["jocko.gossip.addr"] == (f"127.0.0.1:{b.gossip_port}", 4)
+    assert got["node.id"] == ("2", 4)
