@@ -27,6 +27,7 @@ QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"
 GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
+TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 
 
 def require(version: str) -> None:

@@ -266,3 +266,24 @@ def test_everyday_tools(target: TargetBroker, version: str, tmp_path) -> None:  
     assert "was successful" in out
     kt.run(version, kt.TOPICS, "--bootstrap-server", b, "--delete", "--topic", name)
     assert name not in kt.run(version, kt.TOPICS, "--bootstrap-server", b, "--list").split()
+
+
+@pytest.mark.parametrize("version", kt.VERSIONS)
+def test_kafka_transactions_describe_producers(target: TargetBroker, version: str) -> None:
+    """The idempotent producers a leader knows (DescribeProducers), as
+    `kafka-transactions --describe-producers` shows them."""
+    name = f"producers-{version}-{SUFFIX}"
+    create_topics(target.bootstrap, [name], partitions=1)
+    p = KafkaProducer(bootstrap_servers=target.bootstrap, enable_idempotence=True, acks="all")
+    try:
+        for _ in range(5):
+            p.send(name, b"x", partition=0).get(timeout=30)
+    finally:
+        p.close(timeout=10)
+    out = kt.run(version, kt.TRANSACTIONS, "--bootstrap-server", target.bootstrap,
+                 "describe-producers", "--topic", name, "--partition", "0")
+    lines = [line.split() for line in out.strip().splitlines()]
+    assert lines[0][:4] == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch",
+                            "LastSequence"], out
+    [row] = lines[1:]
+    assert int(row[0]) >= 0 and row[3] == "4", out  # five batches: sequences 0-4

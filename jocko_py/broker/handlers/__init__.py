@@ -25,6 +25,7 @@ MODULES = [
     "describe_log_dirs",
     "describe_topic_partitions",
     "features",
+    "describe_producers",
 ]
 
 
