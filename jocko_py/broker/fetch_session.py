@@ -21,12 +21,11 @@ Rules (Kafka's FetchSession / FetchSessionCache / FetchContext):
   end of the session's order, so a busy partition cannot starve the others of
   `max_bytes`.
 - The cache holds `max.incremental.fetch.session.cache.slots` sessions (Kafka counts
-  sessions). A new session that does not fit evicts, in this order: the least recently
-  used session idle for longer than `eviction_ms` (Kafka's 120 s); else the least
-  valuable session if the new one is worth more (value: from a follower, then partition
-  count, then older id); else no session is created (id 0: the client keeps fetching
-  full). Sessions of followers are "privileged". jocko-py's own replica fetchers do not
-  use sessions.
+  sessions). A new session that does not fit evicts the least recently used session
+  idle for longer than `eviction_ms` (Kafka's 120 s); failing that, a follower's
+  ("privileged") new session evicts the consumer session with the fewest partitions;
+  otherwise no session is created (id 0: the client keeps fetching in full). jocko-py's
+  own replica fetchers do not use sessions.
 
 Takes `now` (ms) and returns what to read and what to answer; no I/O.
 """
@@ -171,12 +170,12 @@ class FetchSessionCache:
             del self.sessions[stale.id]
             self.counters.evicted += 1
             return True
+        if not privileged:
+            return False  # a consumer's session only ever replaces a stale one
         candidates = [s for s in self.sessions.values() if not s.privileged]
         if not candidates:
             return False
         weakest = min(candidates, key=FetchSession.value)
-        if (privileged, size, _INT32_MAX) <= weakest.value():
-            return False
         del self.sessions[weakest.id]
         self.counters.evicted += 1
         return True

@@ -111,17 +111,20 @@ def test_eviction_policy() -> None:
     cache = FetchSessionCache(2, eviction_ms=1000)
     a = _open(cache, 5, now=0)
     b = _open(cache, 10, now=500)
-    # full: a smaller session finds no room (id 0: the client keeps fetching in full)
-    assert _open(cache, 3, now=600) == 0 and cache.counters.not_cached == 1
-    # a bigger one evicts the least valuable (fewest partitions)
-    c = _open(cache, 8, now=700)
+    # full: a consumer's new session, however big, finds no room (id 0: it keeps
+    # fetching in full)
+    assert _open(cache, 3, now=600) == 0 and _open(cache, 50, now=600) == 0
+    assert cache.counters.not_cached == 2
+    # a follower's session evicts the consumer session with the fewest partitions
+    c = _open(cache, 1, now=700, privileged=True)
     assert set(cache.sessions) == {b, c} and a not in cache.sessions
-    # a follower's session is worth more than any consumer's
+    # ... but never another follower's
     d = _open(cache, 1, now=800, privileged=True)
-    assert set(cache.sessions) == {b, d}
-    # a session idle past eviction_ms goes first, whatever its value
-    cache.new_context(d, 1, True, [], (), 1700)
-    e = _open(cache, 1, now=1600)
+    assert set(cache.sessions) == {c, d}
+    assert _open(cache, 100, now=900, privileged=True) == 0
+    # a session idle past eviction_ms goes first, whoever asks
+    cache.new_context(d, 1, True, [], (), 1900)
+    e = _open(cache, 1, now=1901)
     assert set(cache.sessions) == {d, e}
     assert cache.counters.evicted == 3
     assert FetchSessionCache(0).new_context(0, 0, False, [], (), 0).respond([], 0)[0] == 0
@@ -257,10 +260,11 @@ def test_java_consumer_uses_incremental_sessions(
 def test_session_errors_on_the_wire(tapped: tuple[BrokerProcess, WireTap]) -> None:
     broker, _ = tapped
     with Client(broker.bootstrap) as c:
+        c.create_topic("sessions-raw", partitions=3)
         body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
                 "isolation_level": 0, "session_id": 0, "session_epoch": INITIAL_EPOCH,
-                "topics": [{"topic": "sessions-kp", "partitions": [
-                    {"partition": p, "fetch_offset": 20, "current_leader_epoch": -1,
+                "topics": [{"topic": "sessions-raw", "partitions": [
+                    {"partition": p, "fetch_offset": 0, "current_leader_epoch": -1,
                      "last_fetched_epoch": -1, "log_start_offset": -1,
                      "partition_max_bytes": 100} for p in range(3)]}],
                 "forgotten_topics_data": [], "rack_id": ""}
@@ -269,10 +273,10 @@ def test_session_errors_on_the_wire(tapped: tuple[BrokerProcess, WireTap]) -> No
         assert r.error_code == 0 and sid != 0
         assert sum(len(t.partitions) for t in r.responses) == 3
         r = c.request(1, 12, {**body, "session_id": sid, "session_epoch": 1, "topics": [],
-                              "forgotten_topics_data": [{"topic": "sessions-kp",
+                              "forgotten_topics_data": [{"topic": "sessions-raw",
                                                          "partitions": [0]}]})
         assert (r.error_code, r.session_id) == (0, sid)
-        assert r.responses == []  # nothing new for partitions 1 and 2 (read to the end)
+        assert r.responses == []  # nothing new for partitions 1 and 2 (empty)
         r = c.request(1, 12, {**body, "session_id": sid, "session_epoch": 5, "topics": []})
         assert (r.error_code, r.session_id, r.responses) == (
             ErrorCode.INVALID_FETCH_SESSION_EPOCH, 0, [])
