@@ -156,6 +156,7 @@ def not_applied(name: str) -> bool:
     """A Kafka broker config this broker neither uses nor can change at run time."""
     return name in _NOT_APPLIED or name.startswith(_NOT_APPLIED_PREFIXES)
 
+
 # Kafka's DynamicBrokerConfig.brokerConfigSynonyms: names that set the same thing,
 # most specific first
 _SYNONYM_GROUPS = [
