@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
-from jocko_py.broker.features import SAFE_DOWNGRADE, UPGRADE, check_update
+from jocko_py.broker.features import SAFE_DOWNGRADE, UPGRADE, check_update, finalized
 from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
 from jocko_py.protocol.errors import ErrorCode
 
@@ -27,20 +27,23 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     validate_only = ctx.version >= 1 and req.validate_only
     error, message = ErrorCode.NONE, None
     wanted: dict[str, int] = {}
+    seen: set[str] = set()
     for u in req.feature_updates:
         if ctx.version == 0:
             kind = SAFE_DOWNGRADE if u.allow_downgrade else UPGRADE
         else:
             kind = u.upgrade_type
-        if u.feature in wanted:
+        if u.feature in seen:
             error, message = (ErrorCode.INVALID_REQUEST,
                               f"Feature {u.feature} was specified more than once.")
             break
+        seen.add(u.feature)
         error, message = check_update(features, u.feature, u.max_version_level, kind)
         if error:
             break
-        wanted[u.feature] = u.max_version_level
-    if not error and not validate_only:
+        if u.max_version_level != finalized(features).get(u.feature, 0):
+            wanted[u.feature] = u.max_version_level
+    if not error and not validate_only and wanted:
         try:
             await broker.topics.update_features(
                 wanted, forwarded=ctx.header.client_id == FORWARD_CLIENT_ID)
