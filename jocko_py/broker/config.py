@@ -39,6 +39,11 @@ DEFAULTS: dict[str, str] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": "2147483647",
+    # KIP-848 consumer-protocol groups (broker/group/consumer.py)
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.assignors": "uniform,range",
+    "group.consumer.migration.policy": "bidirectional",
     "replica.lag.time.max.ms": "30000",
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.max.bytes": "1048576",
@@ -219,6 +224,8 @@ class BrokerConfig:
     properties: dict[str, str] = field(default_factory=dict)
     # the property names set by the operator (file, overrides, flags), not defaulted
     explicit: frozenset[str] = frozenset()
+    # `log.dirs` after the first (data_dir): more data directories, partitions spread
+    extra_log_dirs: tuple[Path, ...] = ()
 
     def get(self, key: str) -> str:
         return self.properties.get(key, DEFAULTS.get(key, ""))
@@ -297,7 +304,9 @@ def build_config(
                                        else "advertised.listeners", port)
     if adv_host in ("0.0.0.0", "::", ""):
         adv_host = "localhost"
-    ddir = Path(props.get("log.dirs", props.get("log.dir", "./data")).split(",")[0])
+    dirs = [Path(d.strip()) for d in props.get("log.dirs", props.get("log.dir", "./data")).split(",")
+            if d.strip()] or [Path("./data")]
+    ddir = dirs[0]
     if voters is not None:
         props["controller.quorum.voters"] = voters
     if metrics_addr is not None:
@@ -338,6 +347,7 @@ def build_config(
         advertised_host=adv_host,
         advertised_port=adv_port,
         data_dir=ddir,
+        extra_log_dirs=tuple(dict.fromkeys(d for d in dirs[1:] if d != ddir)),
         raft_addr=raft,
         cluster_id=cluster_id,
         properties=props,

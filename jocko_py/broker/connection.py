@@ -34,6 +34,22 @@ log = logging.getLogger("jocko_py.broker.connection")
 API_VERSIONS = 18
 READ_CHUNK = 256 * 1024
 
+# (client id, api key, version) already logged for trailing bytes; bounded
+_TRAILING_LOGGED: set[tuple[str | None, int, int]] = set()
+_TRAILING_LOGGED_MAX = 1024
+
+
+def note_trailing_bytes(peer: str, header: codec.RequestHeader, n: int) -> None:
+    """Log at debug, once per client id, API and version, that a body had extra bytes."""
+    key = (header.client_id, header.api_key, header.api_version)
+    if key in _TRAILING_LOGGED or len(_TRAILING_LOGGED) >= _TRAILING_LOGGED_MAX:
+        return
+    _TRAILING_LOGGED.add(key)
+    log.debug(
+        "[peer=%s] %s v%d (client %s): %d bytes after the request body, ignored as Kafka does",
+        peer, messages.api_name(header.api_key), header.api_version, header.client_id, n,
+    )
+
 
 def api_versions_fallback(header: codec.RequestHeader) -> bytes:
     """v0 ApiVersions reply with UNSUPPORTED_VERSION and the ranges we serve."""
@@ -114,6 +130,8 @@ class Connection:
         header = request.header
         if header.client_id is not None:
             self.log_context["client_id"] = header.client_id
+        if request.trailing:
+            note_trailing_bytes(self.peer, header, request.trailing)
         entry = self.entries[header.api_key]
         ctx = RequestContext(header, self.broker, self.peer)
         t0 = time.perf_counter()

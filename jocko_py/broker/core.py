@@ -12,11 +12,14 @@ import asyncio
 import logging
 from typing import Any
 
+from jocko_py.broker.broker_configs import BrokerConfigView
 from jocko_py.broker.config import BrokerConfig
+from jocko_py.broker.fetch_session import FetchSessionCache
 from jocko_py.broker.metadata_publisher import MetadataPublisher
 from jocko_py.broker.replica_manager import ReplicaManager
 from jocko_py.broker.stats import BrokerStats
 from jocko_py.broker.topics import TopicManager
+from jocko_py.cluster.metadata import CONFIG_RESOURCE_BROKER, MetadataImage
 from jocko_py.cluster.quorum import MetadataQuorum
 from jocko_py.commitlog.config import LogConfig
 
@@ -36,7 +39,7 @@ class Broker:
         self.stats = BrokerStats()
         self.replicas = ReplicaManager(
             config.data_dir, self.log_config, config.broker_id, lambda: quorum.image,
-            config.get, self.stats,
+            config.get, self.stats, config.extra_log_dirs,
         )
         self.replicas.alter_partition = self.topics.alter_partition
         # in a cluster a failed data dir takes this broker out (others lead instead)
@@ -46,6 +49,9 @@ class Broker:
         self.serving = asyncio.Event()
         self.publisher = MetadataPublisher(self)
         quorum.listeners.append(self.publisher.on_delta)
+        # incremental fetch sessions (KIP-227) of the clients fetching from this broker
+        self.fetch_sessions = FetchSessionCache(
+            config.int("max.incremental.fetch.session.cache.slots"))
         # extension point for services added by later layers (group coordinator, ...)
         self.services: dict[str, Any] = {}
 
@@ -55,6 +61,29 @@ class Broker:
         from jocko_py.broker.group import install as install_groups
 
         install_groups(self)
+
+    def config_view(self, image: MetadataImage | None = None) -> BrokerConfigView:
+        """This broker's configuration with the dynamic layers from the metadata log."""
+        img = image or self.quorum.image
+        return BrokerConfigView(self.config, img.configs(CONFIG_RESOURCE_BROKER, ""),
+                                img.broker_configs(self.broker_id))
+
+    def apply_dynamic_configs(self, image: MetadataImage) -> None:
+        """Dynamic broker configs changed: new log defaults for every log that does not
+        override them, at once (Kafka's DynamicLogConfig.reconfigure)."""
+        props = dict(self.config.properties)
+        props.update(self.config_view(image).effective())
+        try:
+            cfg = LogConfig.from_broker_properties(props)
+        except ValueError as e:  # validated before it was written; never stop applying
+            log.error("[broker=%d] dynamic log config not applied: %s", self.broker_id, e)
+            return
+        if cfg == self.log_config:
+            return
+        log.info("[broker=%d] dynamic broker config: log defaults now %s", self.broker_id,
+                 cfg.changed_properties(self.log_config))
+        self.log_config = cfg
+        self.replicas.set_base_config(cfg)
 
     @property
     def controller_id(self) -> int:

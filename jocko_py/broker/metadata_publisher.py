@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from jocko_py.cluster.metadata import MetadataDelta, MetadataImage
+from jocko_py.cluster.metadata import CONFIG_RESOURCE_BROKER, MetadataDelta, MetadataImage
 
 if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
@@ -89,6 +89,9 @@ class MetadataPublisher:
         self._waiting = asyncio.get_running_loop().create_task(wait())
 
     def _apply(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        if any(rtype == CONFIG_RESOURCE_BROKER and name in ("", str(self.broker.broker_id))
+               for rtype, name in delta.configs):
+            self.broker.apply_dynamic_configs(image)
         self.broker.replicas.apply_delta(image, delta)
         if not self._strays_removed and self.broker.quorum.caught_up():
             # Only against a complete image: logs of partitions no longer placed here

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,7 @@ class FetchPartition:
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
     max_bytes: int = 1 << 20
+    topic_id: uuid.UUID | None = None  # Fetch v13+ names topics by id
 
 
 @dataclass(slots=True)
@@ -83,13 +85,14 @@ AlterPartitionFn = Callable[[IsrChange], Awaitable[ErrorCode]]
 class ReplicaManager:
     def __init__(self, data_dir: Path, base_config: LogConfig, broker_id: int,
                  image: Callable[[], MetadataImage], props: Callable[[str], str],
-                 stats: BrokerStats | None = None) -> None:
+                 stats: BrokerStats | None = None,
+                 extra_log_dirs: tuple[Path, ...] = ()) -> None:
         self.base_config = base_config
         # bytes/records in and out per topic, ISR shrinks/expands (plain counters)
         self.stats = stats if stats is not None else BrokerStats()
         self.broker_id = broker_id
         self._image = image
-        self.logs = LogManager(data_dir, base_config)
+        self.logs = LogManager(data_dir, base_config, extra_log_dirs)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_waiters = Purgatory()
         self.produce_waiters = Purgatory()
@@ -129,6 +132,17 @@ class ReplicaManager:
 
     def log_config(self, topic: str) -> LogConfig:
         return LogConfig.from_properties(self._image().topic_configs(topic), self.base_config)
+
+    def set_base_config(self, cfg: LogConfig) -> None:
+        """New broker-level log defaults (dynamic broker configs): every log follows."""
+        self.base_config = cfg
+        self.logs.default_config = cfg
+        per_topic: dict[str, LogConfig] = {}
+        for (t, _), p in self.partitions.items():
+            c = per_topic.get(t)
+            if c is None:
+                c = per_topic[t] = self.log_config(t)
+            p.log.update_config(c)
 
     def update_topic_config(self, topic: str) -> None:
         cfg = self.log_config(topic)

@@ -336,14 +336,20 @@ class TopicManager:
 
     async def set_topic_configs(self, name: str, changes: dict[str, str | None], *,
                                 forwarded: bool = False) -> None:
+        await self.set_configs(CONFIG_RESOURCE_TOPIC, name, changes, forwarded=forwarded)
+
+    async def set_configs(self, resource_type: int, name: str, changes: dict[str, str | None],
+                          *, forwarded: bool = False) -> None:
+        """ConfigRecords for a topic or a broker (name "" = the cluster-wide default),
+        written by the controller (forwarded to it from any other broker)."""
         try:
             code = await self._commit(lambda img: self.quorum.controller.alter_config(
-                img, CONFIG_RESOURCE_TOPIC, name, changes))
+                img, resource_type, name, changes))
         except NotControllerError:
             if forwarded:
                 raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
             body = {"resources": [{
-                "resource_type": CONFIG_RESOURCE_TOPIC, "resource_name": name,
+                "resource_type": resource_type, "resource_name": name,
                 "configs": [{"name": k, "config_operation": 0 if v is not None else 1,
                              "value": v} for k, v in changes.items()]}],
                 "validate_only": False}
@@ -352,12 +358,36 @@ class TopicManager:
                     44, 1, body,
                     ok=lambda r: r.responses[0].error_code != ErrorCode.NOT_CONTROLLER)
             except _Local:
-                return await self.set_topic_configs(name, changes)
+                return await self.set_configs(resource_type, name, changes)
             res = resp.responses[0]
             if res.error_code:
                 raise TopicError(_err(res.error_code), res.error_message) from None
             await self._wait_applied(lambda img: all(
-                img.topic_configs(name).get(k) == v for k, v in changes.items()))
+                img.configs(resource_type, name).get(k) == v for k, v in changes.items()))
+            return
+        if code:
+            raise TopicError(code, None)
+
+    async def update_features(self, levels: dict[str, int], *, forwarded: bool = False) -> None:
+        """FeatureLevelRecords for the changed features, written by the controller."""
+        try:
+            code = await self._commit(
+                lambda img: self.quorum.controller.update_features(img, levels))
+        except NotControllerError:
+            if forwarded:
+                raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
+            body = {"timeout_ms": 30000, "validate_only": False, "feature_updates": [
+                {"feature": k, "max_version_level": v, "upgrade_type": 1}
+                for k, v in levels.items()]}
+            try:
+                resp = await self._controller_request(
+                    57, 1, body, ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
+            except _Local:
+                return await self.update_features(levels)
+            if resp.error_code:
+                raise TopicError(_err(resp.error_code), resp.error_message) from None
+            await self._wait_applied(lambda img: all(
+                img.features.get(k) == v for k, v in levels.items()))
             return
         if code:
             raise TopicError(code, None)

@@ -67,6 +67,7 @@ from jocko_py.cluster.metadata import (
     NO_LEADER_CHANGE,
     BrokerEndpoint,
     ConfigRecord,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataImage,
     MetadataRecord,
@@ -277,6 +278,14 @@ class Controller:
         return NONE, [
             ConfigRecord(resource_type, resource_name, k, changes[k]) for k in sorted(changes)
         ]
+
+    def update_features(
+        self, image: MetadataImage, levels: dict[str, int]
+    ) -> tuple[int, list[MetadataRecord]]:
+        """FeatureLevelRecords for the features whose finalized level changes (the
+        broker checked the levels against what it supports)."""
+        return NONE, [FeatureLevelRecord(k, v) for k, v in sorted(levels.items())
+                      if image.features.get(k) != v]
 
     def allocate_producer_ids(
         self, image: MetadataImage, broker_id: int, broker_epoch: int

@@ -1,10 +1,13 @@
-"""LogManager: every partition log under one data directory.
+"""LogManager: every partition log under the data directories (Kafka's `log.dirs`).
 
-This module owns the data directory: which logs exist, loading them on start,
-deleting them, batching their fsyncs, retention across them, and the
-directory-level checkpoint files.
+This module owns the data directories: which logs exist and in which directory,
+loading them on start, placing new ones (the directory holding the fewest logs, as
+Kafka), deleting them, batching their fsyncs, retention across them, and the
+directory-level checkpoint files (one set per directory). A failed disk operation
+takes the whole manager offline (every directory), as with a single directory:
+isolating one failed directory of several is not implemented.
 
-On-disk layout of ``data_dir``::
+On-disk layout of each directory::
 
     <topic>-<partition>/                 one directory per log (see log.py)
     <topic>-<partition>.<uuid>-delete/   a log being deleted (removed on start)
@@ -91,10 +94,14 @@ def parse_log_dir_name(name: str) -> TopicPartition | None:
 class LogManager:
     """Owns the logs in ``data_dir``; synchronous, one owner (the broker loop)."""
 
-    def __init__(self, data_dir: Path, default_config: LogConfig) -> None:
+    def __init__(self, data_dir: Path, default_config: LogConfig,
+                 extra_dirs: tuple[Path, ...] = ()) -> None:
         self.data_dir = data_dir
+        # every data directory, the first one first (it also holds the broker's metadata)
+        self.dirs: list[Path] = [data_dir, *(d for d in extra_dirs if d != data_dir)]
         self.default_config = default_config
         self.logs: dict[TopicPartition, Log] = {}
+        self._where: dict[TopicPartition, Path] = {}  # the directory of each log
         self._dirty: dict[TopicPartition, Log] = {}
         # Kafka's LogDirFailureChannel: the first I/O failure in the directory (a full
         # disk, EIO) takes it offline for good; listeners react (the broker stops).
@@ -118,11 +125,29 @@ class LogManager:
             except Exception:
                 logger.exception("log dir failure listener failed")
 
-    def _dir_for(self, topic: str, partition: int) -> Path:
-        return self.data_dir / f"{topic}-{partition}"
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        """The data directory holding this log, if it exists."""
+        return self._where.get((topic, partition))
 
-    def _track(self, tp: TopicPartition, lg: Log) -> None:
+    def _place(self) -> Path:
+        """Where a new log goes: the directory with the fewest logs (first on a tie)."""
+        if len(self.dirs) == 1:
+            return self.data_dir
+        counts = {d: 0 for d in self.dirs}
+        for d in self._where.values():
+            counts[d] = counts.get(d, 0) + 1
+        return min(self.dirs, key=lambda d: counts[d])
+
+    def _dir_for(self, topic: str, partition: int) -> Path:
+        base = self._where.get((topic, partition))
+        if base is None:
+            name = f"{topic}-{partition}"
+            base = next((d for d in self.dirs if (d / name).exists()), None) or self._place()
+        return base / f"{topic}-{partition}"
+
+    def _track(self, tp: TopicPartition, lg: Log, base: Path) -> None:
         self.logs[tp] = lg
+        self._where[tp] = base
 
         def on_dirty(_log: Log, tp: TopicPartition = tp) -> None:
             self._dirty[tp] = _log
@@ -132,35 +157,36 @@ class LogManager:
     # --- loading -----------------------------------------------------------------
 
     def load_all(self, configs: dict[TopicPartition, LogConfig] | None = None) -> None:
-        """Open (and if needed recover) every log found in ``data_dir``."""
-        try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            marker = self.data_dir / CLEAN_SHUTDOWN_FILE
-            clean = marker.exists()
-            points = read_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
-            for p in sorted(self.data_dir.iterdir()):
-                if not p.is_dir():
-                    continue
-                if p.name.endswith(DELETE_SUFFIX):
-                    shutil.rmtree(p, ignore_errors=True)
-                    continue
-                tp = parse_log_dir_name(p.name)
-                if tp is None or tp in self.logs:
-                    continue
-                cfg = (configs or {}).get(tp, self.default_config)
-                lg = Log.open(p, cfg, points.get(tp, 0), had_clean_shutdown=clean)
-                self._track(tp, lg)
-            # From here on a crash must trigger recovery again.
-            marker.unlink(missing_ok=True)
-        except OSError as exc:
-            raise KafkaStorageError(f"cannot load logs from {self.data_dir}: {exc}") from exc
-        logger.info(
-            "loaded %d logs from %s (%s)",
-            len(self.logs),
-            self.data_dir,
-            "no logs yet" if not self.logs
-            else "after a clean shutdown" if clean else "recovered after an unclean shutdown",
-        )
+        """Open (and if needed recover) every log found in the data directories."""
+        for base in self.dirs:
+            before = len(self.logs)
+            try:
+                base.mkdir(parents=True, exist_ok=True)
+                marker = base / CLEAN_SHUTDOWN_FILE
+                clean = marker.exists()
+                points = read_offset_checkpoint(base / RECOVERY_POINT_CHECKPOINT)
+                for p in sorted(base.iterdir()):
+                    if not p.is_dir():
+                        continue
+                    if p.name.endswith(DELETE_SUFFIX):
+                        shutil.rmtree(p, ignore_errors=True)
+                        continue
+                    tp = parse_log_dir_name(p.name)
+                    if tp is None or tp in self.logs:
+                        continue
+                    cfg = (configs or {}).get(tp, self.default_config)
+                    lg = Log.open(p, cfg, points.get(tp, 0), had_clean_shutdown=clean)
+                    self._track(tp, lg, base)
+                # From here on a crash must trigger recovery again.
+                marker.unlink(missing_ok=True)
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot load logs from {base}: {exc}") from exc
+            n = len(self.logs) - before
+            logger.info(
+                "loaded %d logs from %s (%s)", n, base,
+                "no logs yet" if not n
+                else "after a clean shutdown" if clean else "recovered after an unclean shutdown",
+            )
 
     # --- access ------------------------------------------------------------------
 
@@ -171,23 +197,25 @@ class LogManager:
         tp = (topic, partition)
         lg = self.logs.get(tp)
         if lg is None:
-            (self.data_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
-            lg = Log.open(self._dir_for(topic, partition), config or self.default_config)
-            self._track(tp, lg)
+            path = self._dir_for(topic, partition)
+            (path.parent / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+            lg = Log.open(path, config or self.default_config)
+            self._track(tp, lg, path.parent)
         return lg
 
     def delete(self, topic: str, partition: int) -> bool:
         """Close and remove a log: renamed aside first so a crash cannot resurrect it."""
         tp = (topic, partition)
-        lg = self.logs.pop(tp, None)
-        self._dirty.pop(tp, None)
         path = self._dir_for(topic, partition)
+        lg = self.logs.pop(tp, None)
+        self._where.pop(tp, None)
+        self._dirty.pop(tp, None)
         if lg is not None:
             for seg in lg.segments:
                 seg.close()
         if not path.exists():
             return lg is not None
-        aside = self.data_dir / f"{path.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        aside = path.parent / f"{path.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         try:
             os.replace(path, aside)
             shutil.rmtree(aside)
@@ -252,10 +280,12 @@ class LogManager:
         if self.offline_reason is not None:
             return  # the last good checkpoint stays; recovery starts from it
         try:
-            write_offset_checkpoint(
-                self.data_dir / RECOVERY_POINT_CHECKPOINT,
-                {tp: lg.recovery_point for tp, lg in self.logs.items()},
-            )
+            for base in self.dirs:
+                write_offset_checkpoint(
+                    base / RECOVERY_POINT_CHECKPOINT,
+                    {tp: lg.recovery_point for tp, lg in self.logs.items()
+                     if self._where.get(tp, self.data_dir) == base},
+                )
         except KafkaStorageError as e:
             self.mark_offline(str(e))
             raise
@@ -287,9 +317,11 @@ class LogManager:
         for lg in self.logs.values():
             lg.close()
         self.logs.clear()
+        self._where.clear()
         self._dirty.clear()
         if not failed and self.offline_reason is None:  # a failed dir is recovered
-            try:
-                (self.data_dir / CLEAN_SHUTDOWN_FILE).touch()
-            except OSError:
-                logger.exception("cannot write clean shutdown marker")
+            for base in self.dirs:
+                try:
+                    (base / CLEAN_SHUTDOWN_FILE).touch()
+                except OSError:
+                    logger.exception("cannot write clean shutdown marker in %s", base)

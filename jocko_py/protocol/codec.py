@@ -6,6 +6,9 @@ Quirks kept here, each with a test:
 - Response header v0 for non-flexible responses, v1 (tagged fields) for flexible
   ones, except ApiVersions, which always uses v0 so a client can read it before
   it knows the broker's versions.
+- Bytes after a request body are ignored, as Kafka's broker does (it parses the
+  body and never looks at what is left): librdkafka 2.16 sends Metadata v12 with
+  3 extra bytes. `Request.trailing` counts them so the caller can log it.
 - An ApiVersions request of a version this broker does not serve is answered
   with a v0 body carrying UNSUPPORTED_VERSION and the supported ranges (the
   caller builds that body; `decode_request` raises `UnsupportedRequest`), and
@@ -42,6 +45,7 @@ class Request:
     header: RequestHeader
     body: Any
     size: int
+    trailing: int = 0  # bytes after the body, ignored (Kafka does not look at them)
 
 
 class UnsupportedRequest(UnsupportedVersionError):
@@ -82,12 +86,7 @@ def decode_request(
         body = fastpath.decode_produce_request(r, header.api_version)
     else:
         body = messages.request_schema(header.api_key, header.api_version).parse(r)
-    if r.pos != r.end:
-        raise ProtocolError(
-            f"{messages.api_name(header.api_key)} v{header.api_version}: "
-            f"{r.end - r.pos} trailing bytes"
-        )
-    return Request(header, body, len(frame))
+    return Request(header, body, len(frame), r.end - r.pos)
 
 
 def encode_response(

@@ -441,15 +441,14 @@ TagTable = dict[int, tuple[str, Callable[[Reader], Any]]]
 
 
 def r_tagged(r: Reader, table: TagTable, result: dict[str, Any]) -> None:
-    """Read a tagged-field section into `result`; unknown tags are skipped."""
+    """Read a tagged-field section into `result`; unknown tags are skipped.
+
+    The order of tags is not checked (a repeated tag: the last one wins), as
+    Kafka's generated readers do not check it either."""
     n = r_uvarint(r)
     _count_ok(r, n)
-    last = -1
     for _ in range(n):
         tag = r_uvarint(r)
-        if tag <= last:
-            raise ProtocolError(f"tagged fields out of order: {tag} after {last}")
-        last = tag
         size = r_uvarint(r)
         if size > r.end - r.pos:
             raise _short(r, size)

@@ -23,6 +23,10 @@ MODULES = [
     "offset_for_leader_epoch",
     "describe_quorum",
     "leadership",
+    "describe_log_dirs",
+    "describe_topic_partitions",
+    "features",
+    "describe_producers",
 ]
 
 

@@ -1,12 +1,20 @@
 """DescribeConfigs (32) v0-4, AlterConfigs (33) v0-2, IncrementalAlterConfigs (44) v0-1.
 
-Topic resources (type 2) are fully supported: every topic config with its
-value and source (DYNAMIC_TOPIC_CONFIG when set on the topic, else the broker
-property it defaults from or DEFAULT_CONFIG), synonyms (v1+), types and docs
-(v3+). AlterConfigs replaces a topic's overrides; IncrementalAlterConfigs
-applies SET/DELETE/APPEND/SUBTRACT. Unknown names or bad values get
-INVALID_CONFIG. Broker resources (type 4) can be described (static
-properties); altering broker configs is not supported (INVALID_REQUEST).
+Topic resources (type 2): every topic config with its value and source
+(DYNAMIC_TOPIC_CONFIG when set on the topic, else the broker property it defaults
+from: DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG / STATIC_BROKER_CONFIG,
+or DEFAULT_CONFIG), synonyms (v1+), types and docs (v3+). AlterConfigs replaces a
+topic's overrides; IncrementalAlterConfigs applies SET/DELETE/APPEND/SUBTRACT.
+Unknown names or bad values get INVALID_CONFIG.
+
+Broker resources (type 4, see `broker_configs.py`): a broker id gets every setting
+this broker runs with (defaults included, sources and synonyms as Kafka), "" the
+cluster-wide dynamic defaults set. Alter/IncrementalAlter of a broker id or "" write
+dynamic configs (ConfigRecords through the controller), applied live by every broker;
+read-only configs get INVALID_REQUEST "Cannot update these configs dynamically", as
+in Kafka. Broker loggers (type 8, `broker_loggers.py`): every logger and its level,
+changed with IncrementalAlterConfigs (AlterConfigs refuses them, as Kafka).
+Client-metrics and group resources: INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -14,7 +22,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from jocko_py.broker import broker_loggers
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.broker_configs import (
+    DYNAMIC_CONFIGS,
+    BrokerConfigError,
+    validate_dynamic_change,
+)
 from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
 from jocko_py.commitlog.config import TOPIC_CONFIGS, TOPIC_TO_BROKER, LogConfig
 from jocko_py.protocol.errors import ErrorCode
@@ -22,8 +36,8 @@ from jocko_py.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
 
-TOPIC, BROKER = 2, 4
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # Replication throttles are not implemented; removing them (what
 # kafka-reassign-partitions --verify does after every reassignment) is accepted as
@@ -33,12 +47,6 @@ TOPIC_THROTTLES = frozenset({"leader.replication.throttled.replicas",
 BROKER_THROTTLES = frozenset({"leader.replication.throttled.rate",
                               "follower.replication.throttled.rate",
                               "replica.alter.log.dirs.io.max.bytes.per.second"})
-# broker properties that can set a topic config's default, most specific first
-_BROKER_SYNONYMS = {
-    "retention.ms": ["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
-    "segment.ms": ["log.roll.ms", "log.roll.hours"],
-    "segment.jitter.ms": ["log.roll.jitter.ms", "log.roll.jitter.hours"],
-}
 
 
 def validate_topic_configs(broker: Broker, configs: Mapping[str, str | None]) -> None:
@@ -56,7 +64,7 @@ def describe_topic_configs(
     overrides = dict(broker.topics.image.topic_configs(topic))
     overrides.update(extra or {})
     effective = LogConfig.from_properties(overrides, broker.log_config).to_properties()
-    props = broker.config.properties
+    view = broker.config_view()
     out = []
     for name, d in sorted(TOPIC_CONFIGS.items()):
         if keys is not None and name not in keys:
@@ -68,11 +76,12 @@ def describe_topic_configs(
         else:
             source = DEFAULT_CONFIG
         bname = TOPIC_TO_BROKER.get(name)
-        for syn in _BROKER_SYNONYMS.get(name, [bname] if bname else []):
-            if syn in broker.config.explicit:
-                if source == DEFAULT_CONFIG:
-                    source = STATIC_BROKER_CONFIG
-                synonyms.append({"name": syn, "value": props[syn], "source": STATIC_BROKER_CONFIG})
+        for syn in view.synonyms(bname) if bname else []:
+            if syn["source"] == DEFAULT_CONFIG:
+                continue
+            if source == DEFAULT_CONFIG:
+                source = syn["source"]
+            synonyms.append(syn)
         synonyms.append({"name": bname or name, "value": LogConfig().to_properties()[name],
                          "source": DEFAULT_CONFIG})
         out.append({
@@ -84,15 +93,9 @@ def describe_topic_configs(
     return out
 
 
-def describe_broker_configs(broker: Broker, keys: list[str] | None) -> list[dict[str, Any]]:
-    out = []
-    for name, value in sorted(broker.config.properties.items()):
-        if keys is not None and name not in keys:
-            continue
-        out.append({"name": name, "value": value, "read_only": True, "is_default": False,
-                    "config_source": STATIC_BROKER_CONFIG, "is_sensitive": False,
-                    "synonyms": [], "config_type": 2, "documentation": None})
-    return out
+def describe_broker_configs(broker: Broker, name: str,
+                            keys: list[str] | None) -> list[dict[str, Any]]:
+    return broker.config_view().describe(keys, per_broker=name != "")
 
 
 @api(32, 0, 4)
@@ -115,7 +118,13 @@ async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 res.update(error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"Unexpected broker id {r.resource_name}")
             else:
-                res["configs"] = describe_broker_configs(broker, keys)
+                res["configs"] = describe_broker_configs(broker, r.resource_name, keys)
+        elif r.resource_type == BROKER_LOGGER:
+            if r.resource_name != str(broker.broker_id):
+                res.update(error_code=ErrorCode.INVALID_REQUEST,
+                           error_message=f"Unexpected broker id {r.resource_name}")
+            else:
+                res["configs"] = broker_loggers.describe(keys)
         else:
             res.update(error_code=ErrorCode.INVALID_REQUEST,
                        error_message=f"Unsupported resource type {r.resource_type}")
@@ -129,6 +138,65 @@ async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "results": results}
 
 
+def _list_op(op: int, current: str | None, value: str | None) -> str:
+    items = [x for x in (current or "").split(",") if x]
+    vals = [x for x in (value or "").split(",") if x]
+    if op == APPEND:
+        items += [v for v in vals if v not in items]
+    else:
+        items = [x for x in items if x not in vals]
+    return ",".join(items)
+
+
+async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
+                        validate_only: bool) -> None:
+    """Dynamic broker configs: a broker id, or "" for the cluster-wide default."""
+    broker = ctx.broker
+    name = r.resource_name
+    if name != "" and not name.isdigit():
+        raise TopicError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {name}")
+    current = broker.topics.image.configs(BROKER, name)
+    view = broker.config_view()
+    changes: dict[str, str | None] = {}
+    if incremental:
+        for c in r.configs:
+            op = c.config_operation
+            if op == SET:
+                changes[c.name] = c.value
+            elif op == DELETE:
+                changes[c.name] = None
+            elif op in (APPEND, SUBTRACT):
+                if c.name in DYNAMIC_CONFIGS and c.name != "log.cleanup.policy":
+                    raise TopicError(ErrorCode.INVALID_CONFIG,
+                                     f"Config value append is not allowed for config key: {c.name}")
+                base = current.get(c.name)
+                if base is None:
+                    base = view.effective().get(c.name) or broker.config.get(c.name) or None
+                    if base is None and c.name == "log.cleanup.policy":
+                        base = "delete"
+                changes[c.name] = _list_op(op, base, c.value)
+            else:
+                raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown operation {op}")
+    else:
+        changes = {c.name: c.value for c in r.configs}
+        for k in current:
+            changes.setdefault(k, None)
+    throttles = sorted(k for k, v in changes.items() if k in BROKER_THROTTLES and v is not None)
+    if throttles:
+        raise TopicError(ErrorCode.INVALID_REQUEST,
+                         f"Replication throttles are not supported: {', '.join(throttles)}")
+    try:
+        validate_dynamic_change(current, changes, view)
+    except BrokerConfigError as e:
+        raise TopicError(ErrorCode.INVALID_REQUEST, str(e)) from None
+    if validate_only:
+        return
+    changes = {k: v for k, v in changes.items() if current.get(k) != v}
+    if changes:
+        await broker.topics.set_configs(
+            BROKER, name, changes, forwarded=ctx.header.client_id == FORWARD_CLIENT_ID)
+
+
 async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: bool) -> dict[str, Any]:
     broker = ctx.broker
     res: dict[str, Any] = {"error_code": 0, "error_message": None,
@@ -138,9 +206,27 @@ async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: 
         if incremental and r.configs and all(
                 c.name in throttles and c.config_operation == DELETE for c in r.configs):
             return res
+        if r.resource_type == BROKER:
+            await _apply_broker(ctx, r, incremental, validate_only)
+            return res
+        if r.resource_type == BROKER_LOGGER:
+            if not incremental:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "AlterConfigs does not support "
+                                 "the resource type BROKER_LOGGER; use IncrementalAlterConfigs")
+            if r.resource_name != str(broker.broker_id):
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 f"Unexpected broker id {r.resource_name}")
+            logger_changes = [(c.name, c.config_operation, c.value) for c in r.configs]
+            try:
+                broker_loggers.check(logger_changes)
+            except broker_loggers.LoggerConfigError as e:
+                raise TopicError(ErrorCode(e.code), str(e)) from None
+            if not validate_only:
+                broker_loggers.apply(logger_changes)
+            return res
         if r.resource_type != TOPIC:
             raise TopicError(ErrorCode.INVALID_REQUEST,
-                             "Only topic configs can be altered on this broker")
+                             f"Unsupported resource type {r.resource_type}")
         name = r.resource_name
         if name not in broker.topics.image.topics:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

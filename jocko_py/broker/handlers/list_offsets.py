@@ -1,10 +1,12 @@
-"""ListOffsets (key 2), versions 1-7.
+"""ListOffsets (key 2), versions 1-10.
 
 Timestamps: -2 earliest (log start offset), -1 latest (high watermark, or the
 last stable offset for read_committed), -3 the record with the largest
-timestamp (v7+), otherwise the first offset whose timestamp is >= the given
-one (offset -1 / timestamp -1 when there is none). The leader epoch is
-reported from v4. Earliest-local (-4) and tiered storage are not supported.
+timestamp (v7+), -4 earliest local (v8+: the log start offset, all of the log being
+local), -5 latest tiered (v9+: offset -1, as Kafka answers without tiered storage),
+otherwise the first offset whose timestamp is >= the given one (offset -1 /
+timestamp -1 when there is none). The leader epoch is reported from v4. v10's
+`timeout_ms` bounds remote-storage lookups, which do not exist here: nothing waits.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from jocko_py.broker.api import RequestContext, api
 from jocko_py.protocol.errors import ErrorCode
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 
 
-@api(2, 1, 7)
+@api(2, 1, 10)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     replicas = ctx.broker.replicas
     topics = []
@@ -37,8 +40,10 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                     out["leader_epoch"] = p.leader_epoch
                 if ts == LATEST:
                     out["offset"] = p.high_watermark
-                elif ts == EARLIEST:
+                elif ts == EARLIEST or (ts == EARLIEST_LOCAL and ctx.version >= 8):
                     out["offset"] = p.log.log_start_offset
+                elif ts == LATEST_TIERED and ctx.version >= 9:
+                    out["leader_epoch"] = -1  # no tiered storage: nothing uploaded
                 elif ts == MAX_TIMESTAMP and ctx.version < 7:
                     out["error_code"] = ErrorCode.UNSUPPORTED_VERSION  # KIP-734: v7+
                 elif ts == MAX_TIMESTAMP:

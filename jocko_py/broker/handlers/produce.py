@@ -8,7 +8,8 @@ also waits until the high watermark covers the batch (the in-sync followers
 fetched it), failing with NOT_ENOUGH_REPLICAS when the ISR is below
 `min.insync.replicas` before the append and NOT_ENOUGH_REPLICAS_AFTER_APPEND when
 it shrank meanwhile. A partition this broker does not lead gets
-NOT_LEADER_OR_FOLLOWER. The handler only translates: `ReplicaManager.append_records`
+NOT_LEADER_OR_FOLLOWER, with the current leader and its endpoint from v10 (KIP-951,
+`leader_discovery.py`). The handler only translates: `ReplicaManager.append_records`
 decides. Transactional produce is not supported
 (INVALID_TXN_STATE). Internal topics cannot be written by clients.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import NO_RESPONSE, NoResponse, RequestContext, api
+from jocko_py.broker.leader_discovery import LEADER_HINT_ERRORS, current_leader, node_endpoints
 from jocko_py.broker.partition import AppendResult
 from jocko_py.broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
 from jocko_py.protocol.errors import ErrorCode, ProtocolError
@@ -65,7 +67,18 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
             # closed connection (as Kafka does)
             raise ProtocolError(f"acks=0 produce failed {failed}; closing the connection")
         return NO_RESPONSE
-    return {"responses": results, "throttle_time_ms": 0}
+    out: dict[str, Any] = {"responses": results, "throttle_time_ms": 0}
+    if ctx.version >= 10:
+        image = ctx.broker.topics.image
+        leaders = []
+        for t in results:
+            for p in t["partition_responses"]:
+                if p["error_code"] in LEADER_HINT_ERRORS:
+                    p["current_leader"] = current_leader(image, t["name"], p["index"])
+                    leaders.append(p["current_leader"]["leader_id"])
+        if leaders:
+            out["node_endpoints"] = node_endpoints(image, leaders)
+    return out
 
 
 def _precheck(ctx: RequestContext, topic: str, data: Any, acks: int) -> AppendResult | None:

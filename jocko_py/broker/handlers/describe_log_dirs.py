@@ -1,0 +1,64 @@
+"""DescribeLogDirs (key 35), versions 0-4: what `kafka-log-dirs --describe` reads.
+
+One result per data directory of this broker (`log.dirs`): its absolute path, per topic and partition hosted in it the size of the log in
+bytes (every segment) and the offset lag (Kafka's: high watermark minus log end
+offset, floored at 0, as there are no "future" replicas), and from v4 the total and
+usable bytes of its file system. A null topic list means every partition; named
+partitions not hosted here are left out, as Kafka does. A directory taken offline by
+a disk failure answers KAFKA_STORAGE_ERROR with no topics.
+
+Not implemented: future replicas (AlterReplicaLogDirs, moving a partition between
+directories); a failed directory takes every directory offline.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from jocko_py.broker.api import RequestContext, api
+from jocko_py.protocol.errors import ErrorCode
+
+
+@api(35, 0, 4)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    broker = ctx.broker
+    logs = broker.replicas.logs
+    wanted: dict[str, set[int]] | None = None
+    if req.topics is not None:
+        wanted = {}
+        for t in req.topics:
+            wanted.setdefault(t.topic, set()).update(t.partitions)
+    results: dict[str, dict[str, Any]] = {}
+    by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for base in logs.dirs:
+        path = os.path.abspath(base)
+        results[path] = {"error_code": 0, "log_dir": path, "topics": [],
+                         "total_bytes": -1, "usable_bytes": -1}
+        by_dir[path] = {}
+        if logs.offline_reason is not None:
+            results[path]["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+        elif ctx.version >= 4:
+            try:
+                usage = shutil.disk_usage(path)
+                results[path]["total_bytes"], results[path]["usable_bytes"] = \
+                    usage.total, usage.free
+            except OSError:
+                pass
+    if logs.offline_reason is None:
+        for (topic, pid), lg in sorted(logs.logs.items()):
+            if wanted is not None and pid not in wanted.get(topic, ()):
+                continue
+            base = logs.dir_of(topic, pid) or logs.data_dir
+            p = broker.replicas.get(topic, pid)
+            lag = max(p.high_watermark - lg.log_end_offset, 0) if p is not None else 0
+            by_dir[os.path.abspath(base)].setdefault(topic, []).append({
+                "partition_index": pid, "partition_size": lg.size_bytes, "offset_lag": lag,
+                "is_future_key": False})
+    for path, res in results.items():
+        res["topics"] = [{"name": t, "partitions": ps} for t, ps in by_dir[path].items()]
+    out: dict[str, Any] = {"throttle_time_ms": 0, "results": list(results.values())}
+    if ctx.version >= 3:
+        out["error_code"] = 0
+    return out

@@ -1,0 +1,56 @@
+"""UpdateFeatures (key 57), versions 0-2; DescribeFeatures is ApiVersions v3+ (see
+api_versions.py and `broker/features.py`).
+
+Every update is checked against the levels this broker supports and the finalized
+ones (`features.check_update`); if all pass and the request is not validate-only, the
+controller writes one FeatureLevelRecord per changed feature to the metadata log
+(forwarded to it from any other broker). The whole request succeeds or fails: v0-1
+report the same error for every feature, v2 only the top-level error, as Kafka's
+KRaft controller. `timeout_ms` bounds nothing here: a change is committed or refused
+at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.features import SAFE_DOWNGRADE, UPGRADE, check_update, finalized
+from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
+from jocko_py.protocol.errors import ErrorCode
+
+
+@api(57, 0, 2)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    broker = ctx.broker
+    features = broker.topics.image.features
+    validate_only = ctx.version >= 1 and req.validate_only
+    error, message = ErrorCode.NONE, None
+    wanted: dict[str, int] = {}
+    seen: set[str] = set()
+    for u in req.feature_updates:
+        if ctx.version == 0:
+            kind = SAFE_DOWNGRADE if u.allow_downgrade else UPGRADE
+        else:
+            kind = u.upgrade_type
+        if u.feature in seen:
+            error, message = (ErrorCode.INVALID_REQUEST,
+                              f"Feature {u.feature} was specified more than once.")
+            break
+        seen.add(u.feature)
+        error, message = check_update(features, u.feature, u.max_version_level, kind)
+        if error:
+            break
+        if u.max_version_level != finalized(features).get(u.feature, 0):
+            wanted[u.feature] = u.max_version_level
+    if not error and not validate_only and wanted:
+        try:
+            await broker.topics.update_features(
+                wanted, forwarded=ctx.header.client_id == FORWARD_CLIENT_ID)
+        except TopicError as e:
+            error, message = e.code, e.message
+    out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": error, "error_message": message}
+    if ctx.version < 2:
+        out["results"] = [{"feature": u.feature, "error_code": error, "error_message": message}
+                          for u in req.feature_updates]
+    return out
