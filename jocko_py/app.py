@@ -15,10 +15,15 @@ import time
 import uuid
 
 from jocko_py.broker import handlers
-from jocko_py.broker.config import BrokerConfig, load_or_create_cluster_id
+from jocko_py.broker.config import (
+    SECURITY_PROTOCOL_IDS,
+    BrokerConfig,
+    load_or_create_cluster_id,
+)
 from jocko_py.broker.core import Broker
 from jocko_py.broker.server import Server
 from jocko_py.cluster.controller import BrokerInfo, ControllerConfig
+from jocko_py.cluster.metadata import BrokerEndpoint, format_endpoints
 from jocko_py.cluster.quorum import LocalQuorum, MetadataQuorum, RaftQuorum
 
 log = logging.getLogger("jocko_py.app")
@@ -36,6 +41,14 @@ async def _every(interval_s: float, fn: object, what: str) -> None:
             log.exception("background task %s failed", what)
 
 
+def advertised_endpoints(config: BrokerConfig) -> tuple[BrokerEndpoint, ...]:
+    """What this broker registers: every listener's advertised address (the
+    inter-broker listener first)."""
+    return tuple(BrokerEndpoint(x.name, x.host, x.port, SECURITY_PROTOCOL_IDS[x.security_protocol])
+                 for x in config.advertised_listeners) or (
+        BrokerEndpoint("PLAINTEXT", config.advertised_host, config.advertised_port),)
+
+
 def build_quorum(config: BrokerConfig) -> MetadataQuorum:
     """A one-voter local quorum, or raft + gossip when `controller.quorum.voters` is set."""
     cc = ControllerConfig(
@@ -44,7 +57,7 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
     )
     if not config.voters:
         me = BrokerInfo(config.broker_id, config.advertised_host, config.advertised_port,
-                        config.rack, uuid.uuid4())
+                        config.rack, uuid.uuid4(), advertised_endpoints(config))
         return LocalQuorum(config.data_dir, config.broker_id, me, cc)
     from jocko_py.cluster.gossip.core import GossipConfig
     from jocko_py.cluster.node import ClusterNode
@@ -62,7 +75,7 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
         voters=config.voters,
         gossip_listen=config.gossip_addr,
         seeds=list(config.join),
-        advertised=f"{config.advertised_host}:{config.advertised_port}",
+        advertised=format_endpoints(advertised_endpoints(config)),
         rack=config.rack,
         raft_config=RaftConfig(election_timeout_ms=election, fetch_timeout_ms=fetch_timeout,
                                fetch_max_wait_ms=min(500, fetch_timeout // 4),
@@ -158,10 +171,10 @@ async def run_broker(config: BrokerConfig) -> int:
     await server.start()
     await quorum.start()
     log.info(
-        "jocko-py broker %d listening on %s:%d, advertised as %s:%d, data in %s, "
+        "jocko-py broker %d listening on %s, advertised as %s, data in %s, "
         "cluster %s, %s (started in %.2fs)",
-        config.broker_id, config.host, config.port, config.advertised_host,
-        config.advertised_port, config.data_dir, cluster_id,
+        config.broker_id, ",".join(map(str, config.listeners)),
+        ",".join(map(str, config.advertised_listeners)), config.data_dir, cluster_id,
         f"raft {config.raft_addr} voters {config.voters} gossip {config.gossip_addr}"
         if config.voters else "single node", time.monotonic() - t0,
     )
@@ -194,6 +207,10 @@ async def run_broker(config: BrokerConfig) -> int:
                 tg.create_task(_every(checkpoint_s, logs.checkpoint_recovery_points, "checkpoint")),
             ]
             bg.append(tg.create_task(broker.replicas.isr_expiration_loop()))
+            if broker.security.tls:
+                reload_s = max(0.05, config.int("jocko.ssl.reload.check.interval.ms") / 1000)
+                bg.append(tg.create_task(_every(
+                    reload_s, broker.security.check_certificates, "certificate reload")))
             if isinstance(quorum, RaftQuorum):
                 bg.append(tg.create_task(heartbeat_loop(
                     broker, quorum, max(0.02, config.int("broker.heartbeat.interval.ms") / 1000))))

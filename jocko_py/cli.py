@@ -44,6 +44,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
         raise SystemExit(f"jocko-py broker: {e}") from None
     try:
         return run(config)
+    except ConfigError as e:  # e.g. a TLS key that does not load
+        raise SystemExit(f"jocko-py broker: {e}") from None
     except OSError as e:  # a port in use, an unwritable data directory
         raise SystemExit(f"jocko-py broker: cannot run: {e}") from None
 

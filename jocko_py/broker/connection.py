@@ -9,6 +9,12 @@ request. Bytes that do not parse close this connection only (logged once);
 handler failures are logged with the request and also close the connection,
 so a client reconnects and retries instead of waiting for a reply that will not
 come.
+
+Security: the connection's `Session` (see `security/session.py`) carries its
+listener and principal. On a SASL listener only ApiVersions and the SASL exchange
+are served before authentication (anything else closes the connection), frames
+are capped at `sasl.server.max.receive.size` until then, and a failed
+authentication is answered after a delay and the connection closed.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from typing import TYPE_CHECKING
 
 from jocko_py.broker import api as api_mod
 from jocko_py.broker.api import NO_RESPONSE, RequestContext
+from jocko_py.broker.config import Listener
 from jocko_py.broker.purgatory import PARK_HOOK
+from jocko_py.broker.security.session import AuthenticationError, Session
 from jocko_py.protocol import codec, messages
 from jocko_py.protocol.errors import ErrorCode, ProtocolError
 from jocko_py.protocol.framing import FrameDecoder
@@ -47,13 +55,19 @@ def api_versions_fallback(header: codec.RequestHeader) -> bytes:
 
 class Connection:
     def __init__(
-        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        listener: Listener | None = None,
     ) -> None:
         self.broker = broker
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if listener is None:
+            listener = broker.config.listeners[0] if broker.config.listeners else \
+                Listener("PLAINTEXT", "PLAINTEXT", broker.config.host, broker.config.port)
+        self.listener = listener
+        self.session: Session | None = None
         self.decoder = FrameDecoder(broker.config.socket_request_max_bytes)
         self.served = api_mod.served_versions()
         self.entries = api_mod.registry()
@@ -70,6 +84,17 @@ class Connection:
     async def run(self) -> None:
         PARK_HOOK.set(self.flush)  # this task's own context: only this connection's handlers
         try:
+            host = self.peer.rpartition(":")[0] or self.peer
+            try:
+                self.session = session = self.broker.security.new_session(
+                    self.listener, host, self.writer.get_extra_info("ssl_object"))
+            except AuthenticationError as e:
+                log.info("[peer=%s listener=%s] closing connection: %s", self.peer,
+                         self.listener.name, e)
+                return
+            if not session.authenticated:
+                self.decoder.max_frame_bytes = min(self.decoder.max_frame_bytes,
+                                                   self.broker.security.sasl_max_receive)
             while True:
                 data = await self.reader.read(READ_CHUNK)
                 if not data:
@@ -85,6 +110,15 @@ class Connection:
                     out = await self.handle(frame)
                     if out is not None:
                         self.outs.extend(out)
+                    if session.close_after_response is not None:
+                        # a failed or refused authentication: answer (after the delay
+                        # that slows password guessing) and close
+                        await asyncio.sleep(session.close_after_response)
+                        self.flush()
+                        return
+                    if session.authenticated and \
+                            self.decoder.max_frame_bytes != self.broker.config.socket_request_max_bytes:
+                        self.decoder.max_frame_bytes = self.broker.config.socket_request_max_bytes
                 self.flush()
                 if self.writer.transport.get_write_buffer_size() > 4 * 1024 * 1024:
                     await self.writer.drain()
@@ -107,8 +141,14 @@ class Connection:
                 return [api_versions_fallback(e.header)]
             raise
         header = request.header
+        session = self.session
+        if session is not None:
+            why = session.gate(header.api_key)
+            if why is not None:
+                raise ProtocolError(f"{why} ({messages.api_name(header.api_key)}) on listener "
+                                    f"{self.listener.name}")
         entry = self.entries[header.api_key]
-        ctx = RequestContext(header, self.broker, self.peer)
+        ctx = RequestContext(header, self.broker, self.peer, session)
         try:
             body = await entry.handler(ctx, request.body)
         except ProtocolError:

@@ -15,6 +15,7 @@ from typing import Any
 from jocko_py.broker.config import BrokerConfig
 from jocko_py.broker.metadata_publisher import MetadataPublisher
 from jocko_py.broker.replica_manager import ReplicaManager
+from jocko_py.broker.security.session import SecurityManager
 from jocko_py.broker.topics import TopicManager
 from jocko_py.cluster.quorum import MetadataQuorum
 from jocko_py.commitlog.config import LogConfig
@@ -43,6 +44,8 @@ class Broker:
         self.serving = asyncio.Event()
         self.publisher = MetadataPublisher(self)
         quorum.listeners.append(self.publisher.on_delta)
+        # TLS contexts, SASL settings, principals, ACLs (raises ConfigError)
+        self.security = SecurityManager(config, lambda: quorum.image)
         # extension point for services added by later layers (group coordinator, ...)
         self.services: dict[str, Any] = {}
 

@@ -103,6 +103,12 @@ class TopicManager:
                 await self.quorum.propose(records)
         return _err(code)
 
+    async def commit(self, decide: Callable[[MetadataImage], tuple[int, list[MetadataRecord]]],
+                     ) -> ErrorCode:
+        """Commit the records ``decide`` returns, as the active controller (raises
+        NotControllerError elsewhere): SCRAM credentials, ACLs."""
+        return await self._commit(decide)
+
     async def _controller_request(self, api_key: int, version: int, body: dict[str, Any],
                                   ok: Callable[[Any], bool] | None = None) -> Any:
         """Send a request to the active controller's broker; retry NOT_CONTROLLER."""

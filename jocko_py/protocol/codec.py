@@ -59,6 +59,14 @@ def peek_header(frame: bytes | bytearray | memoryview) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, None)
 
 
+def _librdkafka_scram_quirk(header: RequestHeader, frame: bytes | bytearray | memoryview,
+                            pos: int) -> bool:
+    """librdkafka (2.x) ends AlterUserScramCredentials v0 with a second empty
+    tagged-field count; Kafka does not check for trailing bytes, so accept that
+    one zero byte there (and nowhere else)."""
+    return header.api_key == 51 and pos == len(frame) - 1 and frame[pos] == 0
+
+
 def decode_request(
     frame: bytes | bytearray | memoryview, served: dict[int, tuple[int, int]]
 ) -> Request:
@@ -82,7 +90,7 @@ def decode_request(
         body = fastpath.decode_produce_request(r, header.api_version)
     else:
         body = messages.request_schema(header.api_key, header.api_version).parse(r)
-    if r.pos != r.end:
+    if r.pos != r.end and not _librdkafka_scram_quirk(header, frame, r.pos):
         raise ProtocolError(
             f"{messages.api_name(header.api_key)} v{header.api_version}: "
             f"{r.end - r.pos} trailing bytes"

@@ -22,6 +22,8 @@ MODULES = [
     "offset_for_leader_epoch",
     "describe_quorum",
     "leadership",
+    "sasl",
+    "scram_credentials",
 ]
 
 

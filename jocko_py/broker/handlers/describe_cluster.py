@@ -28,8 +28,9 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         "cluster_id": broker.cluster_id,
         "controller_id": broker.controller_id,
         "brokers": [
-            {"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for _, b in sorted(image.brokers.items()) if not b.fenced
+            {"broker_id": b.broker_id, "host": a[0], "port": a[1], "rack": b.rack}
+            for _, b in sorted(image.brokers.items())
+            if not b.fenced and (a := ctx.address_of(b)) is not None
         ],
         "cluster_authorized_operations": -(2**31),
     }

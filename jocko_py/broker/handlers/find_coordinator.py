@@ -43,9 +43,10 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     leader = gc.store.leader_of(key)
     b = ctx.broker.topics.image.brokers.get(leader)
-    if b is None or b.fenced:
+    addr = None if b is None or b.fenced else ctx.address_of(b)
+    if b is None or addr is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    return ErrorCode.NONE, None, b.broker_id, b.host, b.port
+    return ErrorCode.NONE, None, b.broker_id, addr[0], addr[1]
 
 
 @api(10, 0, 6)

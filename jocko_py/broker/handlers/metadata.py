@@ -92,10 +92,12 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 topics_out.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
                 topics_out.append(topic_entry(t, live))
-    brokers = [
-        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-        for _, b in sorted(image.brokers.items()) if not b.fenced
-    ]
+    brokers = []
+    for _, b in sorted(image.brokers.items()):
+        addr = None if b.fenced else ctx.address_of(b)
+        if addr is not None:
+            brokers.append({"node_id": b.broker_id, "host": addr[0], "port": addr[1],
+                            "rack": b.rack})
     return {
         "throttle_time_ms": 0,
         "brokers": brokers,

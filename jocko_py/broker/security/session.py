@@ -1,0 +1,132 @@
+"""Per-connection security state, and the broker-wide `SecurityManager` that builds it.
+
+A `Session` knows its listener, the client's host and its principal
+(`User:ANONYMOUS` until authenticated; the mapped certificate subject on an SSL
+listener with a client certificate; `User:<name>` after SASL). On a SASL listener
+only ApiVersions, SaslHandshake and SaslAuthenticate are served before
+authentication, in that order (`gate`); anything else closes the connection, as
+Kafka does. A failed authentication is answered after
+`connection.failed.authentication.delay.ms` (100) and the connection closed.
+With `connections.max.reauth.ms` > 0 (KIP-368) the session expires: the client
+re-authenticates on the same connection (same principal required), and a request
+other than the SASL exchange after expiry closes the connection. Frames before
+authentication are capped at `sasl.server.max.receive.size` (524288).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from jocko_py.broker.config import BrokerConfig, ConfigError, Listener
+from jocko_py.broker.security.authz import AUTHORIZER_NAMES, Authorizer
+from jocko_py.broker.security.sasl import SaslExchange, SaslSettings
+from jocko_py.broker.security.scram import MECHANISMS, ScramCredential
+from jocko_py.broker.security.tls import (
+    CertificateReloader,
+    NoMatchingRule,
+    TlsSettings,
+    parse_mapping_rules,
+    peer_principal,
+)
+from jocko_py.cluster.metadata import MetadataImage
+
+log = logging.getLogger("jocko_py.broker.security")
+
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class AuthenticationError(Exception):
+    """The peer cannot be given a principal (e.g. no certificate mapping rule matches)."""
+
+
+@dataclass
+class Session:
+    listener: Listener
+    client_host: str
+    principal: str = ANONYMOUS
+    authenticated: bool = True
+    sasl: SaslSettings | None = None
+    exchange: SaslExchange | None = None
+    handshake_done: bool = False
+    expires_at: float | None = None  # monotonic; KIP-368
+    close_after_response: float | None = None  # delay (s) before closing, if set
+    reauth_principal: str | None = None
+    mechanism: str | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def expired(self) -> bool:
+        return self.expires_at is not None and time.monotonic() >= self.expires_at
+
+    def gate(self, api_key: int) -> str | None:
+        """Why a request of ``api_key`` may not be served now (None: serve it)."""
+        if api_key in (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE):
+            return None
+        if self.exchange is not None:
+            return "request during the SASL exchange"
+        if not self.authenticated:
+            return "request before SASL authentication"
+        if self.expired():
+            return "SASL session expired (connections.max.reauth.ms) without re-authentication"
+        return None
+
+
+class SecurityManager:
+    """Everything security the connections share: TLS contexts, SASL settings,
+    principal mapping, timings. Built once at start-up; raises ConfigError."""
+
+    def __init__(self, config: BrokerConfig,
+                 image: Callable[[], MetadataImage] | None = None) -> None:
+        self.config = config
+        self.image = image
+        self.tls: dict[str, CertificateReloader] = {}
+        self.sasl: dict[str, SaslSettings] = {}
+        for x in config.listeners:
+            if x.tls:
+                self.tls[x.name] = CertificateReloader(TlsSettings.from_config(config, x.name))
+            if x.sasl:
+                self.sasl[x.name] = SaslSettings.from_config(config, x.name)
+        self.rules = {x.name: parse_mapping_rules(
+            config.listener_config(x.name, "ssl.principal.mapping.rules"))
+            for x in config.listeners if x.tls}
+        self.failed_auth_delay_s = max(
+            0, int(config.get("connection.failed.authentication.delay.ms") or 100)) / 1000
+        self.max_reauth_ms = int(config.get("connections.max.reauth.ms") or 0)
+        self.sasl_max_receive = int(config.get("sasl.server.max.receive.size") or 524288)
+        self.authorizer: Authorizer | None = None
+        az = config.get("authorizer.class.name").strip()
+        if az:
+            if az not in AUTHORIZER_NAMES:
+                raise ConfigError(f"authorizer.class.name: {az} is not supported (use "
+                                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer)")
+            self.authorizer = Authorizer(
+                image or MetadataImage,
+                [u.strip() for u in config.get("super.users").split(";") if u.strip()],
+                config.bool("allow.everyone.if.no.acl.found"))
+
+    def new_session(self, listener: Listener, client_host: str, ssl_object: object) -> Session:
+        s = Session(listener, client_host)
+        if listener.tls:
+            try:
+                s.principal = peer_principal(ssl_object, self.rules.get(listener.name, []))
+            except NoMatchingRule as e:
+                raise AuthenticationError(str(e)) from e
+        if listener.sasl:
+            s.authenticated = False
+            s.sasl = self.sasl[listener.name]
+        return s
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        if self.image is None:
+            return None
+        rec = self.image().scram.get((user, MECHANISMS[mechanism][0]))
+        if rec is None:
+            return None
+        return ScramCredential(rec.salt, rec.stored_key, rec.server_key, rec.iterations)
+
+    def check_certificates(self) -> None:
+        for r in self.tls.values():
+            r.check()
