@@ -76,6 +76,8 @@ class CA:
 
 @dataclass(frozen=True)
 class TestPki:
+    __test__ = False  # not a pytest class
+
     ca: Pair
     broker: Pair
     client: Pair  # subject CN=client,OU=test,O=jocko,C=US

@@ -62,6 +62,7 @@ def secure_overrides(pki: TestPki, ports: dict[str, int], users_file: Path) -> d
         "sasl.jaas.config": JAAS,
         "jocko.sasl.plain.users.file": str(users_file),
         "connection.failed.authentication.delay.ms": "300",
+        "connections.max.reauth.ms": "60000",
         "group.initial.rebalance.delay.ms": "0",
         "offsets.topic.num.partitions": "1",
         "offsets.topic.replication.factor": "1",

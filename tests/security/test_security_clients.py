@@ -72,3 +72,47 @@ def test_metadata_answers_the_connected_listeners_address(secure_broker: SecureB
     md = client.list_topics(topic="md-check", timeout=15)
     assert [(b.host, b.port) for b in md.brokers.values()] == [
         ("127.0.0.1", secure_broker.ports[listener])]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("listener", "mechanism", "user", "password"), [
+    ("SASL_PLAINTEXT", "PLAIN", "alice", "wrong"),
+    ("SASL_SSL", "SCRAM-SHA-256", "scram256", "wrong"),
+    ("SASL_SSL", "SCRAM-SHA-512", "nobody", "x"),
+    ("SASL_PLAINTEXT", "SCRAM-SHA-512", "scram512", PASSWORDS["scram512"]),  # not enabled
+])
+def test_confluent_refused_credentials_reach_no_data(
+        secure_broker: SecureBroker, listener: str, mechanism: str, user: str,
+        password: str) -> None:
+    from confluent_kafka import KafkaError, Producer
+
+    errors: list[KafkaError] = []
+    conf = confluent_conf(secure_broker.addr(listener), listener, secure_broker.pki,
+                          mechanism, user, password, error_cb=errors.append,
+                          **{"message.timeout.ms": 1500})
+    p = Producer(conf)
+    delivered: list[object] = []
+    p.produce("never-created", b"x", on_delivery=lambda err, msg: delivered.append(err))
+    p.flush(10)
+    assert delivered and delivered[0] is not None  # a delivery error, never a success
+    assert any(e.code() in (KafkaError._AUTHENTICATION, KafkaError._ALL_BROKERS_DOWN,
+                            KafkaError._TRANSPORT) for e in errors), errors
+    admin = confluent_conf(secure_broker.addr("PLAINTEXT"), "PLAINTEXT", secure_broker.pki)
+    md = Producer(admin).list_topics(topic="never-created-probe", timeout=10)
+    assert "never-created" not in md.topics
+
+
+@pytest.mark.timeout(60)
+def test_kafka_python_wrong_password_is_refused(secure_broker: SecureBroker) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    conf = kafka_python_conf(secure_broker.addr("SASL_SSL"), "SASL_SSL", secure_broker.pki,
+                             "SCRAM-SHA-256", "scram256", "wrong")
+    with pytest.raises(KafkaError):
+        p = KafkaProducer(**dict(conf, request_timeout_ms=3000, max_block_ms=3000,
+                                 bootstrap_timeout_ms=3000))
+        try:
+            p.send("never-created-2", b"x").get(timeout=5)
+        finally:
+            p.close(timeout=2)

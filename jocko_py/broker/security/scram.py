@@ -198,3 +198,40 @@ class ScramServer:
         self.state = "done"
         server_sig = _hmac(self.hash_name, cred.server_key, auth_message)
         return b"v=" + base64.b64encode(server_sig)
+
+
+class ScramClient:
+    """The client side of one exchange (the CLI's `--command-config`, and tests)."""
+
+    def __init__(self, mechanism: str, user: str, password: str,
+                 client_nonce: str | None = None) -> None:
+        self.hash_name = MECHANISMS[mechanism][1]
+        self.user = user.replace("=", "=3D").replace(",", "=2C")
+        self.password = password
+        self.nonce = client_nonce or base64.b64encode(os.urandom(18)).decode()
+        self._bare = f"n={self.user},r={self.nonce}"
+        self._server_sig = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        msg = server_first.decode()
+        attrs = dict(_attrs(msg))
+        nonce, salt, iterations = attrs["r"], base64.b64decode(attrs["s"]), int(attrs["i"])
+        if not nonce.startswith(self.nonce):
+            raise ScramError("server nonce does not extend the client nonce")
+        salted = salted_password(self.hash_name, self.password.encode(), salt, iterations)
+        client_key = _hmac(self.hash_name, salted, b"Client Key")
+        stored = hashlib.new(self.hash_name, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        auth = f"{self._bare},{msg},{without_proof}".encode()
+        sig = _hmac(self.hash_name, stored, auth)
+        proof = bytes(a ^ b for a, b in zip(client_key, sig, strict=True))
+        self._server_sig = _hmac(self.hash_name, _hmac(self.hash_name, salted, b"Server Key"),
+                                 auth)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        if server_final != b"v=" + base64.b64encode(self._server_sig):
+            raise ScramError("server signature does not verify")
