@@ -77,6 +77,13 @@ class Raw:
             return False
 
     # SASL helpers
+    def login(self, user: str, password: str) -> Raw:
+        """SASL/PLAIN; asserts success."""
+        assert self.handshake("PLAIN").error_code == 0
+        r = self.authenticate(f"\0{user}\0{password}".encode())
+        assert r.error_code == 0, r.error_message
+        return self
+
     def handshake(self, mechanism: str) -> Any:
         return self.call(17, 1, {"mechanism": mechanism})
 

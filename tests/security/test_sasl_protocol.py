@@ -185,3 +185,31 @@ def test_plaintext_connection_to_a_tls_listener_gets_nothing(
         except ConnectionResetError:
             data = b""
         assert not data.startswith(b"\0\0\0")  # a TLS alert at most, never a Kafka frame
+
+
+def test_acl_apis_without_an_authorizer_answer_security_disabled(
+        secure_broker: SecureBroker) -> None:
+    with Raw(secure_broker.addr("PLAINTEXT")) as c:
+        r = c.call(29, 3, {"resource_type_filter": 1, "resource_name_filter": None,
+                           "pattern_type_filter": 1, "principal_filter": None,
+                           "host_filter": None, "operation": 1, "permission_type": 1})
+        assert r.error_code == ErrorCode.SECURITY_DISABLED
+
+
+def test_scram_credentials_are_described_never_shown(secure_broker: SecureBroker) -> None:
+    with Raw(secure_broker.addr("PLAINTEXT")) as c:
+        r = c.call(50, 0, {"users": [{"name": "scram256"}, {"name": "ghost"}]})
+        assert [(x.user, x.error_code, [(i.mechanism, i.iterations) for i in x.credential_infos])
+                for x in r.results] == [("scram256", 0, [(1, 4096)]),
+                                        ("ghost", ErrorCode.RESOURCE_NOT_FOUND, [])]
+        bad = c.call(51, 0, {"upsertions": [
+            {"name": "u1", "mechanism": 1, "iterations": 100, "salt": b"s",
+             "salted_password": b"p" * 32},
+            {"name": "u2", "mechanism": 9, "iterations": 4096, "salt": b"s",
+             "salted_password": b"p" * 32},
+            {"name": "", "mechanism": 1, "iterations": 4096, "salt": b"s",
+             "salted_password": b"p" * 32}],
+            "deletions": [{"name": "ghost", "mechanism": 1}]})
+        assert [(x.user, x.error_code) for x in bad.results] == [
+            ("ghost", ErrorCode.RESOURCE_NOT_FOUND), ("u1", ErrorCode.UNACCEPTABLE_CREDENTIAL),
+            ("u2", ErrorCode.UNSUPPORTED_SASL_MECHANISM), ("", ErrorCode.UNACCEPTABLE_CREDENTIAL)]

@@ -24,6 +24,7 @@ MODULES = [
     "leadership",
     "sasl",
     "scram_credentials",
+    "acls",
 ]
 
 

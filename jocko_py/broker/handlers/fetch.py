@@ -28,6 +28,7 @@ from typing import Any
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.replica_fetcher import replica_incarnation
 from jocko_py.broker.replica_manager import FetchParams, FetchPartition
+from jocko_py.broker.security.authz import authorize_cluster, denied_topics
 from jocko_py.protocol.errors import ErrorCode
 
 
@@ -36,6 +37,10 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if req.session_id != 0:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                 "session_id": 0, "responses": []}
+    # followers need CLUSTER_ACTION, consumers READ on each topic
+    names = {ft.topic for ft in req.topics}
+    denied = (set() if authorize_cluster(ctx, "CLUSTER_ACTION") else names) \
+        if req.replica_id >= 0 else denied_topics(ctx, "READ", names)
     params = FetchParams(
         replica_incarnation=replica_incarnation(ctx.header.client_id),
         replica_id=req.replica_id, max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes,
@@ -46,7 +51,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                            fp.current_leader_epoch,
                            fp.last_fetched_epoch if ctx.version >= 12 else -1,
                            fp.partition_max_bytes)
-            for ft in req.topics for fp in ft.partitions
+            for ft in req.topics if ft.topic not in denied for fp in ft.partitions
         ],
     )
     results = iter(await ctx.broker.replicas.fetch_messages(params))
@@ -54,6 +59,13 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for ft in req.topics:
         parts = []
         for fp in ft.partitions:
+            if ft.topic in denied:
+                parts.append({"partition_index": fp.partition, "high_watermark": -1,
+                              "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                              "last_stable_offset": -1, "log_start_offset": -1,
+                              "aborted_transactions": None, "preferred_read_replica": -1,
+                              "records": b""})
+                continue
             r = next(results)
             out: dict[str, Any] = {
                 "partition_index": fp.partition, "error_code": r.error,

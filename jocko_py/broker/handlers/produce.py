@@ -19,6 +19,7 @@ from typing import Any
 
 from jocko_py.broker.api import NO_RESPONSE, NoResponse, RequestContext, api
 from jocko_py.broker.partition import AppendResult
+from jocko_py.broker.security.authz import authorize_topic
 from jocko_py.broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
 from jocko_py.protocol.errors import ErrorCode, ProtocolError
 
@@ -75,6 +76,8 @@ def _precheck(ctx: RequestContext, topic: str, data: Any, acks: int) -> AppendRe
                             message="Produce v0-2 are not supported")
     if acks not in (-1, 0, 1):
         return AppendResult(ErrorCode.INVALID_REQUIRED_ACKS)
+    if not authorize_topic(ctx, "WRITE", topic):
+        return AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if ctx.broker.replicas.get(topic, 0) is None and topic not in ctx.broker.topics.image.topics:
         try:
             validate_topic_name(topic)

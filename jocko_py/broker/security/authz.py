@@ -150,3 +150,29 @@ def authorized_operations(ctx: RequestContext, resource_type: int, name: str) ->
     if az is None or s is None:
         return sum(1 << op for op in RESOURCE_OPS.get(resource_type, ()))
     return az.authorized_operations(s.principal, s.client_host, resource_type, name)
+
+
+def denied_topics(ctx: RequestContext, op: str, topics: Iterable[str]) -> set[str]:
+    """The topics among ``topics`` this request may not ``op`` (empty without an
+    authorizer: the common case costs one attribute lookup)."""
+    if ctx.broker.security.authorizer is None or ctx.session is None:
+        return set()
+    return {t for t in set(topics) if not authorize(ctx, op, TOPIC, t)}
+
+
+def may_create_topic(ctx: RequestContext, topic: str) -> bool:
+    """CREATE on the cluster or on the topic (Kafka's rule for topic creation)."""
+    return authorize_cluster(ctx, "CREATE") or authorize_topic(ctx, "CREATE", topic)
+
+
+def authorize_any_topic(ctx: RequestContext, op: str) -> bool:
+    """Kafka's authorizeByResourceType (KIP-679): may the principal ``op`` some topic
+    (an ALLOW ACL for it on any topic pattern)? Used for idempotent producers."""
+    az = ctx.broker.security.authorizer
+    s = ctx.session
+    if az is None or s is None or s.principal in az.super_users:
+        return True
+    code = OPERATIONS[op]
+    return any(a.permission == ALLOW and a.operation in (code, ALL)
+               and a.principal in (s.principal, "User:*") and a.host in (s.client_host, WILDCARD)
+               for a in az._acls(TOPIC))
