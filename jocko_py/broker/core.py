@@ -46,6 +46,8 @@ class Broker:
         quorum.listeners.append(self.publisher.on_delta)
         # TLS contexts, SASL settings, principals, ACLs (raises ConfigError)
         self.security = SecurityManager(config, lambda: quorum.image)
+        self.replicas.channel_security = self.topics.channel_security = \
+            self.security.inter_broker_client()
         # extension point for services added by later layers (group coordinator, ...)
         self.services: dict[str, Any] = {}
 

@@ -42,6 +42,13 @@ class SaslFailed(Exception):
     """Authentication failed; the message is what the client is told."""
 
 
+def jaas_options(jaas: str) -> dict[str, str]:
+    """The `key="value"` options of a JAAS entry (after its login module name)."""
+    body = jaas.split(" required", 1)[1] if " required" in jaas else jaas
+    return {m.group(1): re.sub(r"\\(.)", r"\1", m.group(2) if m.group(2) is not None
+                                else m.group(3)) for m in _JAAS_OPTION.finditer(body)}
+
+
 def jaas_plain_users(jaas: str) -> dict[str, str]:
     """`user_<name>="<password>"` options of a PlainLoginModule JAAS entry."""
     if "PlainLoginModule" not in jaas:

@@ -16,13 +16,15 @@ authentication are capped at `sasl.server.max.receive.size` (524288).
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jocko_py.broker.config import BrokerConfig, ConfigError, Listener
+from jocko_py.broker.inter_broker import ClientSecurity
 from jocko_py.broker.security.authz import AUTHORIZER_NAMES, Authorizer
-from jocko_py.broker.security.sasl import SaslExchange, SaslSettings
+from jocko_py.broker.security.sasl import SaslExchange, SaslSettings, jaas_options
 from jocko_py.broker.security.scram import MECHANISMS, ScramCredential
 from jocko_py.broker.security.tls import (
     CertificateReloader,
@@ -118,6 +120,45 @@ class SecurityManager:
             s.authenticated = False
             s.sasl = self.sasl[listener.name]
         return s
+
+    def inter_broker_client(self) -> ClientSecurity | None:
+        """TLS and SASL settings for connections to other brokers' inter-broker
+        listener (None for PLAINTEXT). The client certificate is this broker's own
+        keystore; SASL uses `sasl.mechanism.inter.broker.protocol` (PLAIN here; Kafka's
+        GSSAPI default is not implemented) and the JAAS `username` / `password` of
+        `listener.name.<listener>.<mechanism>.sasl.jaas.config` or `sasl.jaas.config`."""
+        cfg = self.config
+        x = next((x for x in cfg.listeners if x.name == cfg.inter_broker_listener), None)
+        if x is None or x.security_protocol == "PLAINTEXT":
+            return None
+        ctx = None
+        if x.tls:
+            tls = TlsSettings.from_config(cfg, x.name)
+            ctx = ssl.create_default_context()
+            if tls.truststore_location or tls.truststore_certificates:
+                ctx.load_verify_locations(
+                    cafile=tls.truststore_location or None,
+                    cadata=tls.truststore_certificates.replace("\\n", "\n") or None)
+            try:
+                if tls.keystore_location:
+                    ctx.load_cert_chain(tls.keystore_location,
+                                        password=tls.key_password or None)
+            except (OSError, ssl.SSLError) as e:
+                raise ConfigError(f"inter-broker TLS: cannot load the keystore: {e}") from e
+        if not x.sasl:
+            return ClientSecurity(ssl=ctx)
+        mech = (cfg.get("sasl.mechanism.inter.broker.protocol") or "PLAIN").strip().upper()
+        if mech not in self.sasl[x.name].mechanisms:
+            raise ConfigError(f"sasl.mechanism.inter.broker.protocol: {mech} is not enabled "
+                              f"on the inter-broker listener {x.name}")
+        jaas = (cfg.properties.get(f"listener.name.{x.name.lower()}.{mech.lower()}"
+                                   ".sasl.jaas.config") or cfg.get("sasl.jaas.config"))
+        opts = jaas_options(jaas)
+        if not opts.get("username"):
+            raise ConfigError(f"inter-broker SASL on {x.name} needs username and password in "
+                              f"listener.name.{x.name.lower()}.{mech.lower()}.sasl.jaas.config "
+                              "or sasl.jaas.config")
+        return ClientSecurity(ctx, mech, opts["username"], opts.get("password", ""))
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         if self.image is None:

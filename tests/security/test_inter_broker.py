@@ -1,0 +1,95 @@
+"""Two brokers whose inter-broker listener is SASL_SSL (inter.broker.listener.name,
+PLAIN with the JAAS username/password, TLS with the broker's own keystore), with an
+authorizer whose super user is the broker principal: replication and controller
+forwarding run over it (acks=all with min.insync.replicas=2 needs the follower's
+fetches), while clients use their own listener and see its addresses."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.security.certs import TestPki
+from tests.security.raw import Raw
+from tests.support.broker import free_port
+from tests.support.cluster import FAST, ClusterBroker, free_udp_port
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+        'username="broker" password="broker-pw" user_broker="broker-pw" user_app="app-pw";')
+
+
+@pytest.fixture
+def secure_cluster(tmp_path: Path, pki: TestPki) -> Iterator[dict[int, tuple[ClusterBroker, int]]]:
+    ids = (1, 2)
+    raft = {i: free_port() for i in ids}
+    gossip = {i: free_udp_port() for i in ids}
+    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft.items())
+    brokers: dict[int, tuple[ClusterBroker, int]] = {}
+    for i in ids:
+        internal, client = free_port(), free_port()
+        props = dict(FAST) | {
+            "listeners": f"INTERNAL://127.0.0.1:{internal},CLIENT://127.0.0.1:{client}",
+            "listener.security.protocol.map": "INTERNAL:SASL_SSL,CLIENT:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.jaas.config": JAAS,
+            "ssl.keystore.location": str(pki.broker.both),
+            "ssl.truststore.location": str(pki.ca.cert),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:broker;User:ANONYMOUS",
+            "offsets.topic.replication.factor": "2",
+        }
+        join = ",".join(f"127.0.0.1:{gossip[j]}" for j in ids if j != i)
+        b = ClusterBroker(tmp_path / f"broker-{i}", i, voters, gossip[i], join, props,
+                          tmp_path / f"broker-{i}.log")
+        brokers[i] = (b, client)
+    try:
+        for b, _ in brokers.values():
+            b.start()
+        yield brokers
+    finally:
+        for b, _ in brokers.values():
+            b.stop(timeout=20)
+
+
+def test_replication_runs_over_the_sasl_ssl_inter_broker_listener(
+        secure_cluster: dict[int, tuple[ClusterBroker, int]]) -> None:
+    from confluent_kafka import Producer
+
+    (b1, client1), (b2, client2) = secure_cluster[1], secure_cluster[2]
+    deadline = time.monotonic() + 60
+    brokers: list[int] = []
+    while time.monotonic() < deadline:  # both registered, seen on the CLIENT listener
+        try:
+            with Raw(f"127.0.0.1:{client2}").login("app", "app-pw") as c:
+                md = c.call(3, 12, {"topics": None})
+                brokers = sorted(b.port for b in md.brokers)
+                if brokers == sorted((client1, client2)) and md.controller_id > 0:
+                    break
+        except OSError:
+            pass
+        time.sleep(0.3)
+    assert brokers == sorted((client1, client2)), (b1.log_tail(), b2.log_tail())
+    with Raw(f"127.0.0.1:{client2}").login("broker", "broker-pw") as c:  # a super user
+        r = c.call(19, 7, {"topics": [{"name": "replicated", "num_partitions": 1,
+                                       "replication_factor": 2, "configs": [
+                                           {"name": "min.insync.replicas", "value": "2"}]}],
+                           "timeout_ms": 15000})
+        assert r.topics[0].error_code == 0, r.topics[0].error_message
+    p = Producer({"bootstrap.servers": f"127.0.0.1:{client1}", "security.protocol":
+                  "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "broker",
+                  "sasl.password": "broker-pw", "acks": "all", "message.timeout.ms": 30000})
+    errors: list[object] = []
+    for i in range(20):
+        p.produce("replicated", f"v{i}".encode(), on_delivery=lambda e, m: errors.append(e))
+    p.flush(40)
+    assert errors == [None] * 20, (errors[:3], b1.log_tail(), b2.log_tail())
+    for b in (b1, b2):
+        log = b.log_path.read_text()
+        assert "SASL authentication to" not in log and "closing connection" not in log, \
+            b.log_tail()
