@@ -1,4 +1,4 @@
-"""Command line: `jocko-py broker|topic|produce|consume|groups`."""
+"""Command line: `jocko-py broker|topic|cluster|produce|consume|groups|acl|user`."""
 
 from __future__ import annotations
 
@@ -244,6 +244,19 @@ def build_parser() -> argparse.ArgumentParser:
     from jocko_py.cli_groups import add_parser as add_groups_parser
 
     add_groups_parser(sub)
+    from jocko_py.cli_security import add_parsers as add_security_parsers
+
+    add_security_parsers(sub)
+    # every client command takes Kafka's --command-config (client security settings)
+    for name, sp in sub.choices.items():
+        if name == "broker":
+            continue
+        for p in [sp, *(a for act in sp._actions
+                        if isinstance(act, argparse._SubParsersAction)
+                        for a in act.choices.values())]:
+            if any(a.dest == "bootstrap_server" for a in p._actions):
+                p.add_argument("--command-config", default=None, metavar="FILE",
+                               help="client properties: security.protocol, ssl.*, sasl.*")
     return ap
 
 
@@ -258,7 +271,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("topic name required")
     if args.command == "broker":
         return int(args.func(args))
-    from jocko_py.client import KafkaError
+    from jocko_py.client import KafkaError, load_command_config, set_default_config
+
+    if getattr(args, "command_config", None):
+        try:
+            set_default_config(load_command_config(args.command_config))
+        except ValueError as e:
+            raise SystemExit(f"jocko-py {args.command}: {e}") from None
 
     try:
         return int(args.func(args))

@@ -6,10 +6,13 @@ describe; a real consumer without READ sees TOPIC_AUTHORIZATION_FAILED."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +20,7 @@ import pytest
 from jocko_py.protocol.errors import ErrorCode
 from jocko_py.protocol.records import NewRecord, build_batch
 from tests.security.raw import Raw
-from tests.support.broker import BrokerProcess, free_port, wait_for_port
+from tests.support.broker import REPO, BrokerProcess, free_port, wait_for_port
 
 pytestmark = pytest.mark.timeout(60)
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
@@ -287,3 +290,29 @@ def test_confluent_clients_with_acls(acl_broker: AclBroker) -> None:
     assert codes == sorted(["ok", str(KafkaError.TOPIC_AUTHORIZATION_FAILED)]), delivered
     deleted = admin.delete_acls([flt], request_timeout=10)[flt].result(timeout=10)
     assert deleted == [binding]
+
+
+def test_cli_acl_commands(acl_broker: AclBroker, tmp_path: Path) -> None:
+    props = tmp_path / "admin.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                     "sasl.username=admin\nsasl.password=admin-pw\n")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "jocko_py.cli", "acl", *args, "--bootstrap-server",
+             f"127.0.0.1:{acl_broker.sasl_port}", "--command-config", str(props)],
+            capture_output=True, text=True, timeout=60, cwd=REPO)
+
+    r = cli("add", "--principal", "User:dave", "--operation", "read", "--operation",
+            "describe", "--topic", "dave-", "--resource-pattern-type", "prefixed")
+    assert r.returncode == 0 and "Added 2 ACL(s)" in r.stdout, r.stderr
+    r = cli("list", "--principal", "User:dave")
+    assert r.stdout.splitlines() == [
+        "ALLOW User:dave            READ             TOPIC:dave- (PREFIXED) host=*",
+        "ALLOW User:dave            DESCRIBE         TOPIC:dave- (PREFIXED) host=*"], r.stdout
+    r = cli("remove", "--principal", "User:dave", "--operation", "read", "--topic", "dave-",
+            "--resource-pattern-type", "prefixed")
+    assert r.returncode == 0 and r.stdout.count("Removed") == 1, r.stdout + r.stderr
+    assert len(cli("list", "--principal", "User:dave").stdout.splitlines()) == 1
+    r = cli("add", "--principal", "User:dave", "--operation", "fly", "--topic", "x")
+    assert r.returncode == 1 and "unknown operation" in r.stderr and "Traceback" not in r.stderr

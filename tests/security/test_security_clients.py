@@ -4,6 +4,10 @@ reach no data; Metadata answers with the connected listener's addresses."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.security.clients import (
@@ -13,6 +17,7 @@ from tests.security.clients import (
     kafka_python_round_trip,
 )
 from tests.security.conftest import PASSWORDS, SecureBroker
+from tests.support.broker import REPO
 
 EXPECTED = [f"v{i}".encode() for i in range(5)]
 
@@ -116,3 +121,41 @@ def test_kafka_python_wrong_password_is_refused(secure_broker: SecureBroker) -> 
             p.send("never-created-2", b"x").get(timeout=5)
         finally:
             p.close(timeout=2)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "jocko_py.cli", *args], capture_output=True,
+                          text=True, timeout=60, cwd=REPO)
+
+
+@pytest.mark.timeout(90)
+def test_cli_user_commands_over_sasl_ssl(secure_broker: SecureBroker, tmp_path: Path) -> None:
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="scram512" password="{PASSWORDS["scram512"]}";\n'
+        f"ssl.truststore.location={secure_broker.pki.ca.cert}\n")
+    common = ["--bootstrap-server", secure_broker.addr("SASL_SSL"), "--command-config",
+              str(props)]
+    r = _cli("user", "add", "carol", "--mechanism", "SCRAM-SHA-256", "--password", "carol-pw",
+             *common)
+    assert r.returncode == 0, r.stderr
+    r = _cli("user", "list", *common)
+    assert "carol: SCRAM-SHA-256=[iterations=4096]" in r.stdout, r.stdout + r.stderr
+    conf = confluent_conf(secure_broker.addr("SASL_SSL"), "SASL_SSL", secure_broker.pki,
+                          "SCRAM-SHA-256", "carol", "carol-pw")
+    assert confluent_round_trip(conf, n=2) == EXPECTED[:2]
+    r = _cli("topic", "list", *common)  # any client command takes --command-config
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr
+    r = _cli("user", "remove", "carol", "--mechanism", "SCRAM-SHA-256", *common)
+    assert r.returncode == 0, r.stderr
+    r = _cli("user", "list", "carol", *common)
+    assert r.returncode == 1 and "RESOURCE_NOT_FOUND" in r.stderr
+    bad = tmp_path / "bad.properties"
+    bad.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
+    r = _cli("user", "list", "--bootstrap-server", secure_broker.addr("SASL_SSL"),
+             "--command-config", str(bad))
+    assert r.returncode == 1 and "GSSAPI is not supported" in r.stderr
+    assert "Traceback" not in r.stderr
