@@ -25,6 +25,7 @@ MODULES = [
     "sasl",
     "scram_credentials",
     "acls",
+    "client_quotas",
 ]
 
 
