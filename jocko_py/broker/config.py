@@ -59,6 +59,7 @@ DEFAULTS: dict[str, str] = {
     "request.timeout.ms": "30000",
     "connection.failed.authentication.delay.ms": "100",
     "connections.max.reauth.ms": "0",
+    "connections.max.idle.ms": "600000",
     "sasl.server.max.receive.size": "524288",
     "ssl.client.auth": "none",
     "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",

@@ -13,7 +13,8 @@ come.
 Security: the connection's `Session` (see `security/session.py`) carries its
 listener and principal. On a SASL listener only ApiVersions and the SASL exchange
 are served before authentication (anything else closes the connection), frames
-are capped at `sasl.server.max.receive.size` until then, and a failed
+are capped at `sasl.server.max.receive.size` until then, a connection that has not
+authenticated within `connections.max.idle.ms` is closed, and a failed
 authentication is answered after a delay and the connection closed.
 """
 
@@ -92,11 +93,24 @@ class Connection:
                 log.info("[peer=%s listener=%s] closing connection: %s", self.peer,
                          self.listener.name, e)
                 return
+            auth_deadline = None
             if not session.authenticated:
                 self.decoder.max_frame_bytes = min(self.decoder.max_frame_bytes,
                                                    self.broker.security.sasl_max_receive)
+                auth_deadline = asyncio.get_running_loop().time() + \
+                    self.broker.security.authentication_timeout_s
             while True:
-                data = await self.reader.read(READ_CHUNK)
+                if auth_deadline is not None and not session.authenticated:
+                    try:
+                        data = await asyncio.wait_for(
+                            self.reader.read(READ_CHUNK),
+                            max(0.0, auth_deadline - asyncio.get_running_loop().time()))
+                    except TimeoutError:
+                        log.info("[peer=%s listener=%s] closing connection: not authenticated "
+                                 "within connections.max.idle.ms", self.peer, self.listener.name)
+                        return
+                else:
+                    data = await self.reader.read(READ_CHUNK)
                 if not data:
                     return
                 # Responses to the frames of one read leave in one write: a pipelining

@@ -98,6 +98,9 @@ class SecurityManager:
             0, int(config.get("connection.failed.authentication.delay.ms") or 100)) / 1000
         self.max_reauth_ms = int(config.get("connections.max.reauth.ms") or 0)
         self.sasl_max_receive = int(config.get("sasl.server.max.receive.size") or 524288)
+        # how long a SASL connection may stay unauthenticated
+        self.authentication_timeout_s = max(
+            0.1, int(config.get("connections.max.idle.ms") or 600000) / 1000)
         self.authorizer: Authorizer | None = None
         az = config.get("authorizer.class.name").strip()
         if az:
