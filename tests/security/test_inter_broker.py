@@ -52,7 +52,10 @@ def secure_cluster(tmp_path: Path, pki: TestPki) -> Iterator[dict[int, tuple[Clu
         for b, _ in brokers.values():
             b.start()
         yield brokers
-    finally:
+    finally:  # a whole-cluster stop: both at once (no leadership to hand over)
+        for b, _ in brokers.values():
+            if b.proc is not None:
+                b.proc.terminate()
         for b, _ in brokers.values():
             b.stop(timeout=20)
 

@@ -94,7 +94,7 @@ def test_confluent_refused_credentials_reach_no_data(
     errors: list[KafkaError] = []
     conf = confluent_conf(secure_broker.addr(listener), listener, secure_broker.pki,
                           mechanism, user, password, error_cb=errors.append,
-                          **{"message.timeout.ms": 1500})
+                          **{"message.timeout.ms": 1000})
     p = Producer(conf)
     delivered: list[object] = []
     p.produce("never-created", b"x", on_delivery=lambda err, msg: delivered.append(err))
@@ -116,7 +116,7 @@ def test_kafka_python_wrong_password_is_refused(secure_broker: SecureBroker) -> 
                              "SCRAM-SHA-256", "scram256", "wrong")
     with pytest.raises(KafkaError):
         p = KafkaProducer(**dict(conf, request_timeout_ms=3000, max_block_ms=3000,
-                                 bootstrap_timeout_ms=3000))
+                                 bootstrap_timeout_ms=1500))
         try:
             p.send("never-created-2", b"x").get(timeout=5)
         finally:
