@@ -28,6 +28,7 @@ from jocko_py.broker import api as api_mod
 from jocko_py.broker.api import NO_RESPONSE, RequestContext
 from jocko_py.broker.config import Listener
 from jocko_py.broker.purgatory import PARK_HOOK
+from jocko_py.broker.security.sasl import SaslFailed
 from jocko_py.broker.security.session import AuthenticationError, Session
 from jocko_py.protocol import codec, messages
 from jocko_py.protocol.errors import ErrorCode, ProtocolError
@@ -148,6 +149,15 @@ class Connection:
             self.writer.close()
 
     async def handle(self, frame: bytes | bytearray) -> list[bytes | bytearray | memoryview] | None:
+        session = self.session
+        if session is not None and session.raw_tokens:
+            # a bare SASL token after a v0 SaslHandshake; the answer is bare too
+            try:
+                out = session.raw_step(bytes(frame), self.broker.security.failed_auth_delay_s)
+            except SaslFailed as e:
+                log.info("[peer=%s listener=%s] %s", self.peer, self.listener.name, e)
+                return None
+            return [len(out).to_bytes(4, "big"), out]
         try:
             request = codec.decode_request(frame, self.served)
         except codec.UnsupportedRequest as e:
@@ -155,7 +165,6 @@ class Connection:
                 return [api_versions_fallback(e.header)]
             raise
         header = request.header
-        session = self.session
         if session is not None:
             why = session.gate(header.api_key)
             if why is not None:

@@ -213,3 +213,26 @@ def test_scram_credentials_are_described_never_shown(secure_broker: SecureBroker
         assert [(x.user, x.error_code) for x in bad.results] == [
             ("ghost", ErrorCode.RESOURCE_NOT_FOUND), ("u1", ErrorCode.UNACCEPTABLE_CREDENTIAL),
             ("u2", ErrorCode.UNSUPPORTED_SASL_MECHANISM), ("", ErrorCode.UNACCEPTABLE_CREDENTIAL)]
+
+
+def test_handshake_v0_then_bare_tokens(secure_broker: SecureBroker) -> None:
+    with Raw(secure_broker.addr("SASL_PLAINTEXT")) as c:
+        assert c.call(17, 0, {"mechanism": "SCRAM-SHA-256"}).error_code == 0
+        cl = ScramClient("SCRAM-SHA-256", "scram256", PASSWORDS["scram256"])
+
+        def bare(token: bytes) -> bytes | None:
+            c.sock.sendall(struct.pack(">i", len(token)) + token)
+            head = c._exact(4)
+            return None if head is None else c._exact(struct.unpack(">i", head)[0])
+
+        server_first = bare(cl.first())
+        assert server_first is not None
+        final = bare(cl.final(server_first))
+        assert final is not None
+        cl.verify(final)
+        assert c.call(3, 12, METADATA_ALL) is not None
+    with Raw(secure_broker.addr("SASL_PLAINTEXT")) as c:
+        assert c.call(17, 0, {"mechanism": "PLAIN"}).error_code == 0
+        token = plain("alice", "wrong")
+        c.sock.sendall(struct.pack(">i", len(token)) + token)
+        assert c.closed()

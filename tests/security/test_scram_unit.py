@@ -120,3 +120,25 @@ def test_random_input_only_ever_raises_scram_error() -> None:
                 rnd.choice(b"nrcpvsi=,abc0123+/") for _ in range(n)))
         except ScramError:
             pass
+
+
+def test_old_librdkafka_doubled_client_nonce_is_accepted_as_kafka_3_9_does() -> None:
+    # librdkafka < 2.6.1 sends r=<client nonce><combined nonce> (the server nonce is
+    # still in it, so a replay fails all the same); the proof covers what it sent
+    import hashlib
+    import hmac
+
+    s = server()
+    s.step(CLIENT_FIRST)
+    doubled = f"c=biws,r={CLIENT_NONCE}{CLIENT_NONCE}{SERVER_NONCE}"
+    auth = f"n=user,r={CLIENT_NONCE},{SERVER_FIRST.decode()},{doubled}".encode()
+    salted = hashlib.pbkdf2_hmac("sha256", PASSWORD.encode(), SALT, 4096)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    sig = hmac.new(hashlib.sha256(client_key).digest(), auth, "sha256").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, sig, strict=True)))
+    s.step(doubled.encode() + b",p=" + proof)
+    assert s.complete
+    s2 = server()  # any other prefix is still refused
+    s2.step(CLIENT_FIRST)
+    with pytest.raises(ScramError):
+        s2.step(doubled.replace(f"r={CLIENT_NONCE}", "r=xx").encode() + b",p=" + proof)

@@ -4,6 +4,7 @@ reach no data; Metadata answers with the connected listener's addresses."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,77 @@ def test_cli_user_commands_over_sasl_ssl(secure_broker: SecureBroker, tmp_path: 
              "--command-config", str(bad))
     assert r.returncode == 1 and "GSSAPI is not supported" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("listener", "mechanism", "user"), [
+    ("SSL", None, None), ("SASL_PLAINTEXT", "SCRAM-SHA-256", "scram256"),
+    ("SASL_SSL", "PLAIN", "alice"), ("SASL_SSL", "SCRAM-SHA-512", "scram512")])
+def test_aiokafka_round_trip(secure_broker: SecureBroker, listener: str,
+                             mechanism: str | None, user: str | None) -> None:
+    import asyncio
+    import ssl
+    import uuid
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    async def run() -> list[bytes]:
+        conf: dict[str, object] = {"bootstrap_servers": secure_broker.addr(listener),
+                                   "security_protocol": listener, "request_timeout_ms": 15000}
+        if "SSL" in listener:
+            conf["ssl_context"] = ssl.create_default_context(
+                cafile=str(secure_broker.pki.ca.cert))
+        if mechanism:
+            conf.update(sasl_mechanism=mechanism, sasl_plain_username=user,
+                        sasl_plain_password=PASSWORDS[str(user)])
+        topic = f"sec-aio-{uuid.uuid4().hex[:8]}"
+        p = AIOKafkaProducer(**conf)
+        await p.start()
+        try:
+            for i in range(5):
+                await p.send_and_wait(topic, f"v{i}".encode(), partition=0)
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(**conf, enable_auto_commit=False)
+        await c.start()
+        try:
+            tp = TopicPartition(topic, 0)
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            got: list[bytes] = []
+            async with asyncio.timeout(20):
+                while len(got) < 5:
+                    for recs in (await c.getmany(timeout_ms=500)).values():
+                        got.extend(r.value for r in recs)
+            return got
+        finally:
+            await c.stop()
+
+    assert asyncio.run(run()) == EXPECTED
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
+@pytest.mark.parametrize(("listener", "mechanism", "user"), [
+    ("MTLS", None, None), ("SASL_SSL", "SCRAM-SHA-256", "scram256")])
+def test_kcat_round_trip(secure_broker: SecureBroker, listener: str, mechanism: str | None,
+                         user: str | None) -> None:
+    import uuid
+
+    pki = secure_broker.pki
+    conf = ["-X", f"security.protocol={'SSL' if listener == 'MTLS' else listener}",
+            "-X", f"ssl.ca.location={pki.ca.cert}"]
+    if listener == "MTLS":
+        conf += ["-X", f"ssl.certificate.location={pki.client.cert}",
+                 "-X", f"ssl.key.location={pki.client.key}"]
+    if mechanism:
+        conf += ["-X", f"sasl.mechanisms={mechanism}", "-X", f"sasl.username={user}",
+                 "-X", f"sasl.password={PASSWORDS[str(user)]}"]
+    topic = f"sec-kcat-{uuid.uuid4().hex[:8]}"
+    base = ["kcat", "-b", secure_broker.addr(listener), *conf, "-t", topic]
+    p = subprocess.run([*base, "-P", "-p", "0"], input="v0\nv1\nv2\n", text=True,
+                       capture_output=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    c = subprocess.run([*base, "-C", "-p", "0", "-o", "beginning", "-e", "-q"], text=True,
+                       capture_output=True, timeout=30)
+    assert c.returncode == 0 and c.stdout.split() == ["v0", "v1", "v2"], c.stderr

@@ -1,4 +1,4 @@
-"""SaslHandshake (key 17) v1 and SaslAuthenticate (key 36) v0-2.
+"""SaslHandshake (key 17) v0-1 and SaslAuthenticate (key 36) v0-2.
 
 SaslHandshake picks the mechanism (one of the listener's `sasl.enabled.mechanisms`,
 else UNSUPPORTED_SASL_MECHANISM with the enabled list, and the connection closes);
@@ -8,9 +8,12 @@ SASL_AUTHENTICATION_FAILED after `connection.failed.authentication.delay.ms` and
 closes. v1+ responses carry the session lifetime (`connections.max.reauth.ms`,
 KIP-368); a re-authentication must keep the principal. On a listener without
 SASL, or out of order, the answer is ILLEGAL_SASL_STATE and the connection closes.
+After a v0 handshake (deprecated; older librdkafka needs v0 advertised to detect
+SASL support) the client sends the mechanism's tokens as bare size-prefixed frames,
+answered the same way (see `Connection`); a failure closes the connection.
 
-Not implemented: SaslHandshake v0 (raw tokens without Kafka headers; deprecated),
-GSSAPI, OAUTHBEARER, delegation tokens (the SCRAM `tokenauth` extension is ignored).
+Not implemented: GSSAPI, OAUTHBEARER, delegation tokens (the SCRAM `tokenauth`
+extension is ignored).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from jocko_py.protocol.errors import ErrorCode
 log = logging.getLogger("jocko_py.broker.handlers.sasl")
 
 
-@api(17, 1, 1)
+@api(17, 0, 1)
 async def handshake(ctx: RequestContext, req: Any) -> dict[str, Any]:
     s = ctx.session
     if s is None or s.sasl is None or s.exchange is not None:
@@ -42,6 +45,7 @@ async def handshake(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": mechs}
     security = ctx.broker.security
     s.exchange = SaslExchange(mech, s.sasl, security.scram_credential)
+    s.raw_tokens = ctx.version == 0
     if s.authenticated:
         s.reauth_principal = s.principal  # KIP-368 re-authentication
     return {"error_code": ErrorCode.NONE, "mechanisms": mechs}

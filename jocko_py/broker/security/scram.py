@@ -11,7 +11,8 @@ ServerKey = HMAC(SaltedPassword, "Server Key"); never the password.
    user itself (as Kafka); an unknown user fails here. Answer:
    `r=<client nonce><server nonce>,s=<salt>,i=<iterations>`.
 2. client-final `c=<base64 gs2 header>,r=<nonce>[,ext],p=<proof>`: the channel
-   binding must repeat the gs2 header, the nonce must be the combined one, and the
+   binding must repeat the gs2 header, the nonce must be the combined one (or, as
+   Kafka 3.9 accepts from librdkafka < 2.6.1, the client nonce followed by it), and the
    proof must satisfy H(proof XOR HMAC(StoredKey, AuthMessage)) == StoredKey.
    Answer: `v=<ServerSignature>`.
 
@@ -117,6 +118,7 @@ class ScramServer:
         self._cred: ScramCredential | None = None
         self._gs2 = ""
         self._nonce = ""
+        self._client_nonce = ""
         self._auth_prefix = ""
 
     @property
@@ -159,6 +161,7 @@ class ScramServer:
             raise ScramError(f"unknown user {user}")
         server_nonce = self._server_nonce or base64.b64encode(os.urandom(24)).decode()
         self._nonce = client_nonce + server_nonce
+        self._client_nonce = client_nonce
         self._gs2 = f"{cbind},{authzid},"
         self._cred = cred
         self.username = user
@@ -183,7 +186,10 @@ class ScramServer:
             raise ScramError("bad base64 in client-final message") from e
         if cbind != self._gs2:
             raise ScramError("channel binding does not match the gs2 header")
-        if attrs[1][1] != self._nonce:
+        # librdkafka before 2.6.1 sends its own nonce twice (client + combined nonce);
+        # Kafka 3.8.1-3.9 accept that (the server nonce is still there, so a replay
+        # fails as well); Kafka 4 does not. Accept exactly that form and the RFC's.
+        if attrs[1][1] not in (self._nonce, self._client_nonce + self._nonce):
             raise ScramError("nonce mismatch")
         cred = self._cred
         assert cred is not None

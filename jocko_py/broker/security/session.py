@@ -24,7 +24,12 @@ from dataclasses import dataclass, field
 from jocko_py.broker.config import BrokerConfig, ConfigError, Listener
 from jocko_py.broker.inter_broker import ClientSecurity
 from jocko_py.broker.security.authz import AUTHORIZER_NAMES, Authorizer
-from jocko_py.broker.security.sasl import SaslExchange, SaslSettings, jaas_options
+from jocko_py.broker.security.sasl import (
+    SaslExchange,
+    SaslFailed,
+    SaslSettings,
+    jaas_options,
+)
 from jocko_py.broker.security.scram import MECHANISMS, ScramCredential
 from jocko_py.broker.security.tls import (
     CertificateReloader,
@@ -58,10 +63,28 @@ class Session:
     close_after_response: float | None = None  # delay (s) before closing, if set
     reauth_principal: str | None = None
     mechanism: str | None = None
+    raw_tokens: bool = False  # after SaslHandshake v0: bare SASL tokens, no Kafka header
     extra: dict[str, object] = field(default_factory=dict)
 
     def expired(self) -> bool:
         return self.expires_at is not None and time.monotonic() >= self.expires_at
+
+    def raw_step(self, token: bytes, failed_auth_delay_s: float) -> bytes:
+        """One bare SASL token after a v0 handshake: the bare answer, or raises
+        SaslFailed (the caller closes, after the failure delay)."""
+        ex = self.exchange
+        assert ex is not None
+        try:
+            out = ex.step(token)
+        except SaslFailed:
+            self.exchange = None
+            self.close_after_response = failed_auth_delay_s
+            raise
+        if ex.complete:
+            self.exchange, self.raw_tokens = None, False
+            self.principal, self.mechanism, self.authenticated = \
+                f"User:{ex.user}", ex.mechanism, True
+        return out
 
     def gate(self, api_key: int) -> str | None:
         """Why a request of ``api_key`` may not be served now (None: serve it)."""
