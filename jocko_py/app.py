@@ -18,6 +18,7 @@ from jocko_py.broker import handlers
 from jocko_py.broker.config import (
     SECURITY_PROTOCOL_IDS,
     BrokerConfig,
+    Listener,
     load_or_create_cluster_id,
 )
 from jocko_py.broker.core import Broker
@@ -39,6 +40,14 @@ async def _every(interval_s: float, fn: object, what: str) -> None:
                 await r
         except Exception:
             log.exception("background task %s failed", what)
+
+
+def _listeners_text(listeners: tuple[Listener, ...]) -> str:
+    """`host:port` for the lone PLAINTEXT listener (as before listeners had names),
+    else `NAME://host:port,...`."""
+    if len(listeners) == 1 and listeners[0].name == "PLAINTEXT":
+        return f"{listeners[0].host}:{listeners[0].port}"
+    return ",".join(map(str, listeners))
 
 
 def advertised_endpoints(config: BrokerConfig) -> tuple[BrokerEndpoint, ...]:
@@ -173,8 +182,8 @@ async def run_broker(config: BrokerConfig) -> int:
     log.info(
         "jocko-py broker %d listening on %s, advertised as %s, data in %s, "
         "cluster %s, %s (started in %.2fs)",
-        config.broker_id, ",".join(map(str, config.listeners)),
-        ",".join(map(str, config.advertised_listeners)), config.data_dir, cluster_id,
+        config.broker_id, _listeners_text(config.listeners),
+        _listeners_text(config.advertised_listeners), config.data_dir, cluster_id,
         f"raft {config.raft_addr} voters {config.voters} gossip {config.gossip_addr}"
         if config.voters else "single node", time.monotonic() - t0,
     )

@@ -60,6 +60,8 @@ DEFAULTS: dict[str, str] = {
     "connection.failed.authentication.delay.ms": "100",
     "connections.max.reauth.ms": "0",
     "connections.max.idle.ms": "600000",
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
     "sasl.server.max.receive.size": "524288",
     "ssl.client.auth": "none",
     "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from jocko_py.broker import api as api_mod
@@ -137,6 +138,12 @@ class Connection:
                 self.flush()
                 if self.writer.transport.get_write_buffer_size() > 4 * 1024 * 1024:
                     await self.writer.drain()
+                if session.muted_until:
+                    # over a client quota: read nothing more until the throttle ends
+                    wait = session.muted_until - time.monotonic()
+                    session.muted_until = 0.0
+                    if wait > 0:
+                        await asyncio.sleep(wait)
         except ProtocolError as e:
             # the replies to the good frames before the bad one still go out
             self.flush()

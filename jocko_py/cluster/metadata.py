@@ -31,7 +31,8 @@ Records (frozen dataclasses; list-valued fields are tuples):
   ``RemoveUserScramCredentialRecord(name, mechanism)``: SCRAM credentials (salted, never
   the password); ``AccessControlEntryRecord(id, resource_type, resource_name,
   pattern_type, principal, host, operation, permission_type)``,
-  ``RemoveAccessControlEntryRecord(id)``: ACLs (bytes fields are base64 in the encoding)
+  ``RemoveAccessControlEntryRecord(id)``: ACLs (bytes fields are base64 in the encoding);
+  ``ClientQuotaRecord(entity, key, value, remove=False)``: client quotas
 - ``MetadataRecord``: the union of all of the above.
 
 Encoding:
@@ -300,6 +301,17 @@ class RemoveAccessControlEntryRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    API_KEY: ClassVar[int] = 14
+    VERSION: ClassVar[int] = 0
+    # ((entity type, entity name or None for the default), ...), sorted by type
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class NoOpRecord:
     API_KEY: ClassVar[int] = 20
     VERSION: ClassVar[int] = 0
@@ -322,6 +334,7 @@ MetadataRecord: TypeAlias = (
     | RemoveUserScramCredentialRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | ClientQuotaRecord
     | NoOpRecord
 )
 
@@ -344,6 +357,7 @@ RECORD_TYPES: dict[int, type[Any]] = {
         RemoveUserScramCredentialRecord,
         AccessControlEntryRecord,
         RemoveAccessControlEntryRecord,
+        ClientQuotaRecord,
         NoOpRecord,
     )
 }
@@ -384,6 +398,8 @@ def _from_json(cls: type[Any], data: dict[str, Any]) -> MetadataRecord:
             v = uuid.UUID(hex=v)
         elif f.name in _BYTES_FIELDS:
             v = base64.b64decode(v)
+        elif f.name == "entity":
+            v = tuple((str(t), None if n is None else str(n)) for t, n in v)
         elif f.name == "endpoints":
             v = tuple(BrokerEndpoint(str(n), str(h), int(p), int(s)) for n, h, p, s in v)
         elif f.name in _INT_TUPLE_FIELDS and v is not None:
@@ -526,6 +542,8 @@ class MetadataImage:
         self.scram: dict[tuple[str, int], UserScramCredentialRecord] = {}
         self.acls: dict[uuid.UUID, AccessControlEntryRecord] = {}
         self.acls_version: int = 0
+        # client quotas: entity -> {key: value}
+        self.quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
         self.records_applied: int = 0
         self._fingerprint: str | None = None
 
@@ -774,6 +792,16 @@ class MetadataImage:
         self.acls[r.id] = r
         self.acls_version += 1
 
+    def _apply_quota(self, r: ClientQuotaRecord) -> None:
+        if r.remove:
+            q = self.quotas.get(r.entity)
+            if q is not None:
+                q.pop(r.key, None)
+                if not q:
+                    del self.quotas[r.entity]
+        else:
+            self.quotas.setdefault(r.entity, {})[r.key] = float(r.value)
+
     def _apply_remove_acl(self, r: RemoveAccessControlEntryRecord) -> None:
         if self.acls.pop(r.id, None) is not None:
             self.acls_version += 1
@@ -825,6 +853,9 @@ class MetadataImage:
             out.append(ProducerIdsRecord(-1, -1, self.next_producer_id))
         out.extend(self.scram[k] for k in sorted(self.scram))
         out.extend(self.acls[k] for k in sorted(self.acls))
+        for ent in sorted(self.quotas, key=repr):
+            for k in sorted(self.quotas[ent]):
+                out.append(ClientQuotaRecord(ent, k, self.quotas[ent][k]))
         return out
 
     def restore(self, records: Iterable[MetadataRecord]) -> None:
@@ -867,6 +898,7 @@ _APPLY: dict[type[Any], Any] = {
     RemoveUserScramCredentialRecord: MetadataImage._apply_remove_scram,
     AccessControlEntryRecord: MetadataImage._apply_acl,
     RemoveAccessControlEntryRecord: MetadataImage._apply_remove_acl,
+    ClientQuotaRecord: MetadataImage._apply_quota,
 }
 
 

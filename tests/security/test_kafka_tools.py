@@ -1,6 +1,6 @@
 """Kafka's own tools (3.9.2) against jocko-py: `kafka-configs --alter --add-config
-'SCRAM-SHA-256=[...]' --entity-type users` and `--describe`, then a client logs in with
-that credential; `kafka-acls --add / --list / --remove`."""
+'SCRAM-SHA-256=[...]' --entity-type users`, user quotas, and `--describe`, then a client
+logs in with that credential; `kafka-acls --add / --list / --remove`."""
 
 from __future__ import annotations
 
@@ -55,9 +55,15 @@ def test_kafka_configs_manages_scram_users(broker: tuple[BrokerProcess, int], pk
              "--add-config", "SCRAM-SHA-256=[password=zed-pw],SCRAM-SHA-512=[iterations=8192,"
              "password=zed-pw2]", "--entity-type", "users", "--entity-name", "zed")
     assert r.returncode == 0 and "Completed updating config for user zed" in r.stdout, r.stderr
+    r = tool("kafka.admin.ConfigCommand", "--bootstrap-server", proc.bootstrap, "--alter",
+             "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+             "--entity-type", "users", "--entity-name", "zed")
+    assert r.returncode == 0, r.stderr
     r = tool("kafka.admin.ConfigCommand", "--bootstrap-server", proc.bootstrap, "--describe",
              "--entity-type", "users", "--entity-name", "zed")
     assert r.returncode == 0, r.stderr
+    assert "producer_byte_rate=1048576.0" in r.stdout and \
+        "consumer_byte_rate=2097152.0" in r.stdout, r.stdout
     assert "SCRAM-SHA-256=iterations=4096" in r.stdout and \
         "SCRAM-SHA-512=iterations=8192" in r.stdout, r.stdout
     conf = confluent_conf(f"127.0.0.1:{sasl}", "SASL_PLAINTEXT", pki, "SCRAM-SHA-512", "zed",

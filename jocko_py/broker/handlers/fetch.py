@@ -83,4 +83,10 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                                           "end_offset": r.diverging_epoch[1]}
             parts.append(out)
         topics.append({"topic": ft.topic, "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
+    throttle = 0
+    if req.replica_id < 0 and ctx.session is not None:
+        throttle = ctx.broker.security.throttle(
+            ctx.session, ctx.header.client_id, "consumer_byte_rate",
+            sum(len(p["records"]) for t in topics for p in t["partitions"]))
+    return {"throttle_time_ms": throttle, "error_code": 0, "session_id": 0,
+            "responses": topics}

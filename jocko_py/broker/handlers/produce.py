@@ -66,7 +66,10 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
             # closed connection (as Kafka does)
             raise ProtocolError(f"acks=0 produce failed {failed}; closing the connection")
         return NO_RESPONSE
-    return {"responses": results, "throttle_time_ms": 0}
+    throttle = ctx.broker.security.throttle(
+        ctx.session, ctx.header.client_id, "producer_byte_rate",
+        sum(len(e[2]) for e in entries)) if ctx.session is not None else 0
+    return {"responses": results, "throttle_time_ms": throttle}
 
 
 def _precheck(ctx: RequestContext, topic: str, data: Any, acks: int) -> AppendResult | None:

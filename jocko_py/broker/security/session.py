@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from jocko_py.broker.config import BrokerConfig, ConfigError, Listener
 from jocko_py.broker.inter_broker import ClientSecurity
 from jocko_py.broker.security.authz import AUTHORIZER_NAMES, Authorizer
+from jocko_py.broker.security.quotas import QuotaManager
 from jocko_py.broker.security.sasl import (
     SaslExchange,
     SaslFailed,
@@ -64,6 +65,7 @@ class Session:
     reauth_principal: str | None = None
     mechanism: str | None = None
     raw_tokens: bool = False  # after SaslHandshake v0: bare SASL tokens, no Kafka header
+    muted_until: float = 0.0  # monotonic; a throttled connection reads nothing before it
     extra: dict[str, object] = field(default_factory=dict)
 
     def expired(self) -> bool:
@@ -124,6 +126,8 @@ class SecurityManager:
         # how long a SASL connection may stay unauthenticated
         self.authentication_timeout_s = max(
             0.1, int(config.get("connections.max.idle.ms") or 600000) / 1000)
+        self.quotas = QuotaManager(image or MetadataImage, config.int("quota.window.num"),
+                                   float(config.get("quota.window.size.seconds")))
         self.authorizer: Authorizer | None = None
         az = config.get("authorizer.class.name").strip()
         if az:
@@ -193,6 +197,19 @@ class SecurityManager:
         if rec is None:
             return None
         return ScramCredential(rec.salt, rec.stored_key, rec.server_key, rec.iterations)
+
+    def throttle(self, ctx_session: Session | None, client_id: str | None, key: str,
+                 nbytes: int) -> int:
+        """Record ``nbytes`` against the client's ``key`` quota; the throttle time (ms),
+        and the connection is muted for it."""
+        if ctx_session is None or not self.image or not self.image().quotas:
+            return 0
+        user = ctx_session.principal.partition(":")[2]
+        now = time.monotonic()
+        ms = self.quotas.record(user, client_id or "", key, nbytes, now)
+        if ms:
+            ctx_session.muted_until = max(ctx_session.muted_until, now + ms / 1000)
+        return ms
 
     def check_certificates(self) -> None:
         for r in self.tls.values():
