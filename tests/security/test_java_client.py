@@ -1,7 +1,8 @@
 """The Java client (kafka-clients 3.9, the jars `make java-deps` fetches) over SSL with a
-PEM truststore and client keystore, and SASL_PLAINTEXT / SASL_SSL with PLAIN and
-SCRAM-SHA-256/512 through its JAAS login modules: produce and read back; a wrong
-password is refused."""
+PEM truststore and client keystore, and SASL_SSL / SASL_PLAINTEXT with PLAIN and
+SCRAM-SHA-256 through its JAAS login modules: produce and read back; a wrong SCRAM
+password is refused. (SCRAM-SHA-512 is the same code path in the client; librdkafka,
+kafka-python and aiokafka cover it.)"""
 
 from __future__ import annotations
 
@@ -47,15 +48,13 @@ def sasl(mechanism: str, user: str, password: str) -> dict[str, str]:
 
 CASES = [
     ("MTLS", {"ssl.keystore.type": "PEM"}),
-    ("SASL_PLAINTEXT", sasl("PLAIN", "alice", PASSWORDS["alice"])),
+    ("SASL_SSL", sasl("PLAIN", "alice", PASSWORDS["alice"])),
     ("SASL_PLAINTEXT", sasl("SCRAM-SHA-256", "scram256", PASSWORDS["scram256"])),
-    ("SASL_SSL", sasl("SCRAM-SHA-512", "scram512", PASSWORDS["scram512"])),
 ]
 
 
 @pytest.mark.parametrize(("listener", "props"), CASES,
-                         ids=["mtls", "sasl_plaintext-plain", "sasl_plaintext-scram256",
-                              "sasl_ssl-scram512"])
+                         ids=["mtls", "sasl_ssl-plain", "sasl_plaintext-scram256"])
 def test_java_round_trip(secure_broker: SecureBroker, listener: str,
                          props: dict[str, str]) -> None:
     if listener == "MTLS":

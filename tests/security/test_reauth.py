@@ -1,5 +1,5 @@
 """Session lifetimes (KIP-368) and unauthenticated connections, on a broker with
-connections.max.reauth.ms=1000 and connections.max.idle.ms=1500: a session is
+connections.max.reauth.ms=1000 and connections.max.idle.ms=1000: a session is
 extended by re-authenticating on the same connection, an expired one is closed at
 its next request, a connection that never authenticates is closed, and librdkafka
 re-authenticates on its own while producing for longer than a session."""
@@ -26,7 +26,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc = BrokerProcess(work / "data", overrides={
         "listeners": f"SASL_PLAINTEXT://127.0.0.1:{sasl}",
         "jocko.sasl.plain.users.file": str(work / "users"),
-        "connections.max.reauth.ms": "1000", "connections.max.idle.ms": "1500"})
+        "connections.max.reauth.ms": "1000", "connections.max.idle.ms": "1000"})
     proc.start()
     try:
         wait_for_port("127.0.0.1", sasl, timeout=10)
@@ -70,7 +70,7 @@ def test_a_connection_that_never_authenticates_is_closed(addr: str) -> None:
         t0 = time.monotonic()
         assert c.call(18, 0, {}) is not None  # ApiVersions is fine, but no login follows
         assert c.closed()
-        assert 1.0 < time.monotonic() - t0 < 5.0
+        assert 0.8 < time.monotonic() - t0 < 5.0
     with Raw(addr) as c:  # a handshake alone does not count either
         assert c.handshake("PLAIN").error_code == 0
         assert c.closed()
