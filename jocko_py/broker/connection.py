@@ -99,6 +99,7 @@ class Connection:
             if not session.authenticated:
                 self.decoder.max_frame_bytes = min(self.decoder.max_frame_bytes,
                                                    self.broker.security.sasl_max_receive)
+                self.decoder.limit_name = "sasl.server.max.receive.size"
                 auth_deadline = asyncio.get_running_loop().time() + \
                     self.broker.security.authentication_timeout_s
             while True:
@@ -135,6 +136,7 @@ class Connection:
                     if session.authenticated and \
                             self.decoder.max_frame_bytes != self.broker.config.socket_request_max_bytes:
                         self.decoder.max_frame_bytes = self.broker.config.socket_request_max_bytes
+                        self.decoder.limit_name = "socket.request.max.bytes"
                 self.flush()
                 if self.writer.transport.get_write_buffer_size() > 4 * 1024 * 1024:
                     await self.writer.drain()
