@@ -19,6 +19,7 @@ import pytest
 
 from jocko_py.protocol.errors import ErrorCode
 from jocko_py.protocol.records import NewRecord, build_batch
+from tests.security.certs import TestPki
 from tests.security.raw import Raw
 from tests.support.broker import REPO, BrokerProcess, free_port, wait_for_port
 
@@ -38,6 +39,8 @@ class AclBroker:
     proc: BrokerProcess
     plain_port: int
     sasl_port: int
+    mtls_port: int
+    pki: TestPki
 
     def conn(self, user: str | None) -> Raw:
         """Authenticated as ``user`` on SASL_PLAINTEXT (None: PLAINTEXT, ANONYMOUS)."""
@@ -62,13 +65,18 @@ ALICE_ACLS = [
 
 
 @pytest.fixture(scope="module")
-def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
+def acl_broker(tmp_path_factory: pytest.TempPathFactory, pki: TestPki) -> Iterator[AclBroker]:
     work = tmp_path_factory.mktemp("acl")
     users = work / "users.properties"
     users.write_text("".join(f"{u}={p}\n" for u, p in USERS.items()))
-    plain, sasl = free_port(), free_port()
+    plain, sasl, mtls = free_port(), free_port(), free_port()
     proc = BrokerProcess(work / "data", port=plain, overrides={
-        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{sasl},SSL://127.0.0.1:{mtls}",
+        "ssl.keystore.location": str(pki.broker.both),
+        "ssl.truststore.location": str(pki.ca.cert),
+        "ssl.client.auth": "required",
+        # the certificate's CN is the principal: CN=client,... -> User:client
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/",
         "sasl.enabled.mechanisms": "PLAIN",
         "jocko.sasl.plain.users.file": str(users),
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -80,14 +88,15 @@ def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
     proc.start()
     try:
         wait_for_port("127.0.0.1", sasl, timeout=10)
-        b = AclBroker(proc, plain, sasl)
+        b = AclBroker(proc, plain, sasl, mtls, pki)
         with b.conn("admin") as c:
             r = c.call(19, 7, {"topics": [
                 {"name": n, "num_partitions": 1, "replication_factor": 1}
                 for n in ("orders", "secret")], "timeout_ms": 10000})
             assert [t.error_code for t in r.topics] == [0, 0]
-            r = c.call(30, 3, {"creations": ALICE_ACLS})
-            assert [x.error_code for x in r.results] == [0] * len(ALICE_ACLS)
+            r = c.call(30, 3, {"creations": ALICE_ACLS + [
+                acl(TOPIC, "secret", "User:client", "READ")]})
+            assert [x.error_code for x in r.results] == [0] * (len(ALICE_ACLS) + 1)
             for t in ("orders", "secret"):
                 assert produce(c, t) == 0
         yield b
@@ -316,3 +325,16 @@ def test_cli_acl_commands(acl_broker: AclBroker, tmp_path: Path) -> None:
     assert len(cli("list", "--principal", "User:dave").stdout.splitlines()) == 1
     r = cli("add", "--principal", "User:dave", "--operation", "fly", "--topic", "x")
     assert r.returncode == 1 and "unknown operation" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_tls_certificate_principal_is_authorized(acl_broker: AclBroker) -> None:
+    pki = acl_broker.pki
+    with Raw(f"127.0.0.1:{acl_broker.mtls_port}", ca=str(pki.ca.cert),
+             cert=(str(pki.client.cert), str(pki.client.key))) as c:
+        md = c.call(3, 12, {"topics": None})
+        assert {t.name for t in md.topics} == {"secret"}  # User:client may read only it
+        assert produce(c, "secret") == T29
+        r = c.call(1, 12, {"max_wait_ms": 0, "topics": [{"topic": "secret", "partitions": [
+            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+        assert r.responses[0].partitions[0].error_code == 0
+        assert len(r.responses[0].partitions[0].records) > 0
