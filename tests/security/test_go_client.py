@@ -1,8 +1,9 @@
-"""franz-go (the Go client; tests/security/go, built once per session into a temporary
-directory from the module cache `make go-deps` fills) over mTLS and SASL_SSL /
-SASL_PLAINTEXT with PLAIN and SCRAM-SHA-256/512: produce and read back; a wrong
-password is refused. (Sarama's and kafka-go's SCRAM need github.com/xdg-go/scram,
-a module the test set-up does not fetch; they are not tested here.)"""
+"""The Go clients (tests/security/go, the same modules as tests/clients/go, built once per
+module into a temporary directory from the module cache `make go-deps` fills): franz-go
+over mTLS and SASL_SSL / SASL_PLAINTEXT with PLAIN and SCRAM-SHA-256/512, Sarama and
+kafka-go over TLS and SASL_SSL with PLAIN: produce and read back; a wrong password is
+refused. (Sarama's and kafka-go's SCRAM need github.com/xdg-go/scram, a module the test
+set-up does not fetch; they are not tested here.)"""
 
 from __future__ import annotations
 
@@ -52,6 +53,17 @@ def test_franz_go_round_trip(gosec: Path, secure_broker: SecureBroker, listener:
     sasl = ["-mechanism", mechanism, "-user", user, "-password", PASSWORDS[user]] \
         if mechanism else []
     r = run(gosec, secure_broker, listener, *sasl)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == [f"v{i}" for i in range(5)]
+
+
+@pytest.mark.parametrize("lib", ["sarama", "kafkago"])
+@pytest.mark.parametrize("listener", ["SSL", "SASL_SSL"])
+def test_sarama_and_kafka_go_round_trip(gosec: Path, secure_broker: SecureBroker, lib: str,
+                                        listener: str) -> None:
+    sasl = ["-mechanism", "PLAIN", "-user", "alice", "-password", PASSWORDS["alice"]] \
+        if listener == "SASL_SSL" else []
+    r = run(gosec, secure_broker, listener, "-lib", lib, *sasl)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == [f"v{i}" for i in range(5)]
 
