@@ -84,7 +84,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             parts.append(out)
         topics.append({"topic": ft.topic, "partitions": parts})
     throttle = 0
-    if req.replica_id < 0 and ctx.session is not None:
+    if req.replica_id < 0 and ctx.broker.security.quotas_set():
         throttle = ctx.broker.security.throttle(
             ctx.session, ctx.header.client_id, "consumer_byte_rate",
             sum(len(p["records"]) for t in topics for p in t["partitions"]))

@@ -68,7 +68,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
         return NO_RESPONSE
     throttle = ctx.broker.security.throttle(
         ctx.session, ctx.header.client_id, "producer_byte_rate",
-        sum(len(e[2]) for e in entries)) if ctx.session is not None else 0
+        sum(len(e[2]) for e in entries)) if ctx.broker.security.quotas_set() else 0
     return {"responses": results, "throttle_time_ms": throttle}
 
 

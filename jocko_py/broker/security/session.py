@@ -198,6 +198,10 @@ class SecurityManager:
             return None
         return ScramCredential(rec.salt, rec.stored_key, rec.server_key, rec.iterations)
 
+    def quotas_set(self) -> bool:
+        """Is any client quota configured? (Handlers skip counting bytes otherwise.)"""
+        return self.image is not None and bool(self.image().quotas)
+
     def throttle(self, ctx_session: Session | None, client_id: str | None, key: str,
                  nbytes: int) -> int:
         """Record ``nbytes`` against the client's ``key`` quota; the throttle time (ms),
