@@ -2,13 +2,14 @@
 PLAIN with the JAAS username/password, TLS with the broker's own keystore), with an
 authorizer whose super user is the broker principal: replication and controller
 forwarding run over it (acks=all with min.insync.replicas=2 needs the follower's
-fetches), while clients use their own listener and see its addresses."""
+fetches), while clients use their own listener and see its addresses. SCRAM users and
+ACLs created through one broker (forwarded to the controller) are enforced by the
+other: they are replicated metadata records."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -22,8 +23,10 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'username="broker" password="broker-pw" user_broker="broker-pw" user_app="app-pw";')
 
 
-@pytest.fixture
-def secure_cluster(tmp_path: Path, pki: TestPki) -> Iterator[dict[int, tuple[ClusterBroker, int]]]:
+@pytest.fixture(scope="module")
+def secure_cluster(tmp_path_factory: pytest.TempPathFactory, pki: TestPki
+                   ) -> Iterator[dict[int, tuple[ClusterBroker, int]]]:
+    tmp_path = tmp_path_factory.mktemp("secure-cluster")
     ids = (1, 2)
     raft = {i: free_port() for i in ids}
     gossip = {i: free_udp_port() for i in ids}
@@ -36,7 +39,7 @@ def secure_cluster(tmp_path: Path, pki: TestPki) -> Iterator[dict[int, tuple[Clu
             "listener.security.protocol.map": "INTERNAL:SASL_SSL,CLIENT:SASL_PLAINTEXT",
             "inter.broker.listener.name": "INTERNAL",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
             "sasl.jaas.config": JAAS,
             "ssl.keystore.location": str(pki.broker.both),
             "ssl.truststore.location": str(pki.ca.cert),
@@ -96,3 +99,51 @@ def test_replication_runs_over_the_sasl_ssl_inter_broker_listener(
         log = b.log_path.read_text()
         assert "SASL authentication to" not in log and "closing connection" not in log, \
             b.log_tail()
+
+
+def test_scram_users_and_acls_are_replicated(
+        secure_cluster: dict[int, tuple[ClusterBroker, int]]) -> None:
+    from jocko_py.broker.security.scram import ScramClient, salted_password
+
+    (_, client1), (_, client2) = secure_cluster[1], secure_cluster[2]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait for a controller
+        try:
+            with Raw(f"127.0.0.1:{client2}").login("broker", "broker-pw") as c:
+                if c.call(3, 12, {"topics": None}).controller_id > 0:
+                    break
+        except OSError:
+            pass
+        time.sleep(0.3)
+    salt = b"0123456789abcdef"
+    for port in (client1, client2):  # one of them forwards to the controller
+        with Raw(f"127.0.0.1:{port}").login("broker", "broker-pw") as c:
+            name = f"user{port}"
+            r = c.call(51, 0, {"deletions": [], "upsertions": [{
+                "name": name, "mechanism": 1, "iterations": 4096, "salt": salt,
+                "salted_password": salted_password("sha256", b"pw", salt, 4096)}]})
+            assert r.results[0].error_code == 0, r.results[0].error_message
+            r = c.call(30, 3, {"creations": [{
+                "resource_type": 2, "resource_name": f"t{port}", "resource_pattern_type": 3,
+                "principal": f"User:{name}", "host": "*", "operation": 8,
+                "permission_type": 3}]})
+            assert r.results[0].error_code == 0, r.results[0].error_message
+            r = c.call(19, 7, {"topics": [{"name": f"t{port}", "num_partitions": 1,
+                                           "replication_factor": 2}], "timeout_ms": 15000})
+            assert r.topics[0].error_code == 0
+    for made_on, other in ((client1, client2), (client2, client1)):
+        name = f"user{made_on}"
+        ok = False
+        while time.monotonic() < deadline and not ok:  # applied by the other broker
+            with Raw(f"127.0.0.1:{other}") as c:
+                c.handshake("SCRAM-SHA-256")
+                cl = ScramClient("SCRAM-SHA-256", name, "pw")
+                r1 = c.authenticate(cl.first())
+                if r1.error_code == 0:
+                    r2 = c.authenticate(cl.final(bytes(r1.auth_bytes)))
+                    assert r2.error_code == 0
+                    names = {t.name for t in c.call(3, 12, {"topics": None}).topics}
+                    ok = names == {f"t{made_on}"}  # the ACL applies there too
+            if not ok:
+                time.sleep(0.2)
+        assert ok, f"{name} (made on {made_on}) not usable on {other}"
