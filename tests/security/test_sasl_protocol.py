@@ -236,3 +236,12 @@ def test_handshake_v0_then_bare_tokens(secure_broker: SecureBroker) -> None:
         token = plain("alice", "wrong")
         c.sock.sendall(struct.pack(">i", len(token)) + token)
         assert c.closed()
+
+
+def test_describe_configs_hides_passwords(secure_broker: SecureBroker) -> None:
+    with Raw(secure_broker.addr("PLAINTEXT")) as c:
+        r = c.call(32, 4, {"resources": [{"resource_type": 4, "resource_name": "0",
+                                          "configuration_keys": None}]})
+        cfg = {x.name: (x.value, x.is_sensitive) for x in r.results[0].configs}
+        assert cfg["sasl.jaas.config"] == (None, True)
+        assert cfg["ssl.keystore.location"][1] is False  # a path is not a secret

@@ -86,13 +86,22 @@ def describe_topic_configs(
     return out
 
 
+def is_sensitive(name: str) -> bool:
+    """Kafka's PASSWORD-type settings (and JAAS entries, which hold passwords): their
+    values are never described."""
+    return name.endswith(("sasl.jaas.config", ".password", "ssl.keystore.key")) or \
+        "password" in name
+
+
 def describe_broker_configs(broker: Broker, keys: list[str] | None) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for name, value in sorted(broker.config.properties.items()):
         if keys is not None and name not in keys:
             continue
-        out.append({"name": name, "value": value, "read_only": True, "is_default": False,
-                    "config_source": STATIC_BROKER_CONFIG, "is_sensitive": False,
+        secret = is_sensitive(name)
+        out.append({"name": name, "value": None if secret else value, "read_only": True,
+                    "is_default": False,
+                    "config_source": STATIC_BROKER_CONFIG, "is_sensitive": secret,
                     "synonyms": [], "config_type": 2, "documentation": None})
     return out
 
