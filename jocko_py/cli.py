@@ -1,4 +1,4 @@
-"""Command line: `jocko-py broker|topic|cluster|produce|consume|groups|acl|user`."""
+"""Command line: `jocko-py broker|topic|cluster|produce|consume|groups|acl|user|quota`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""`jocko-py acl add|list|remove` and `jocko-py user add|list|remove` (SCRAM).
+"""`jocko-py acl add|list|remove`, `jocko-py user add|list|remove` (SCRAM) and
+`jocko-py quota set|list` (client quotas).
 
 ACLs go through CreateAcls / DescribeAcls / DeleteAcls, users through
-AlterUserScramCredentials / DescribeUserScramCredentials, so they work against any
+AlterUserScramCredentials / DescribeUserScramCredentials, quotas through
+AlterClientQuotas / DescribeClientQuotas, so they work against any
 broker of a cluster (and against Kafka). Passwords are salted here, as Kafka's
 tools do: the broker never sees them.
 """
@@ -145,6 +147,49 @@ def cmd_user(args: argparse.Namespace) -> int:
         return status
 
 
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
+              "controller_mutation_rate")
+
+
+def _entity_arg(value: str | None) -> str | None:
+    """--user/--client-id value: a name, or `default` for the default entity."""
+    return None if value == "<default>" or value == "default" else value
+
+
+def cmd_quota(args: argparse.Namespace) -> int:
+    parts = [(t, v) for t, v in (("user", args.user), ("client-id", args.client_id))
+             if v is not None]
+    with Client(args.bootstrap_server, client_id="jocko-py-quota") as c:
+        if args.action == "set":
+            if not parts:
+                raise SystemExit("quota set needs --user and/or --client-id")
+            ops = [{"key": k, "value": float(getattr(args, k)), "remove": False}
+                   for k in QUOTA_KEYS if getattr(args, k) is not None]
+            ops += [{"key": k.replace("-", "_"), "value": 0.0, "remove": True}
+                    for k in args.remove]
+            if not ops:
+                raise SystemExit("quota set needs a value (--producer-byte-rate, ...) or "
+                                 "--remove KEY")
+            r = c.request(49, 1, {"validate_only": False, "entries": [{
+                "entity": [{"entity_type": t, "entity_name": _entity_arg(v)} for t, v in parts],
+                "ops": ops}]})
+            e = r.entries[0]
+            if e.error_code:
+                raise KafkaError(e.error_code, e.error_message)
+            print("Updated quotas of " + ", ".join(f"{t} {v}" for t, v in parts))
+            return 0
+        r = c.request(48, 1, {"strict": False, "components": [
+            {"entity_type": t, "match_type": 1 if _entity_arg(v) is None else 0,
+             "match": _entity_arg(v)} for t, v in parts]})
+        if r.error_code:
+            raise KafkaError(r.error_code, r.error_message)
+        for e in r.entries or []:
+            who = ", ".join(f"{x.entity_type}={x.entity_name or '<default>'}" for x in e.entity)
+            vals = ", ".join(f"{v.key}={v.value:.15g}" for v in e["values"])
+            print(f"{who}: {vals}")
+        return 0
+
+
 def add_parsers(sub: Any) -> None:
     a = sub.add_parser("acl", help="manage ACLs (CreateAcls / DescribeAcls / DeleteAcls)")
     a.add_argument("action", choices=["add", "list", "remove"])
@@ -173,3 +218,14 @@ def add_parsers(sub: Any) -> None:
                    help="add: the password (default: $JOCKO_PASSWORD, else asked)")
     u.add_argument("--iterations", type=int, default=4096)
     u.set_defaults(func=cmd_user)
+
+    q = sub.add_parser("quota", help="manage client quotas (AlterClientQuotas)")
+    q.add_argument("action", choices=["set", "list"])
+    q.add_argument("--bootstrap-server", default="localhost:9092")
+    q.add_argument("--user", default=None, help="a user name, or 'default'")
+    q.add_argument("--client-id", default=None, help="a client id, or 'default'")
+    for k in QUOTA_KEYS:
+        q.add_argument("--" + k.replace("_", "-"), dest=k, type=float, default=None)
+    q.add_argument("--remove", action="append", default=[], metavar="KEY",
+                   help="unset a quota key (repeatable)")
+    q.set_defaults(func=cmd_quota)

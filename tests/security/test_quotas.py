@@ -178,3 +178,27 @@ def test_quota_precedence_and_rate_math() -> None:
     assert q2.record("u", "c", key, 100, now=0.0) == 0
     assert q2.record("u", "c", key, 50, now=0.5) == 5000  # 150 bytes: 5 s past 10 s worth
     assert q2.record("other", "c", key, 10**6, now=0.5) == 0  # no quota for "other"
+
+
+def test_cli_quota_set_and_list(broker: BrokerProcess) -> None:
+    import subprocess
+    import sys
+
+    from tests.support.broker import REPO
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "jocko_py.cli", "quota", *args,
+                               "--bootstrap-server", broker.bootstrap],
+                              capture_output=True, text=True, timeout=60, cwd=REPO)
+
+    r = cli("set", "--user", "carol", "--client-id", "default", "--producer-byte-rate",
+            "1048576", "--consumer-byte-rate", "2097152")
+    assert r.returncode == 0, r.stderr
+    r = cli("list", "--user", "carol")
+    assert r.stdout.strip() == ("client-id=<default>, user=carol: consumer_byte_rate=2097152, "
+                                "producer_byte_rate=1048576"), r.stdout + r.stderr
+    assert cli("set", "--user", "carol", "--client-id", "default", "--remove",
+               "producer_byte_rate").returncode == 0
+    assert "producer_byte_rate" not in cli("list", "--user", "carol").stdout
+    r = cli("set", "--user", "carol", "--request-percentage", "-5")
+    assert r.returncode == 1 and "INVALID_REQUEST" in r.stderr and "Traceback" not in r.stderr
