@@ -7,7 +7,10 @@ import os
 import random
 import socket
 import struct
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +18,7 @@ from jocko_py.broker.security.scram import ScramClient
 from jocko_py.protocol.errors import ErrorCode
 from tests.security.conftest import PASSWORDS, SecureBroker
 from tests.security.raw import Raw
+from tests.support.broker import REPO
 
 pytestmark = pytest.mark.timeout(60)
 METADATA_ALL = {"topics": None, "allow_auto_topic_creation": False,
@@ -245,3 +249,40 @@ def test_describe_configs_hides_passwords(secure_broker: SecureBroker) -> None:
         cfg = {x.name: (x.value, x.is_sensitive) for x in r.results[0].configs}
         assert cfg["sasl.jaas.config"] == (None, True)
         assert cfg["ssl.keystore.location"][1] is False  # a path is not a secret
+
+
+def test_plain_users_file_is_reread_when_it_changes(secure_broker: SecureBroker) -> None:
+    users = secure_broker.users_file
+    before = users.read_text()
+    try:
+        users.write_text(before + "dave=dave-pw\n")
+        with Raw(secure_broker.addr("SASL_PLAINTEXT")) as c:
+            c.handshake("PLAIN")
+            assert c.authenticate(plain("dave", "dave-pw")).error_code == 0
+    finally:
+        users.write_text(before)
+        os.utime(users, (time.time() + 5, time.time() + 5))  # a new mtime even if fast
+    with Raw(secure_broker.addr("SASL_PLAINTEXT")) as c:
+        c.handshake("PLAIN")
+        assert c.authenticate(plain("dave", "dave-pw")).error_code == \
+            ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "GSSAPI"},
+     "sasl.enabled.mechanisms"),
+    ({"listeners": "SSL://127.0.0.1:0"}, "needs a key and certificate"),
+    ({"listeners": "FOO://127.0.0.1:0"}, "listener FOO has no security protocol"),
+    ({"inter.broker.listener.name": "NOPE"}, "inter.broker.listener.name"),
+    ({"authorizer.class.name": "kafka.security.Other"}, "authorizer.class.name"),
+])
+def test_security_config_mistakes_are_one_line(tmp_path: Path, overrides: dict[str, str],
+                                                message: str) -> None:
+    args = [sys.executable, "-m", "jocko_py.cli", "broker", "--broker-addr", "127.0.0.1:0",
+            "--data-dir", str(tmp_path / "data")]
+    for k, v in overrides.items():
+        args += ["--override", f"{k}={v}"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=30, cwd=REPO)
+    assert r.returncode != 0
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in r.stderr, r.stderr
