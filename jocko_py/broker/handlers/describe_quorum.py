@@ -46,7 +46,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not authorize_cluster(ctx, "DESCRIBE"):
         return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, [])
     nodes = [{"node_id": b.broker_id, "listeners": [
-        {"name": "PLAINTEXT", "host": b.host, "port": b.port}]}
+        {"name": e.name, "host": e.host, "port": e.port} for e in b.endpoints]
+        or [{"name": "PLAINTEXT", "host": b.host, "port": b.port}]}
         for _, b in sorted(image.brokers.items())] if ctx.version >= 2 else []
     if not isinstance(quorum, RaftQuorum):
         now = int(time.time() * 1000)
