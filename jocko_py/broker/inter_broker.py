@@ -10,7 +10,9 @@ every pending request raises `ConnectionError`; the next request dials again.
 On an SSL / SASL inter-broker listener (`inter.broker.listener.name`) a channel
 speaks TLS (`ClientSecurity.ssl`) and authenticates with SASL PLAIN or SCRAM
 (`sasl.mechanism.inter.broker.protocol`, credentials from the listener's JAAS
-`username` / `password`) before its first request.
+`username` / `password`) before its first request. When the broker gives the
+session a lifetime (`connections.max.reauth.ms`, KIP-368) the channel dials anew
+(and so authenticates anew) once 80% of it has passed, between requests.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class BrokerChannel:
         self._corr = int.from_bytes(os.urandom(3), "big")
         self._read_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._session_expires: float | None = None  # loop time to re-authenticate by
 
     @property
     def address(self) -> str:
@@ -71,10 +74,14 @@ class BrokerChannel:
                     self.host, self.port, ssl=sec.ssl if sec else None,
                     server_hostname=self.host if sec and sec.ssl else None),
                 self.connect_timeout)
+            self._session_expires = None
             if sec is not None and sec.sasl_mechanism:
                 try:
-                    await asyncio.wait_for(self._authenticate(reader, writer, sec),
-                                           self.connect_timeout * 2)
+                    lifetime_ms = await asyncio.wait_for(
+                        self._authenticate(reader, writer, sec), self.connect_timeout * 2)
+                    if lifetime_ms > 0:
+                        self._session_expires = asyncio.get_running_loop().time() + \
+                            0.8 * lifetime_ms / 1000
                 except BaseException:
                     writer.close()
                     raise
@@ -94,7 +101,8 @@ class BrokerChannel:
         return resp
 
     async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                            sec: ClientSecurity) -> None:
+                            sec: ClientSecurity) -> int:
+        """The SASL exchange; the session lifetime the broker gave (ms, 0: none)."""
         from jocko_py.broker.security.scram import ScramClient, ScramError
 
         mech = sec.sasl_mechanism or "PLAIN"
@@ -118,6 +126,7 @@ class BrokerChannel:
         if r.error_code:
             raise ConnectionError(
                 f"SASL authentication to {self.address} failed: {r.error_message}")
+        return int(r.session_lifetime_ms)
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         err: BaseException = ConnectionError(f"connection to {self.address} closed")
@@ -162,6 +171,9 @@ class BrokerChannel:
     async def request(self, api_key: int, version: int, body: dict[str, Any],
                       timeout: float) -> Any:
         """Send one request and wait (bounded) for its response."""
+        if self._session_expires is not None and not self._pending and \
+                asyncio.get_running_loop().time() >= self._session_expires:
+            await self.close()  # a new connection authenticates anew (KIP-368)
         try:
             await self._connect()
         except (OSError, TimeoutError) as e:

@@ -46,6 +46,8 @@ def secure_cluster(tmp_path_factory: pytest.TempPathFactory, pki: TestPki
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": "User:broker;User:ANONYMOUS",
             "offsets.topic.replication.factor": "2",
+            # sessions expire: brokers must re-authenticate among themselves too
+            "connections.max.reauth.ms": "1500",
         }
         join = ",".join(f"127.0.0.1:{gossip[j]}" for j in ids if j != i)
         b = ClusterBroker(tmp_path / f"broker-{i}", i, voters, gossip[i], join, props,
@@ -95,6 +97,10 @@ def test_replication_runs_over_the_sasl_ssl_inter_broker_listener(
         p.produce("replicated", f"v{i}".encode(), on_delivery=lambda e, m: errors.append(e))
     p.flush(40)
     assert errors == [None] * 20, (errors[:3], b1.log_tail(), b2.log_tail())
+    time.sleep(2)  # past a session lifetime: fetchers and heartbeats re-authenticate
+    p.produce("replicated", b"late", on_delivery=lambda e, m: errors.append(e))
+    p.flush(20)
+    assert errors == [None] * 21, errors[-1]
     for b in (b1, b2):
         log = b.log_path.read_text()
         assert "SASL authentication to" not in log and "closing connection" not in log, \
