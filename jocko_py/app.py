@@ -19,10 +19,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from jocko_py.broker import handlers
-from jocko_py.broker.config import BrokerConfig, load_or_create_cluster_id
+from jocko_py.broker.config import (
+    SECURITY_PROTOCOL_IDS,
+    BrokerConfig,
+    Listener,
+    load_or_create_cluster_id,
+)
 from jocko_py.broker.core import Broker
 from jocko_py.broker.server import Server
 from jocko_py.cluster.controller import BrokerInfo, ControllerConfig
+from jocko_py.cluster.metadata import BrokerEndpoint, format_endpoints
 from jocko_py.cluster.quorum import LocalQuorum, MetadataQuorum, RaftQuorum
 
 if TYPE_CHECKING:
@@ -44,6 +50,22 @@ async def _every(interval_s: float, fn: object, what: str) -> None:
             log.exception("background task %s failed", what)
 
 
+def _listeners_text(listeners: tuple[Listener, ...]) -> str:
+    """`host:port` for the lone PLAINTEXT listener (as before listeners had names),
+    else `NAME://host:port,...`."""
+    if len(listeners) == 1 and listeners[0].name == "PLAINTEXT":
+        return f"{listeners[0].host}:{listeners[0].port}"
+    return ",".join(map(str, listeners))
+
+
+def advertised_endpoints(config: BrokerConfig) -> tuple[BrokerEndpoint, ...]:
+    """What this broker registers: every listener's advertised address (the
+    inter-broker listener first)."""
+    return tuple(BrokerEndpoint(x.name, x.host, x.port, SECURITY_PROTOCOL_IDS[x.security_protocol])
+                 for x in config.advertised_listeners) or (
+        BrokerEndpoint("PLAINTEXT", config.advertised_host, config.advertised_port),)
+
+
 def build_quorum(config: BrokerConfig) -> MetadataQuorum:
     """A one-voter local quorum, or raft + gossip when `controller.quorum.voters` is set."""
     cc = ControllerConfig(
@@ -52,7 +74,7 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
     )
     if not config.voters:
         me = BrokerInfo(config.broker_id, config.advertised_host, config.advertised_port,
-                        config.rack, uuid.uuid4())
+                        config.rack, uuid.uuid4(), advertised_endpoints(config))
         return LocalQuorum(config.data_dir, config.broker_id, me, cc)
     from jocko_py.cluster.gossip.core import GossipConfig
     from jocko_py.cluster.node import ClusterNode
@@ -70,7 +92,7 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
         voters=config.voters,
         gossip_listen=config.gossip_addr,
         seeds=list(config.join),
-        advertised=f"{config.advertised_host}:{config.advertised_port}",
+        advertised=format_endpoints(advertised_endpoints(config)),
         rack=config.rack,
         raft_config=RaftConfig(election_timeout_ms=election, fetch_timeout_ms=fetch_timeout,
                                fetch_max_wait_ms=min(500, fetch_timeout // 4),
@@ -248,10 +270,10 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
         raise
     await quorum.start()
     log.info(
-        "jocko-py broker %d listening on %s:%d, advertised as %s:%d, data in %s, "
+        "jocko-py broker %d listening on %s, advertised as %s, data in %s, "
         "cluster %s, %s (started in %.2fs)",
-        config.broker_id, config.host, config.port, config.advertised_host,
-        config.advertised_port, config.data_dir, cluster_id,
+        config.broker_id, _listeners_text(config.listeners),
+        _listeners_text(config.advertised_listeners), config.data_dir, cluster_id,
         f"raft {config.raft_addr} voters {config.voters} gossip {config.gossip_addr}"
         if config.voters else "single node", time.monotonic() - t0,
     )
@@ -285,6 +307,10 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
                 tg.create_task(_every(checkpoint_s, logs.checkpoint_recovery_points, "checkpoint")),
             ]
             bg.append(tg.create_task(broker.replicas.isr_expiration_loop()))
+            if broker.security.tls:
+                reload_s = max(0.05, config.int("jocko.ssl.reload.check.interval.ms") / 1000)
+                bg.append(tg.create_task(_every(
+                    reload_s, broker.security.check_certificates, "certificate reload")))
             if isinstance(quorum, RaftQuorum):
                 bg.append(tg.create_task(heartbeat_loop(
                     broker, quorum, max(0.02, config.int("broker.heartbeat.interval.ms") / 1000))))

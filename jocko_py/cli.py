@@ -1,4 +1,4 @@
-"""Command line: `jocko-py broker|topic|produce|consume|groups`."""
+"""Command line: `jocko-py broker|topic|cluster|produce|consume|groups|acl|user|quota`."""
 
 from __future__ import annotations
 
@@ -53,6 +53,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
     set_static_fields(broker=config.broker_id)
     try:
         return run(config)
+    except ConfigError as e:  # e.g. a TLS key that does not load
+        raise SystemExit(f"jocko-py broker: {e}") from None
     except OSError as e:  # a port in use, an unwritable data directory
         raise SystemExit(f"jocko-py broker: cannot run: {e}") from None
 
@@ -338,6 +340,19 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
 
     add_data_parsers(sub, _Formatter)
     add_groups_parser(sub)
+    from jocko_py.cli_security import add_parsers as add_security_parsers
+
+    add_security_parsers(sub)
+    # every client command takes Kafka's --command-config (client security settings)
+    for name, sp in sub.choices.items():
+        if name == "broker":
+            continue
+        for p in [sp, *(a for act in sp._actions
+                        if isinstance(act, argparse._SubParsersAction)
+                        for a in act.choices.values())]:
+            if any(a.dest == "bootstrap_server" for a in p._actions):
+                p.add_argument("--command-config", default=None, metavar="FILE",
+                               help="client properties: security.protocol, ssl.*, sasl.*")
     add_completion_parser(sub)
     _global_options_everywhere(ap, top=True)
     return ap
@@ -377,7 +392,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_tool(args: argparse.Namespace) -> int:
     from jocko_py.cli_data import UserError as DataUserError
-    from jocko_py.client import KafkaError
+    from jocko_py.client import KafkaError, load_command_config, set_default_config
+
+    if getattr(args, "command_config", None):
+        try:
+            set_default_config(load_command_config(args.command_config))
+        except ValueError as e:
+            print(f"error: jocko-py {args.command}: {e}", file=sys.stderr)
+            return 1
 
     try:
         return int(args.func(args))

@@ -2,13 +2,24 @@
 
 It speaks to one bootstrap broker (all that a single node needs), negotiates
 nothing fancy: fixed request versions that the broker serves.
+
+Security (the CLI's `--command-config FILE`, Kafka client property names):
+`security.protocol` PLAINTEXT / SSL / SASL_PLAINTEXT / SASL_SSL;
+`ssl.truststore.location` (PEM CA file; default: the system's CAs),
+`ssl.keystore.location` (PEM key + certificate, for client authentication),
+`ssl.key.password`, `ssl.endpoint.identification.algorithm` (empty: no host name
+check); `sasl.mechanism` PLAIN / SCRAM-SHA-256 / SCRAM-SHA-512 with
+`sasl.jaas.config` (`username="..." password="..."`) or `sasl.username` /
+`sasl.password`.
 """
 
 from __future__ import annotations
 
 import itertools
 import socket
+import ssl
 import struct
+from pathlib import Path
 from typing import Any
 
 from jocko_py.protocol import codec
@@ -62,8 +73,38 @@ class KafkaError(Exception):
         self.code = code
 
 
+# client security properties used when a Client is given none (`--command-config`)
+_DEFAULT_CONFIG: dict[str, str] = {}
+
+
+def set_default_config(props: dict[str, str]) -> None:
+    _DEFAULT_CONFIG.clear()
+    _DEFAULT_CONFIG.update(props)
+
+
+def load_command_config(path: str) -> dict[str, str]:
+    """A `--command-config` properties file; raises ValueError with a one-line reason."""
+    from jocko_py.broker.config import parse_properties
+
+    try:
+        props = parse_properties(Path(path).read_text())
+    except OSError as e:
+        raise ValueError(f"--command-config {path}: {e.strerror or e}") from None
+    proto = props.get("security.protocol", "PLAINTEXT").upper()
+    if proto not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise ValueError(f"--command-config {path}: unknown security.protocol {proto}")
+    if proto.startswith("SASL"):
+        mech = props.get("sasl.mechanism", "GSSAPI").upper()
+        if mech not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ValueError(f"--command-config {path}: sasl.mechanism {mech} is not supported "
+                             "(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+    return props
+
+
 class Client:
-    def __init__(self, bootstrap: str, client_id: str = "jocko-py-cli", timeout: float = 30.0):
+    def __init__(self, bootstrap: str, client_id: str = "jocko-py-cli", timeout: float = 30.0,
+                 config: dict[str, str] | None = None):
+        self.config = dict(_DEFAULT_CONFIG if config is None else config)
         # a comma-separated list: the first broker that answers
         err: OSError | None = None
         addrs = [parse_addr(a) for a in bootstrap.split(",") if a.strip()]
@@ -79,6 +120,53 @@ class Client:
         self.timeout = timeout
         self.client_id = client_id
         self._corr = itertools.count(1)
+        try:
+            self._secure(host or "localhost")
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _secure(self, host: str) -> None:
+        cfg = self.config
+        proto = cfg.get("security.protocol", "PLAINTEXT").upper()
+        if proto in ("SSL", "SASL_SSL"):
+            ctx = ssl.create_default_context(cafile=cfg.get("ssl.truststore.location") or None)
+            if cfg.get("ssl.endpoint.identification.algorithm", "https") == "":
+                ctx.check_hostname = False
+            if cfg.get("ssl.keystore.location"):
+                ctx.load_cert_chain(cfg["ssl.keystore.location"],
+                                    password=cfg.get("ssl.key.password") or None)
+            self.sock = ctx.wrap_socket(self.sock, server_hostname=host)
+        if proto.startswith("SASL"):
+            self._sasl()
+
+    def _sasl(self) -> None:
+        from jocko_py.broker.security.sasl import jaas_options
+        from jocko_py.broker.security.scram import ScramClient, ScramError
+
+        cfg = self.config
+        mech = cfg.get("sasl.mechanism", "GSSAPI").upper()
+        opts = jaas_options(cfg.get("sasl.jaas.config", ""))
+        user = opts.get("username", cfg.get("sasl.username", ""))
+        password = opts.get("password", cfg.get("sasl.password", ""))
+        hs = self.request(17, 1, {"mechanism": mech})
+        if hs.error_code:
+            raise KafkaError(hs.error_code, f"mechanism {mech}; the broker offers "
+                             f"{', '.join(hs.mechanisms)}")
+        if mech == "PLAIN":
+            r = self.request(36, 2, {"auth_bytes": f"\0{user}\0{password}".encode()})
+        else:
+            scram = ScramClient(mech, user, password)
+            r = self.request(36, 2, {"auth_bytes": scram.first()})
+            if not r.error_code:
+                r = self.request(36, 2, {"auth_bytes": scram.final(bytes(r.auth_bytes))})
+            if not r.error_code:
+                try:
+                    scram.verify(bytes(r.auth_bytes))
+                except ScramError as e:
+                    raise KafkaError(58, str(e)) from None
+        if r.error_code:
+            raise KafkaError(r.error_code, r.error_message)
 
     def close(self) -> None:
         self.sock.close()
@@ -151,7 +239,8 @@ class Client:
                 peer = self.sock.getpeername()
                 if b is not None and (b.host, b.port) != peer[:2] and \
                         f"{b.host}:{b.port}" != self.bootstrap:
-                    return Client(f"{b.host}:{b.port}", self.client_id, self.timeout)
+                    return Client(f"{b.host}:{b.port}", self.client_id, self.timeout,
+                                  self.config)
         return self
 
     def produce(self, topic: str, partition: int, records: bytes, acks: int = -1) -> Any:

@@ -17,6 +17,8 @@ from jocko_py.protocol.codec import RequestHeader
 
 if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
+    from jocko_py.broker.security.session import Session
+    from jocko_py.cluster.metadata import BrokerImage
 
 
 @dataclass(slots=True)
@@ -24,10 +26,23 @@ class RequestContext:
     header: RequestHeader
     broker: Broker
     peer: str
+    # the connection's listener and principal (None: an in-process caller)
+    session: Session | None = None
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    def address_of(self, b: BrokerImage) -> tuple[str, int] | None:
+        """Where the client reaches broker ``b``: its endpoint for the listener this
+        request came in on (as Kafka answers Metadata), None if it has no such one."""
+        if self.session is None or not b.endpoints:
+            return b.host, b.port
+        name = self.session.listener.name
+        for e in b.endpoints:
+            if e.name == name:
+                return e.host, e.port
+        return None
 
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]

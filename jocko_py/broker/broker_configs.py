@@ -174,7 +174,9 @@ def synonym_names(name: str) -> list[str]:
 
 
 def is_sensitive(name: str) -> bool:
-    return "password" in name or name.endswith("sasl.jaas.config")
+    """Kafka's PASSWORD-type settings and JAAS entries (which hold passwords): their
+    values are never described."""
+    return "password" in name or name.endswith(("sasl.jaas.config", "ssl.keystore.key"))
 
 
 class BrokerConfigError(ValueError):

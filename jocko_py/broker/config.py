@@ -70,6 +70,19 @@ DEFAULTS: dict[str, str] = {
     # retention by share of disk (commitlog/disk_retention.py): -1 off
     "jocko.log.retention.disk.percent": "-1",
     "jocko.log.retention.disk.protect.committed.offsets": "false",
+    "connection.failed.authentication.delay.ms": "100",
+    "connections.max.reauth.ms": "0",
+    "connections.max.idle.ms": "600000",
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
+    "sasl.server.max.receive.size": "524288",
+    "ssl.client.auth": "none",
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "ssl.principal.mapping.rules": "DEFAULT",
+    "jocko.ssl.reload.check.interval.ms": "10000",
+    "super.users": "",
+    "allow.everyone.if.no.acl.found": "false",
+    "authorizer.class.name": "",
 }
 
 
@@ -167,36 +180,69 @@ def _unescape(s: str) -> str:
     return "".join(out)
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Kafka's SecurityProtocol ids, as RegisterBrokerRecord carries them
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One entry of `listeners` / `advertised.listeners`: `NAME://host:port` and the
+    security protocol `listener.security.protocol.map` gives its name."""
+
+    name: str
+    security_protocol: str
+    host: str
+    port: int
+
+    @property
+    def tls(self) -> builtins.bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> builtins.bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
 def _protocol_map(value: str) -> dict[str, str]:
-    """`listener.security.protocol.map` (`NAME:PROTOCOL,...`); PLAINTEXT maps to itself."""
-    m = {"PLAINTEXT": "PLAINTEXT"}
+    """`listener.security.protocol.map` (`NAME:PROTOCOL,...`); as Kafka's default, each
+    security protocol's name maps to itself."""
+    m = {p: p for p in SECURITY_PROTOCOLS}
     for entry in value.split(","):
         name, sep, proto = entry.strip().partition(":")
         if sep:
-            m[name.strip().upper()] = proto.strip().upper()
+            proto = proto.strip().upper()
+            if proto not in SECURITY_PROTOCOLS:
+                raise ConfigError(f"listener.security.protocol.map: unknown security "
+                                  f"protocol {proto!r} (one of {', '.join(SECURITY_PROTOCOLS)})")
+            m[name.strip().upper()] = proto
     return m
 
 
-def _plaintext_listener(value: str, proto_map: dict[str, str], prop: str) -> str | None:
-    """`host:port` of the first plaintext entry of a Kafka `listeners` /
-    `advertised.listeners` value (`NAME://host:port,...`), or None.
-
-    jocko-py serves one plaintext listener: entries whose listener name maps to
-    another security protocol (SSL, SASL_*) are skipped with a warning. An empty
-    host means all interfaces.
-    """
+def parse_listeners(value: str, proto_map: dict[str, str], prop: str) -> list[Listener]:
+    """A Kafka `listeners` / `advertised.listeners` value (`NAME://host:port,...`). An
+    empty host means all interfaces (0.0.0.0)."""
+    out: list[Listener] = []
     for entry in value.split(","):
-        name, sep, addr = entry.strip().partition("://")
-        if not sep:
+        entry = entry.strip()
+        if not entry:
             continue
-        proto = proto_map.get(name.strip().upper(), name.strip().upper())
-        if proto != "PLAINTEXT":
-            log.warning("%s: %s (%s) is not supported; only PLAINTEXT is served",
-                        prop, entry.strip(), proto)
-            continue
-        host, _, port = addr.rpartition(":")
-        return f"{host or '0.0.0.0'}:{port}"
-    return None
+        name, sep, addr = entry.partition("://")
+        name = name.strip().upper()
+        host, colon, port = addr.rpartition(":")
+        if not sep or not colon or not port.strip().isdigit():
+            raise ConfigError(f"{prop}: {entry!r} is not of the form NAME://host:port")
+        proto = proto_map.get(name)
+        if proto is None:
+            raise ConfigError(f"{prop}: listener {name} has no security protocol: add "
+                              f"{name}:<protocol> to listener.security.protocol.map")
+        if any(x.name == name for x in out):
+            raise ConfigError(f"{prop}: listener name {name} is used twice")
+        out.append(Listener(name, proto, host.strip("[]") or "0.0.0.0", builtins.int(port)))
+    return out
 
 
 def split_addr(addr: str, default_port: int = 9092) -> tuple[str, int]:
@@ -226,6 +272,16 @@ class BrokerConfig:
     explicit: frozenset[str] = frozenset()
     # `log.dirs` after the first (data_dir): more data directories, partitions spread
     extra_log_dirs: tuple[Path, ...] = ()
+    # every listener (bound) and its advertised address, by name; `host`/`port` and
+    # `advertised_host`/`advertised_port` above are the inter-broker listener's
+    listeners: tuple[Listener, ...] = ()
+    advertised_listeners: tuple[Listener, ...] = ()
+    inter_broker_listener: str = "PLAINTEXT"
+
+    def listener_config(self, listener: str, key: str) -> str:
+        """A per-listener setting: `listener.name.<name>.<key>` wins over `<key>`, as
+        in Kafka (the listener name in lower case)."""
+        return self.properties.get(f"listener.name.{listener.lower()}.{key}", self.get(key))
 
     def get(self, key: str) -> str:
         return self.properties.get(key, DEFAULTS.get(key, ""))
@@ -286,24 +342,50 @@ def build_config(
     if data_dir is not None:
         props["log.dirs"] = data_dir
     proto_map = _protocol_map(props.get("listener.security.protocol.map", ""))
-    addr = (
-        broker_addr
-        or props.get("jocko.broker.addr")
-        or _plaintext_listener(props.get("listeners", ""), proto_map, "listeners")
-        or "localhost:9092"
-    )
-    host, port = _checked_addr(addr, "--broker-addr" if broker_addr else "listeners")
-    adv = (
-        advertised_addr
-        or props.get("jocko.advertised.addr")
-        or _plaintext_listener(props.get("advertised.listeners", ""), proto_map,
-                               "advertised.listeners")
-        or f"{host}:{port}"
-    )
-    adv_host, adv_port = _checked_addr(adv, "--advertised-addr" if advertised_addr
-                                       else "advertised.listeners", port)
-    if adv_host in ("0.0.0.0", "::", ""):
-        adv_host = "localhost"
+    listeners = parse_listeners(props.get("listeners", ""), proto_map, "listeners")
+    # --broker-addr (or jocko.broker.addr) is the PLAINTEXT listener, added or moved
+    flag_addr = broker_addr or props.get("jocko.broker.addr")
+    if flag_addr:
+        h, p = _checked_addr(flag_addr, "--broker-addr" if broker_addr else "jocko.broker.addr")
+        listeners = [x for x in listeners if x.name != "PLAINTEXT"]
+        listeners.insert(0, Listener("PLAINTEXT", "PLAINTEXT", h, p))
+    if not listeners:
+        listeners = [Listener("PLAINTEXT", "PLAINTEXT", "localhost", 9092)]
+    names = {x.name for x in listeners}
+    advertised_given = {
+        x.name: x for x in parse_listeners(props.get("advertised.listeners", ""), proto_map,
+                                           "advertised.listeners")}
+    for name in advertised_given:
+        if name not in names:
+            raise ConfigError(f"advertised.listeners: {name} is not in listeners")
+    adv_flag = advertised_addr or props.get("jocko.advertised.addr")
+    inter = props.get("inter.broker.listener.name", "").strip().upper()
+    if inter and inter not in names:
+        raise ConfigError(f"inter.broker.listener.name: {inter} is not in listeners "
+                          f"({', '.join(sorted(names))})")
+    if not inter:
+        # Kafka's default is the listener named after security.inter.broker.protocol
+        # (PLAINTEXT); without one, the first listener of that protocol, else the first
+        sip = props.get("security.inter.broker.protocol", "PLAINTEXT").strip().upper()
+        inter = next((x.name for x in listeners if x.name == sip), "") or next(
+            (x.name for x in listeners if x.security_protocol == sip), listeners[0].name)
+    advertised: list[Listener] = []
+    for x in listeners:
+        a = advertised_given.get(x.name)
+        ahost, aport = (a.host, a.port) if a else (x.host, x.port)
+        if adv_flag and x.name == ("PLAINTEXT" if "PLAINTEXT" in names else inter):
+            ahost, aport = _checked_addr(adv_flag, "--advertised-addr" if advertised_addr
+                                         else "jocko.advertised.addr", x.port)
+        if ahost in ("0.0.0.0", "::", ""):
+            ahost = "localhost"
+        advertised.append(Listener(x.name, x.security_protocol, ahost, aport))
+    # the inter-broker listener first: brokers reach each other at a broker's first
+    # registered endpoint
+    order = sorted(range(len(listeners)), key=lambda i: listeners[i].name != inter)
+    listeners = [listeners[i] for i in order]
+    advertised = [advertised[i] for i in order]
+    host, port = listeners[0].host, listeners[0].port
+    adv_host, adv_port = advertised[0].host, advertised[0].port
     dirs = [Path(d.strip()) for d in props.get("log.dirs", props.get("log.dir", "./data")).split(",")
             if d.strip()] or [Path("./data")]
     ddir = dirs[0]
@@ -356,6 +438,9 @@ def build_config(
         gossip_addr=gossip,
         join=seeds,
         rack=props.get("broker.rack") or None,
+        listeners=tuple(listeners),
+        advertised_listeners=tuple(advertised),
+        inter_broker_listener=inter,
     )
 
 

@@ -9,6 +9,13 @@ request. Bytes that do not parse close this connection only (logged once);
 handler failures are logged with the request and also close the connection,
 so a client reconnects and retries instead of waiting for a reply that will not
 come.
+
+Security: the connection's `Session` (see `security/session.py`) carries its
+listener and principal. On a SASL listener only ApiVersions and the SASL exchange
+are served before authentication (anything else closes the connection), frames
+are capped at `sasl.server.max.receive.size` until then, a connection that has not
+authenticated within `connections.max.idle.ms` is closed, and a failed
+authentication is answered after a delay and the connection closed.
 """
 
 from __future__ import annotations
@@ -20,8 +27,11 @@ from typing import TYPE_CHECKING
 
 from jocko_py.broker import api as api_mod
 from jocko_py.broker.api import NO_RESPONSE, RequestContext
+from jocko_py.broker.config import Listener
 from jocko_py.broker.log_context import LOG_CONTEXT
 from jocko_py.broker.purgatory import PARK_HOOK
+from jocko_py.broker.security.sasl import SaslFailed
+from jocko_py.broker.security.session import AuthenticationError, Session
 from jocko_py.protocol import codec, messages
 from jocko_py.protocol.errors import ErrorCode, ProtocolError
 from jocko_py.protocol.framing import FrameDecoder
@@ -65,13 +75,19 @@ def api_versions_fallback(header: codec.RequestHeader) -> bytes:
 
 class Connection:
     def __init__(
-        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        listener: Listener | None = None,
     ) -> None:
         self.broker = broker
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if listener is None:
+            listener = broker.config.listeners[0] if broker.config.listeners else \
+                Listener("PLAINTEXT", "PLAINTEXT", broker.config.host, broker.config.port)
+        self.listener = listener
+        self.session: Session | None = None
         self.decoder = FrameDecoder(broker.config.socket_request_max_bytes)
         self.served = api_mod.served_versions()
         self.entries = api_mod.registry()
@@ -91,8 +107,33 @@ class Connection:
         PARK_HOOK.set(self.flush)  # this task's own context: only this connection's handlers
         LOG_CONTEXT.set(self.log_context)  # log lines of this task carry the peer
         try:
+            host = self.peer.rpartition(":")[0] or self.peer
+            try:
+                self.session = session = self.broker.security.new_session(
+                    self.listener, host, self.writer.get_extra_info("ssl_object"))
+            except AuthenticationError as e:
+                log.info("[peer=%s listener=%s] closing connection: %s", self.peer,
+                         self.listener.name, e)
+                return
+            auth_deadline = None
+            if not session.authenticated:
+                self.decoder.max_frame_bytes = min(self.decoder.max_frame_bytes,
+                                                   self.broker.security.sasl_max_receive)
+                self.decoder.limit_name = "sasl.server.max.receive.size"
+                auth_deadline = asyncio.get_running_loop().time() + \
+                    self.broker.security.authentication_timeout_s
             while True:
-                data = await self.reader.read(READ_CHUNK)
+                if auth_deadline is not None and not session.authenticated:
+                    try:
+                        data = await asyncio.wait_for(
+                            self.reader.read(READ_CHUNK),
+                            max(0.0, auth_deadline - asyncio.get_running_loop().time()))
+                    except TimeoutError:
+                        log.info("[peer=%s listener=%s] closing connection: not authenticated "
+                                 "within connections.max.idle.ms", self.peer, self.listener.name)
+                        return
+                else:
+                    data = await self.reader.read(READ_CHUNK)
                 if not data:
                     return
                 # Responses to the frames of one read leave in one write: a pipelining
@@ -106,9 +147,25 @@ class Connection:
                     out = await self.handle(frame)
                     if out is not None:
                         self.outs.extend(out)
+                    if session.close_after_response is not None:
+                        # a failed or refused authentication: answer (after the delay
+                        # that slows password guessing) and close
+                        await asyncio.sleep(session.close_after_response)
+                        self.flush()
+                        return
+                    if session.authenticated and \
+                            self.decoder.max_frame_bytes != self.broker.config.socket_request_max_bytes:
+                        self.decoder.max_frame_bytes = self.broker.config.socket_request_max_bytes
+                        self.decoder.limit_name = "socket.request.max.bytes"
                 self.flush()
                 if self.writer.transport.get_write_buffer_size() > 4 * 1024 * 1024:
                     await self.writer.drain()
+                if session.muted_until:
+                    # over a client quota: read nothing more until the throttle ends
+                    wait = session.muted_until - time.monotonic()
+                    session.muted_until = 0.0
+                    if wait > 0:
+                        await asyncio.sleep(wait)
         except ProtocolError as e:
             # the replies to the good frames before the bad one still go out
             self.flush()
@@ -121,6 +178,15 @@ class Connection:
             self.writer.close()
 
     async def handle(self, frame: bytes | bytearray) -> list[bytes | bytearray | memoryview] | None:
+        session = self.session
+        if session is not None and session.raw_tokens:
+            # a bare SASL token after a v0 SaslHandshake; the answer is bare too
+            try:
+                token = session.raw_step(bytes(frame), self.broker.security.failed_auth_delay_s)
+            except SaslFailed as e:
+                log.info("[peer=%s listener=%s] %s", self.peer, self.listener.name, e)
+                return None
+            return [len(token).to_bytes(4, "big"), token]
         try:
             request = codec.decode_request(frame, self.served)
         except codec.UnsupportedRequest as e:
@@ -132,8 +198,13 @@ class Connection:
             self.log_context["client_id"] = header.client_id
         if request.trailing:
             note_trailing_bytes(self.peer, header, request.trailing)
+        if session is not None:
+            why = session.gate(header.api_key)
+            if why is not None:
+                raise ProtocolError(f"{why} ({messages.api_name(header.api_key)}) on listener "
+                                    f"{self.listener.name}")
         entry = self.entries[header.api_key]
-        ctx = RequestContext(header, self.broker, self.peer)
+        ctx = RequestContext(header, self.broker, self.peer, session)
         t0 = time.perf_counter()
         stats = self.broker.stats
         try:

@@ -17,6 +17,7 @@ from jocko_py.broker.config import BrokerConfig
 from jocko_py.broker.fetch_session import FetchSessionCache
 from jocko_py.broker.metadata_publisher import MetadataPublisher
 from jocko_py.broker.replica_manager import ReplicaManager
+from jocko_py.broker.security.session import SecurityManager
 from jocko_py.broker.stats import BrokerStats
 from jocko_py.broker.topics import TopicManager
 from jocko_py.cluster.metadata import CONFIG_RESOURCE_BROKER, MetadataImage
@@ -52,6 +53,10 @@ class Broker:
         # incremental fetch sessions (KIP-227) of the clients fetching from this broker
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots"))
+        # TLS contexts, SASL settings, principals, ACLs (raises ConfigError)
+        self.security = SecurityManager(config, lambda: quorum.image)
+        self.replicas.channel_security = self.topics.channel_security = \
+            self.security.inter_broker_client()
         # extension point for services added by later layers (group coordinator, ...)
         self.services: dict[str, Any] = {}
 

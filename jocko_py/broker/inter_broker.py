@@ -6,6 +6,13 @@ matched to responses by correlation id. Correlation ids start at a random value 
 channel, so a response that belongs to an earlier connection (or an earlier process)
 can never be taken for the answer to a new request. A channel that fails is closed and
 every pending request raises `ConnectionError`; the next request dials again.
+
+On an SSL / SASL inter-broker listener (`inter.broker.listener.name`) a channel
+speaks TLS (`ClientSecurity.ssl`) and authenticates with SASL PLAIN or SCRAM
+(`sasl.mechanism.inter.broker.protocol`, credentials from the listener's JAAS
+`username` / `password`) before its first request. When the broker gives the
+session a lifetime (`connections.max.reauth.ms`, KIP-368) the channel dials anew
+(and so authenticates anew) once 80% of it has passed, between requests.
 """
 
 from __future__ import annotations
@@ -14,7 +21,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import ssl
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 from jocko_py.protocol import codec
@@ -25,11 +34,23 @@ _LEN = struct.Struct(">i")
 MAX_RESPONSE = 256 * 1024 * 1024
 
 
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How this broker connects to the others' inter-broker listener."""
+
+    ssl: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    username: str = ""
+    password: str = ""
+
+
 class BrokerChannel:
-    def __init__(self, host: str, port: int, client_id: str, connect_timeout: float = 2.0):
+    def __init__(self, host: str, port: int, client_id: str, connect_timeout: float = 2.0,
+                 security: ClientSecurity | None = None):
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.security = security
         self.connect_timeout = connect_timeout
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -37,6 +58,7 @@ class BrokerChannel:
         self._corr = int.from_bytes(os.urandom(3), "big")
         self._read_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._session_expires: float | None = None  # loop time to re-authenticate by
 
     @property
     def address(self) -> str:
@@ -46,10 +68,65 @@ class BrokerChannel:
         async with self._lock:
             if self._writer is not None and not self._writer.is_closing():
                 return
-            reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout)
+            sec = self.security
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(
+                    self.host, self.port, ssl=sec.ssl if sec else None,
+                    server_hostname=self.host if sec and sec.ssl else None),
+                self.connect_timeout)
+            self._session_expires = None
+            if sec is not None and sec.sasl_mechanism:
+                try:
+                    lifetime_ms = await asyncio.wait_for(
+                        self._authenticate(reader, writer, sec), self.connect_timeout * 2)
+                    if lifetime_ms > 0:
+                        self._session_expires = asyncio.get_running_loop().time() + \
+                            0.8 * lifetime_ms / 1000
+                except BaseException:
+                    writer.close()
+                    raise
+            self._writer = writer
             self._reader = reader
             self._read_task = asyncio.create_task(self._read_loop(reader))
+
+    async def _call(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    api_key: int, version: int, body: dict[str, Any]) -> Any:
+        """One request/response before the read loop runs (the SASL exchange)."""
+        self._corr = (self._corr + 1) & 0x7FFFFFFF
+        writer.write(codec.encode_request(api_key, version, self._corr, self.client_id, body))
+        (size,) = _LEN.unpack(await reader.readexactly(4))
+        if size < 4 or size > 1 << 20:
+            raise ConnectionError(f"bad response size {size} from {self.address}")
+        _, resp = codec.decode_response(api_key, version, await reader.readexactly(size))
+        return resp
+
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            sec: ClientSecurity) -> int:
+        """The SASL exchange; the session lifetime the broker gave (ms, 0: none)."""
+        from jocko_py.broker.security.scram import ScramClient, ScramError
+
+        mech = sec.sasl_mechanism or "PLAIN"
+        hs = await self._call(reader, writer, 17, 1, {"mechanism": mech})
+        if hs.error_code:
+            raise ConnectionError(f"{self.address} refused SASL mechanism {mech}")
+        if mech == "PLAIN":
+            tokens = [f"\0{sec.username}\0{sec.password}".encode()]
+        else:
+            scram = ScramClient(mech, sec.username, sec.password)
+            tokens = [scram.first()]
+        r = await self._call(reader, writer, 36, 2, {"auth_bytes": tokens[0]})
+        if not r.error_code and mech != "PLAIN":
+            r = await self._call(reader, writer, 36, 2,
+                                 {"auth_bytes": scram.final(bytes(r.auth_bytes))})
+            if not r.error_code:
+                try:
+                    scram.verify(bytes(r.auth_bytes))
+                except ScramError as e:
+                    raise ConnectionError(f"{self.address}: {e}") from None
+        if r.error_code:
+            raise ConnectionError(
+                f"SASL authentication to {self.address} failed: {r.error_message}")
+        return int(r.session_lifetime_ms)
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         err: BaseException = ConnectionError(f"connection to {self.address} closed")
@@ -94,6 +171,9 @@ class BrokerChannel:
     async def request(self, api_key: int, version: int, body: dict[str, Any],
                       timeout: float) -> Any:
         """Send one request and wait (bounded) for its response."""
+        if self._session_expires is not None and not self._pending and \
+                asyncio.get_running_loop().time() >= self._session_expires:
+            await self.close()  # a new connection authenticates anew (KIP-368)
         try:
             await self._connect()
         except (OSError, TimeoutError) as e:

@@ -100,7 +100,8 @@ class ReplicaFetcher:
         # the client id names this process's incarnation: the leader records positions
         # only from the incarnation the metadata registered (see REPLICA_CLIENT_PREFIX)
         self.channel = BrokerChannel(
-            host, port, f"{REPLICA_CLIENT_PREFIX}{manager.broker_id}-{manager.incarnation}")
+            host, port, f"{REPLICA_CLIENT_PREFIX}{manager.broker_id}-{manager.incarnation}",
+            security=manager.channel_security)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._backoff_until: dict[tuple[str, int], float] = {}
         self._changed = asyncio.Event()

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jocko_py.broker.inter_broker import ClientSecurity
 from jocko_py.broker.partition import (
     AppendResult,
     IsrChange,
@@ -92,6 +93,8 @@ class ReplicaManager:
         self.stats = stats if stats is not None else BrokerStats()
         self.broker_id = broker_id
         self._image = image
+        # TLS / SASL towards the inter-broker listener (set by the Broker)
+        self.channel_security: ClientSecurity | None = None
         self.logs = LogManager(data_dir, base_config, extra_log_dirs)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_waiters = Purgatory()

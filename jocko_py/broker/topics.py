@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jocko_py.broker.inter_broker import BrokerChannel
+from jocko_py.broker.inter_broker import BrokerChannel, ClientSecurity
 from jocko_py.cluster.controller import committed_producer_block
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
@@ -82,6 +82,7 @@ class TopicManager:
         self.quorum = quorum
         self.broker_id = broker_id
         self._channels: dict[int, BrokerChannel] = {}
+        self.channel_security: ClientSecurity | None = None  # set by the Broker
         self._pid_next = 0
         self._pid_limit = 0
         self._pid_lock = asyncio.Lock()
@@ -103,6 +104,12 @@ class TopicManager:
                 await self.quorum.propose(records)
         return _err(code)
 
+    async def commit(self, decide: Callable[[MetadataImage], tuple[int, list[MetadataRecord]]],
+                     ) -> ErrorCode:
+        """Commit the records ``decide`` returns, as the active controller (raises
+        NotControllerError elsewhere): SCRAM credentials, ACLs."""
+        return await self._commit(decide)
+
     async def _controller_request(self, api_key: int, version: int, body: dict[str, Any],
                                   ok: Callable[[Any], bool] | None = None) -> Any:
         """Send a request to the active controller's broker; retry NOT_CONTROLLER."""
@@ -121,7 +128,8 @@ class TopicManager:
             if ch is None or (ch.host, ch.port) != (b.host, b.port):
                 if ch is not None:
                     await ch.close()
-                ch = self._channels[cid] = BrokerChannel(b.host, b.port, FORWARD_CLIENT_ID)
+                ch = self._channels[cid] = BrokerChannel(b.host, b.port, FORWARD_CLIENT_ID,
+                                                         security=self.channel_security)
             try:
                 resp = await self._request_while_controller(
                     ch, cid, api_key, version, body, max(0.1, deadline - loop.time()))

@@ -112,6 +112,12 @@ class BrokerInfo:
     port: int
     rack: str | None
     incarnation: uuid.UUID
+    # every listener's advertised endpoint, the inter-broker one first (default: one
+    # PLAINTEXT endpoint at host:port)
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+
+    def all_endpoints(self) -> tuple[BrokerEndpoint, ...]:
+        return self.endpoints or (BrokerEndpoint("PLAINTEXT", self.host, self.port),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +154,7 @@ class Controller:
             changed = (
                 b is None
                 or b.incarnation_id != info.incarnation
-                or (b.host, b.port, b.rack) != (info.host, info.port, info.rack)
+                or (b.endpoints, b.rack) != (info.all_endpoints(), info.rack)
             )
             if changed:
                 if b is not None and b.incarnation_id != info.incarnation and fence_restarted:
@@ -159,7 +165,7 @@ class Controller:
                         broker_id=bid,
                         incarnation_id=info.incarnation,
                         broker_epoch=epoch,
-                        endpoints=(BrokerEndpoint("PLAINTEXT", info.host, info.port),),
+                        endpoints=info.all_endpoints(),
                         rack=info.rack,
                         fenced=True,
                     )

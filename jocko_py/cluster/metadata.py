@@ -27,6 +27,12 @@ Records (frozen dataclasses; list-valued fields are tuples):
 - ``ProducerIdsRecord(broker_id, broker_epoch, next_producer_id)``: applied only if it
   strictly advances ``next_producer_id`` (else ignored: its block was already handed out)
 - ``FeatureLevelRecord(name, feature_level)``, ``NoOpRecord()``
+- ``UserScramCredentialRecord(name, mechanism, salt, stored_key, server_key, iterations)``,
+  ``RemoveUserScramCredentialRecord(name, mechanism)``: SCRAM credentials (salted, never
+  the password); ``AccessControlEntryRecord(id, resource_type, resource_name,
+  pattern_type, principal, host, operation, permission_type)``,
+  ``RemoveAccessControlEntryRecord(id)``: ACLs (bytes fields are base64 in the encoding);
+  ``ClientQuotaRecord(entity, key, value, remove=False)``: client quotas
 - ``MetadataRecord``: the union of all of the above.
 
 Encoding:
@@ -54,7 +60,9 @@ Image:
   ``broker_configs(broker_id) -> dict[str, str]``.
 - ``brokers: dict[int, BrokerImage]``; ``BrokerImage(broker_id, host, port, rack, fenced,
   broker_epoch, incarnation_id, endpoints, in_controlled_shutdown)``.
-- ``next_producer_id: int``, ``features: dict[str, int]``.
+- ``next_producer_id: int``, ``features: dict[str, int]``, ``scram: dict[(user,
+  mechanism), UserScramCredentialRecord]``, ``acls: dict[uuid, AccessControlEntryRecord]``
+  (``acls_version`` counts ACL changes, for caches).
 - ``apply_batch(records) -> MetadataDelta``: apply records in order and return what they
   changed (partitions with their image before and after, deleted topics, brokers,
   configs); ``delta.local_changes(broker_id)`` sorts the partition changes into the
@@ -67,6 +75,7 @@ Image:
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -98,6 +107,29 @@ class BrokerEndpoint:
     host: str
     port: int
     security_protocol: int = 0  # PLAINTEXT
+
+
+def format_endpoints(endpoints: Iterable[BrokerEndpoint]) -> str:
+    """Endpoints as one string (what a broker gossips as its advertised address):
+    ``NAME:PROTOCOL_ID@host:port,...``; a lone PLAINTEXT endpoint is plain ``host:port``."""
+    eps = list(endpoints)
+    if len(eps) == 1 and (eps[0].name, eps[0].security_protocol) == ("PLAINTEXT", 0):
+        return f"{eps[0].host}:{eps[0].port}"
+    return ",".join(f"{e.name}:{e.security_protocol}@{e.host}:{e.port}" for e in eps)
+
+
+def parse_endpoints(value: str) -> tuple[BrokerEndpoint, ...]:
+    """Inverse of ``format_endpoints``; raises ValueError on a malformed value."""
+    if "@" not in value:
+        host, _, port = value.rpartition(":")
+        return (BrokerEndpoint("PLAINTEXT", host, int(port)),)
+    out = []
+    for part in value.split(","):
+        head, _, addr = part.partition("@")
+        name, _, proto = head.partition(":")
+        host, _, port = addr.rpartition(":")
+        out.append(BrokerEndpoint(name, host, int(port), int(proto)))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +260,58 @@ class BrokerRegistrationChangeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    API_KEY: ClassVar[int] = 11
+    VERSION: ClassVar[int] = 0
+    name: str
+    mechanism: int  # 1 SCRAM-SHA-256, 2 SCRAM-SHA-512
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    API_KEY: ClassVar[int] = 22
+    VERSION: ClassVar[int] = 0
+    name: str
+    mechanism: int
+
+
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    API_KEY: ClassVar[int] = 18
+    VERSION: ClassVar[int] = 0
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    API_KEY: ClassVar[int] = 19
+    VERSION: ClassVar[int] = 0
+    id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    API_KEY: ClassVar[int] = 14
+    VERSION: ClassVar[int] = 0
+    # ((entity type, entity name or None for the default), ...), sorted by type
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class NoOpRecord:
     API_KEY: ClassVar[int] = 20
     VERSION: ClassVar[int] = 0
@@ -246,6 +330,11 @@ MetadataRecord: TypeAlias = (
     | FeatureLevelRecord
     | ProducerIdsRecord
     | BrokerRegistrationChangeRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
+    | ClientQuotaRecord
     | NoOpRecord
 )
 
@@ -264,13 +353,19 @@ RECORD_TYPES: dict[int, type[Any]] = {
         FeatureLevelRecord,
         ProducerIdsRecord,
         BrokerRegistrationChangeRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
+        ClientQuotaRecord,
         NoOpRecord,
     )
 }
 
 # --------------------------------------------------------------------------- encoding
 
-_UUID_FIELDS = {"incarnation_id", "topic_id"}
+_UUID_FIELDS = {"incarnation_id", "topic_id", "id"}
+_BYTES_FIELDS = {"salt", "stored_key", "server_key"}
 _INT_TUPLE_FIELDS = {"replicas", "isr", "removing_replicas", "adding_replicas"}
 
 
@@ -280,6 +375,8 @@ def _to_json(rec: MetadataRecord) -> dict[str, Any]:
         v = getattr(rec, f.name)
         if isinstance(v, uuid.UUID):
             out[f.name] = v.hex
+        elif isinstance(v, bytes):
+            out[f.name] = base64.b64encode(v).decode()
         elif f.name == "endpoints":
             out[f.name] = [[e.name, e.host, e.port, e.security_protocol] for e in v]
         elif isinstance(v, tuple):
@@ -297,8 +394,12 @@ def _from_json(cls: type[Any], data: dict[str, Any]) -> MetadataRecord:
                 raise MetadataRecordError(f"{cls.__name__}: missing field {f.name}")
             continue
         v = data[f.name]
-        if f.name in _UUID_FIELDS:
+        if f.name in _UUID_FIELDS and isinstance(v, str):
             v = uuid.UUID(hex=v)
+        elif f.name in _BYTES_FIELDS:
+            v = base64.b64decode(v)
+        elif f.name == "entity":
+            v = tuple((str(t), None if n is None else str(n)) for t, n in v)
         elif f.name == "endpoints":
             v = tuple(BrokerEndpoint(str(n), str(h), int(p), int(s)) for n, h, p, s in v)
         elif f.name in _INT_TUPLE_FIELDS and v is not None:
@@ -437,6 +538,12 @@ class MetadataImage:
         self._configs: dict[tuple[int, str], dict[str, str]] = {}
         self.next_producer_id: int = 0
         self.features: dict[str, int] = {}
+        # SCRAM credentials by (user, mechanism) and ACLs by id (security)
+        self.scram: dict[tuple[str, int], UserScramCredentialRecord] = {}
+        self.acls: dict[uuid.UUID, AccessControlEntryRecord] = {}
+        self.acls_version: int = 0
+        # client quotas: entity -> {key: value}
+        self.quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
         self.records_applied: int = 0
         self._fingerprint: str | None = None
 
@@ -675,6 +782,30 @@ class MetadataImage:
     def _apply_noop(self, r: NoOpRecord) -> None:
         pass
 
+    def _apply_scram(self, r: UserScramCredentialRecord) -> None:
+        self.scram[(r.name, r.mechanism)] = r
+
+    def _apply_remove_scram(self, r: RemoveUserScramCredentialRecord) -> None:
+        self.scram.pop((r.name, r.mechanism), None)
+
+    def _apply_acl(self, r: AccessControlEntryRecord) -> None:
+        self.acls[r.id] = r
+        self.acls_version += 1
+
+    def _apply_quota(self, r: ClientQuotaRecord) -> None:
+        if r.remove:
+            q = self.quotas.get(r.entity)
+            if q is not None:
+                q.pop(r.key, None)
+                if not q:
+                    del self.quotas[r.entity]
+        else:
+            self.quotas.setdefault(r.entity, {})[r.key] = float(r.value)
+
+    def _apply_remove_acl(self, r: RemoveAccessControlEntryRecord) -> None:
+        if self.acls.pop(r.id, None) is not None:
+            self.acls_version += 1
+
     # ---- snapshots
 
     def snapshot(self) -> list[MetadataRecord]:
@@ -720,6 +851,11 @@ class MetadataImage:
                 out.append(ConfigRecord(rtype, rname, k, cfg[k]))
         if self.next_producer_id:
             out.append(ProducerIdsRecord(-1, -1, self.next_producer_id))
+        out.extend(self.scram[k] for k in sorted(self.scram))
+        out.extend(self.acls[k] for k in sorted(self.acls))
+        for ent in sorted(self.quotas, key=repr):
+            for k in sorted(self.quotas[ent]):
+                out.append(ClientQuotaRecord(ent, k, self.quotas[ent][k]))
         return out
 
     def restore(self, records: Iterable[MetadataRecord]) -> None:
@@ -758,6 +894,11 @@ _APPLY: dict[type[Any], Any] = {
     ProducerIdsRecord: MetadataImage._apply_producer_ids,
     FeatureLevelRecord: MetadataImage._apply_feature_level,
     NoOpRecord: MetadataImage._apply_noop,
+    UserScramCredentialRecord: MetadataImage._apply_scram,
+    RemoveUserScramCredentialRecord: MetadataImage._apply_remove_scram,
+    AccessControlEntryRecord: MetadataImage._apply_acl,
+    RemoveAccessControlEntryRecord: MetadataImage._apply_remove_acl,
+    ClientQuotaRecord: MetadataImage._apply_quota,
 }
 
 

@@ -57,6 +57,7 @@ from jocko_py.cluster.metadata import (
     RegisterBrokerRecord,
     decode_records,
     encode_records,
+    parse_endpoints,
 )
 from jocko_py.cluster.raft.core import NotLeaderError, RaftConfig, RaftCore, Role
 from jocko_py.cluster.raft.messages import DATA, Entry, ReplicaState, RoleChanged, Snapshot
@@ -255,10 +256,15 @@ class ClusterNode:
         out: dict[int, BrokerInfo] = {}
         for m in self.gossip_core.members.values():
             if m.state <= State.SUSPECT:
-                host, port = m.meta.advertised_addr.rsplit(":", 1)
+                try:
+                    eps = parse_endpoints(m.meta.advertised_addr)
+                except ValueError:
+                    log.warning("[node=%d] member %s advertises a bad address %r",
+                                self.node_id, m.name, m.meta.advertised_addr)
+                    continue
                 out[m.meta.broker_id] = BrokerInfo(
-                    m.meta.broker_id, host, int(port), m.meta.rack, member_incarnation(m.meta)
-                )
+                    m.meta.broker_id, eps[0].host, eps[0].port, m.meta.rack,
+                    member_incarnation(m.meta), eps)
         return out
 
     def is_active_controller(self) -> bool:

@@ -21,10 +21,12 @@ class FrameTooLarge(ProtocolError):
 
 
 class FrameDecoder:
-    __slots__ = ("max_frame_bytes", "_buf", "_need")
+    __slots__ = ("max_frame_bytes", "limit_name", "_buf", "_need")
 
     def __init__(self, max_frame_bytes: int = 104857600):
         self.max_frame_bytes = max_frame_bytes
+        # the setting named when a frame is too large (the SASL cap before authentication)
+        self.limit_name = "socket.request.max.bytes"
         self._buf = bytearray()
         self._need = -1  # size of the frame being read, -1 while reading its size
 
@@ -50,7 +52,7 @@ class FrameDecoder:
                     raise ProtocolError(f"negative frame size {size}")
                 if size > self.max_frame_bytes:
                     raise FrameTooLarge(
-                        f"frame of {size} bytes exceeds socket.request.max.bytes="
+                        f"frame of {size} bytes exceeds {self.limit_name}="
                         f"{self.max_frame_bytes}"
                     )
                 self._need = size

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from jocko_py.broker.config import build_config, parse_properties
 
 
@@ -69,9 +67,7 @@ def test_listener_with_empty_host_binds_all_interfaces_and_advertises_localhost(
     assert (cfg.advertised_host, cfg.advertised_port) == ("localhost", 9193)
 
 
-def test_named_listener_mapped_to_plaintext_is_used_and_ssl_is_skipped(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_named_listener_mapped_to_plaintext_is_the_inter_broker_one(tmp_path: Path) -> None:
     cfg = build_config(
         config_file=write(
             tmp_path,
@@ -80,7 +76,9 @@ def test_named_listener_mapped_to_plaintext_is_used_and_ssl_is_skipped(
         )
     )
     assert (cfg.host, cfg.port) == ("127.0.0.1", 9195)
-    assert "only PLAINTEXT is served" in caplog.text
+    assert cfg.inter_broker_listener == "INTERNAL"
+    assert [(x.name, x.security_protocol, x.host, x.port) for x in cfg.listeners] == [
+        ("INTERNAL", "PLAINTEXT", "127.0.0.1", 9195), ("SSL", "SSL", "0.0.0.0", 9194)]
 
 
 def test_flags_win_over_the_file(tmp_path: Path) -> None:

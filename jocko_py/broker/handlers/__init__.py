@@ -27,6 +27,10 @@ MODULES = [
     "describe_topic_partitions",
     "features",
     "describe_producers",
+    "sasl",
+    "scram_credentials",
+    "acls",
+    "client_quotas",
 ]
 
 

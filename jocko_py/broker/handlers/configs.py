@@ -19,6 +19,7 @@ Client-metrics and group resources: INVALID_REQUEST.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from jocko_py.broker.broker_configs import (
     BrokerConfigError,
     validate_dynamic_change,
 )
+from jocko_py.broker.security.authz import authorize_cluster, authorize_topic
 from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
 from jocko_py.commitlog.config import TOPIC_CONFIGS, TOPIC_TO_BROKER, LogConfig
 from jocko_py.protocol.errors import ErrorCode
@@ -98,6 +100,17 @@ def describe_broker_configs(broker: Broker, name: str,
     return broker.config_view().describe(keys, per_broker=name != "")
 
 
+_DENIED = defaultdict(lambda: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                      {TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+
+
+def _authorized(ctx: RequestContext, op: str, resource_type: int, name: str) -> bool:
+    """Topic configs need the operation on the topic, broker configs on the cluster."""
+    if resource_type == TOPIC:
+        return authorize_topic(ctx, op, name)
+    return authorize_cluster(ctx, op)
+
+
 @api(32, 0, 4)
 async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
@@ -107,7 +120,9 @@ async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
                                "resource_type": r.resource_type,
                                "resource_name": r.resource_name, "configs": []}
         keys = list(r.configuration_keys) if r.configuration_keys is not None else None
-        if r.resource_type == TOPIC:
+        if not _authorized(ctx, "DESCRIBE_CONFIGS", r.resource_type, r.resource_name):
+            res.update(error_code=_DENIED[r.resource_type], error_message=None)
+        elif r.resource_type == TOPIC:
             if r.resource_name not in broker.topics.image.topics:
                 res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            error_message=f"Topic {r.resource_name} does not exist")
@@ -202,6 +217,8 @@ async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: 
     res: dict[str, Any] = {"error_code": 0, "error_message": None,
                            "resource_type": r.resource_type, "resource_name": r.resource_name}
     try:
+        if not _authorized(ctx, "ALTER_CONFIGS", r.resource_type, r.resource_name):
+            raise TopicError(_DENIED[r.resource_type], None)
         throttles = TOPIC_THROTTLES if r.resource_type == TOPIC else BROKER_THROTTLES
         if incremental and r.configs and all(
                 c.name in throttles and c.config_operation == DELETE for c in r.configs):

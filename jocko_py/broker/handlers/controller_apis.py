@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.security.authz import authorize_cluster
 from jocko_py.cluster.quorum import RaftQuorum
 from jocko_py.protocol.errors import ErrorCode
 
@@ -28,6 +29,8 @@ from jocko_py.protocol.errors import ErrorCode
 @api(56, 2, 3)
 async def alter_partition(ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = ctx.broker.topics
+    if not authorize_cluster(ctx, "CLUSTER_ACTION"):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "topics": []}
     if not topics.quorum.is_active_controller():
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
     out = []
@@ -56,6 +59,9 @@ async def alter_partition(ctx: RequestContext, req: Any) -> dict[str, Any]:
 async def broker_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
     """BrokerHeartbeat: liveness and metadata progress of a broker (see app.py)."""
     quorum = ctx.broker.quorum
+    if not authorize_cluster(ctx, "CLUSTER_ACTION"):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "is_caught_up": False, "is_fenced": True, "should_shut_down": False}
     if not isinstance(quorum, RaftQuorum) or not quorum.is_active_controller():
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
                 "is_caught_up": False, "is_fenced": True, "should_shut_down": False}
@@ -66,6 +72,9 @@ async def broker_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
 
 @api(67, 0, 0)
 async def allocate_producer_ids(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not authorize_cluster(ctx, "CLUSTER_ACTION"):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "producer_id_start": -1,
+                "producer_id_len": 0}
     code, start, count = await ctx.broker.topics.allocate_producer_block(
         req.broker_id, req.broker_epoch, forwarded=True)
     return {"throttle_time_ms": 0, "error_code": code,

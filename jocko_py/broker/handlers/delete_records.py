@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.security.authz import denied_topics
 from jocko_py.broker.topics import INTERNAL_TOPICS
 from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
 from jocko_py.protocol.errors import ErrorCode
@@ -22,13 +23,16 @@ from jocko_py.protocol.errors import ErrorCode
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     replicas = ctx.broker.replicas
     topics = []
+    denied = denied_topics(ctx, "DELETE", (t.name for t in req.topics))
     for t in req.topics:
         parts = []
         for rp in t.partitions:
             out: dict[str, Any] = {"partition_index": rp.partition_index, "low_watermark": -1,
                                    "error_code": 0}
             p, err = replicas.get_partition_or_error(t.name, rp.partition_index)
-            if t.name in INTERNAL_TOPICS:
+            if t.name in denied:
+                out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif t.name in INTERNAL_TOPICS:
                 out["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
             elif p is None:
                 out["error_code"] = err

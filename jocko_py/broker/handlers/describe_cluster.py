@@ -2,7 +2,8 @@
 
 Cluster id, controller id and the live brokers. v1's endpoint type must be
 brokers (1); asking for controllers gets UNSUPPORTED_ENDPOINT_TYPE as on a
-broker listener. Authorized operations are not computed.
+broker listener. Brokers are listed at their address for the request's listener;
+the cluster's authorized operations are computed when asked.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.security.authz import CLUSTER, CLUSTER_NAME, authorized_operations
 from jocko_py.protocol.errors import ErrorCode
 
 
@@ -28,8 +30,10 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         "cluster_id": broker.cluster_id,
         "controller_id": broker.controller_id,
         "brokers": [
-            {"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for _, b in sorted(image.brokers.items()) if not b.fenced
+            {"broker_id": b.broker_id, "host": a[0], "port": a[1], "rack": b.rack}
+            for _, b in sorted(image.brokers.items())
+            if not b.fenced and (a := ctx.address_of(b)) is not None
         ],
-        "cluster_authorized_operations": -(2**31),
+        "cluster_authorized_operations": authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+        if req.include_cluster_authorized_operations else -(2**31),
     }

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.security.authz import authorize_cluster
 from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
 from jocko_py.cluster.quorum import RaftQuorum
 from jocko_py.protocol.errors import ErrorCode
@@ -42,8 +43,11 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     quorum = broker.quorum
     image = broker.topics.image
+    if not authorize_cluster(ctx, "DESCRIBE"):
+        return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, [])
     nodes = [{"node_id": b.broker_id, "listeners": [
-        {"name": "PLAINTEXT", "host": b.host, "port": b.port}]}
+        {"name": e.name, "host": e.host, "port": e.port} for e in b.endpoints]
+        or [{"name": "PLAINTEXT", "host": b.host, "port": b.port}]}
         for _, b in sorted(image.brokers.items())] if ctx.version >= 2 else []
     if not isinstance(quorum, RaftQuorum):
         now = int(time.time() * 1000)

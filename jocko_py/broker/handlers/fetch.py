@@ -43,6 +43,7 @@ from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.leader_discovery import LEADER_HINT_ERRORS, current_leader, node_endpoints
 from jocko_py.broker.replica_fetcher import replica_incarnation
 from jocko_py.broker.replica_manager import FetchParams, FetchPartition, ReadResult
+from jocko_py.broker.security.authz import authorize_cluster, denied_topics
 from jocko_py.protocol.errors import ErrorCode
 
 ZERO = uuid.UUID(int=0)
@@ -97,17 +98,23 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     # the request that named it: UNKNOWN_TOPIC_ID, never the new topic's records
     gone = {i for i, fp in enumerate(to_read) if fp.topic_id is not None and (
         (t := image.topics.get(fp.topic)) is None or t.topic_id != fp.topic_id)}
+    # followers need CLUSTER_ACTION, consumers READ on each topic
+    names = {fp.topic for fp in to_read}
+    denied_names = (set() if authorize_cluster(ctx, "CLUSTER_ACTION") else names) \
+        if replica_id >= 0 else denied_topics(ctx, "READ", names)
+    denied = {i for i, fp in enumerate(to_read) if fp.topic in denied_names} - gone
     params = FetchParams(
         replica_incarnation=replica_incarnation(ctx.header.client_id),
         replica_id=replica_id, max_wait_ms=0 if gone else req.max_wait_ms,
         min_bytes=req.min_bytes,
         max_bytes=req.max_bytes if v >= 3 else 2**31 - 1,
         isolation_level=req.isolation_level,
-        partitions=[fp for i, fp in enumerate(to_read) if i not in gone],
+        partitions=[fp for i, fp in enumerate(to_read) if i not in gone and i not in denied],
     )
     read = iter(await ctx.broker.replicas.fetch_messages(params))
-    results = [ReadResult(ErrorCode.UNKNOWN_TOPIC_ID) if i in gone else next(read)
-               for i in range(len(to_read))]
+    results = [ReadResult(ErrorCode.UNKNOWN_TOPIC_ID) if i in gone
+               else ReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED) if i in denied
+               else next(read) for i in range(len(to_read))]
     session_id, answer = context.respond(results, _now_ms())
     image = ctx.broker.topics.image  # leaders may have moved while the fetch waited
     topics: list[dict[str, Any]] = []
@@ -143,8 +150,13 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
              "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
              "aborted_transactions": [], "preferred_read_replica": -1, "records": b""}
             for p in parts]})
-    resp: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
-                            "responses": topics}
+    throttle = 0
+    if replica_id < 0 and ctx.broker.security.quotas_set():
+        throttle = ctx.broker.security.throttle(
+            ctx.session, ctx.header.client_id, "consumer_byte_rate",
+            sum(len(p["records"]) for t in topics for p in t["partitions"]))
+    resp: dict[str, Any] = {"throttle_time_ms": throttle, "error_code": 0,
+                            "session_id": session_id, "responses": topics}
     if leaders:
         resp["node_endpoints"] = node_endpoints(image, leaders)
     return resp

@@ -17,6 +17,7 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.group import coordinator
+from jocko_py.broker.security.authz import authorize_group
 from jocko_py.broker.topics import TopicError
 from jocko_py.protocol.errors import ErrorCode
 
@@ -33,6 +34,8 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported", -1, "", -1
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
+    if not authorize_group(ctx, "DESCRIBE", key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
     gc = coordinator(ctx.broker)
     try:
         await gc.ensure_active()
@@ -43,9 +46,10 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     leader = gc.store.leader_of(key)
     b = ctx.broker.topics.image.brokers.get(leader)
-    if b is None or b.fenced:
+    addr = None if b is None or b.fenced else ctx.address_of(b)
+    if b is None or addr is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    return ErrorCode.NONE, None, b.broker_id, b.host, b.port
+    return ErrorCode.NONE, None, b.broker_id, addr[0], addr[1]
 
 
 @api(10, 0, 6)

@@ -20,6 +20,12 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.group import coordinator
+from jocko_py.broker.security.authz import (
+    GROUP,
+    authorize_cluster,
+    authorize_group,
+    authorized_operations,
+)
 from jocko_py.protocol.errors import ErrorCode
 
 AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
@@ -32,6 +38,10 @@ def client_host(ctx: RequestContext) -> str:
 @api(11, 0, 9)
 async def join_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
     v = ctx.version
+    if not authorize_group(ctx, "READ", req.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
+                "protocol_type": None, "protocol_name": None if v >= 7 else "", "leader": "",
+                "skip_assignment": False, "member_id": req.member_id or "", "members": []}
     instance_id = req.group_instance_id if v >= 5 else None
     r = await coordinator(ctx.broker).join(
         group_id=req.group_id, member_id=req.member_id or "", instance_id=instance_id,
@@ -63,6 +73,9 @@ async def join_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
 @api(14, 0, 5)
 async def sync_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
     v = ctx.version
+    if not authorize_group(ctx, "READ", req.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
     r = await coordinator(ctx.broker).sync(
         group_id=req.group_id, generation_id=req.generation_id, member_id=req.member_id,
         instance_id=req.group_instance_id if v >= 3 else None,
@@ -76,6 +89,8 @@ async def sync_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
 
 @api(12, 0, 4)
 async def heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not authorize_group(ctx, "READ", req.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     err = coordinator(ctx.broker).heartbeat(
         req.group_id, req.member_id,
         req.group_instance_id if ctx.version >= 3 else None, req.generation_id)
@@ -84,6 +99,8 @@ async def heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
 
 @api(13, 0, 5)
 async def leave_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not authorize_group(ctx, "READ", req.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if ctx.version >= 3:
         members = [(m.member_id or "", m.group_instance_id) for m in req.members]
     else:
@@ -108,6 +125,8 @@ async def list_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
     states = {s.lower() for s in req.states_filter} if ctx.version >= 4 else set()
     types = {t.lower() for t in req.types_filter} if ctx.version >= 5 else set()
     out = []
+    # every group with DESCRIBE on the cluster, else the groups the principal may describe
+    everything = authorize_cluster(ctx, "DESCRIBE")
     for g in gc.list_groups():
         if types and g.group_type not in types:
             continue
@@ -116,6 +135,8 @@ async def list_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
         else:
             state, ptype = g.state.value, g.protocol_type or ""
         if states and state.lower() not in states:
+            continue
+        if not everything and not authorize_group(ctx, "DESCRIBE", g.group_id):
             continue
         out.append({"group_id": g.group_id, "protocol_type": ptype,
                     "group_state": state, "group_type": g.group_type})
@@ -130,6 +151,8 @@ async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
     out = []
     for gid in req.groups:
         err, g = gc.describe(gid)
+        if not authorize_group(ctx, "DESCRIBE", gid):
+            err, g = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
         entry: dict[str, Any] = {
             "error_code": err, "group_id": gid, "group_state": "Dead" if err == 0 else "",
             "protocol_type": "", "protocol_data": "", "members": [],
@@ -152,6 +175,8 @@ async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 if stable and g.protocol_name else b"",
                 "member_assignment": m.assignment if stable else b"",
             } for m in g.members.values()]
+        if g is not None and ctx.version >= 3 and req.include_authorized_operations:
+            entry["authorized_operations"] = authorized_operations(ctx, GROUP, gid)
         out.append(entry)
     return {"throttle_time_ms": 0, "groups": out}
 
@@ -160,5 +185,6 @@ async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
 async def delete_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
     gc = coordinator(ctx.broker)
     return {"throttle_time_ms": 0,
-            "results": [{"group_id": gid, "error_code": gc.delete_group(gid)}
+            "results": [{"group_id": gid, "error_code": gc.delete_group(gid)
+                         if authorize_group(ctx, "DELETE", gid) else ErrorCode.GROUP_AUTHORIZATION_FAILED}
                         for gid in req.groups_names]}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.security.authz import authorize_any_topic, authorize_cluster
 from jocko_py.broker.topics import TopicError
 from jocko_py.protocol.errors import ErrorCode
 
@@ -22,6 +23,9 @@ MAX_EPOCH = 32766
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if req.transactional_id is not None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
+                "producer_id": -1, "producer_epoch": -1}
+    if not (authorize_cluster(ctx, "IDEMPOTENT_WRITE") or authorize_any_topic(ctx, "WRITE")):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
     if ctx.version >= 3 and req.producer_id >= 0 and 0 <= req.producer_epoch < MAX_EPOCH:
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": req.producer_id,

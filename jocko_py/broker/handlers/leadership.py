@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.security.authz import authorize_cluster
 from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
 from jocko_py.cluster.quorum import NotControllerError
 from jocko_py.protocol.errors import ErrorCode
@@ -41,6 +42,9 @@ async def _forward(ctx: RequestContext, key: int, req: Any, error_body: dict[str
 async def elect_leaders(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     image = broker.topics.image
+    if not authorize_cluster(ctx, "ALTER"):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "replica_election_results": []}
     if req.topic_partitions is None:
         wanted = [(n, p) for n, t in sorted(image.topics.items()) for p in sorted(t.partitions)]
     else:
@@ -67,6 +71,9 @@ async def elect_leaders(ctx: RequestContext, req: Any) -> dict[str, Any]:
 @api(45, 0, 0)
 async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
+    if not authorize_cluster(ctx, "ALTER"):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
+                "responses": []}
     if not broker.quorum.is_active_controller():
         return await _forward(ctx, 45, req, {
             "throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
@@ -90,6 +97,9 @@ async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> dict[s
 @api(46, 0, 0)
 async def list_partition_reassignments(ctx: RequestContext, req: Any) -> dict[str, Any]:
     image = ctx.broker.topics.image
+    if not authorize_cluster(ctx, "DESCRIBE"):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
+                "topics": []}
     wanted: dict[str, set[int] | None] = {}
     if req.topics is None:
         wanted = {n: None for n in image.topics}

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.security.authz import denied_topics
 from jocko_py.protocol.errors import ErrorCode
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
@@ -24,13 +25,16 @@ EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     replicas = ctx.broker.replicas
     topics = []
+    denied = denied_topics(ctx, "DESCRIBE", (t.name for t in req.topics))
     for t in req.topics:
         parts = []
         for rp in t.partitions:
             out: dict[str, Any] = {"partition_index": rp.partition_index, "error_code": 0,
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1}
             p, err = replicas.get_partition_or_error(t.name, rp.partition_index)
-            if p is None:
+            if t.name in denied:
+                out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif p is None:
                 out["error_code"] = err
             elif epoch_error := p.check_leader_epoch(rp.current_leader_epoch):
                 out["error_code"] = epoch_error

@@ -5,8 +5,10 @@ partitions (leader, leader epoch, replicas, ISR). A null topic list (or an empty
 one in v0) means all topics; v10+ may name topics by id. Unknown topics are
 created with `num.partitions` when `auto.create.topics.enable` is true and the
 request allows it (v4+), and returned at once with their partitions. Illegal
-names get INVALID_TOPIC_EXCEPTION. Authorized operations are not computed
-(reported as Kafka's "not requested" value).
+names get INVALID_TOPIC_EXCEPTION. With an authorizer, topics the principal may not
+DESCRIBE are left out of an all-topics answer and get TOPIC_AUTHORIZATION_FAILED
+when named; auto-creation needs CREATE (cluster or topic), else
+UNKNOWN_TOPIC_OR_PARTITION. Authorized operations (v8+) are filled in when asked.
 """
 
 from __future__ import annotations
@@ -15,6 +17,14 @@ import uuid
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.security.authz import (
+    CLUSTER,
+    CLUSTER_NAME,
+    TOPIC,
+    authorized_operations,
+    denied_topics,
+    may_create_topic,
+)
 from jocko_py.broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
 from jocko_py.cluster.metadata import TopicImage
 from jocko_py.protocol.errors import ErrorCode
@@ -59,8 +69,11 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics_out = []
     requested = req.topics
     if requested is None or (ctx.version == 0 and not requested):
-        topics_out = [topic_entry(t, live) for _, t in sorted(image.topics.items())]
+        hidden = denied_topics(ctx, "DESCRIBE", image.topics)
+        topics_out = [topic_entry(t, live) for _, t in sorted(image.topics.items())
+                      if t.name not in hidden]
     else:
+        denied = denied_topics(ctx, "DESCRIBE", (rt.name or "" for rt in requested))
         auto = broker.config.auto_create_topics and (ctx.version < 4 or req.allow_auto_topic_creation)
         for rt in requested:
             name = rt.name
@@ -70,6 +83,9 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                     topic_entry(t, live) if t else
                     error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, rt.topic_id))
                 continue
+            if name in denied:
+                topics_out.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             t = image.topics.get(name)
             if t is None:
                 try:
@@ -77,7 +93,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 except TopicError as e:
                     topics_out.append(error_entry(name, e.code))
                     continue
-                if auto and name not in INTERNAL_TOPICS:
+                if auto and name not in INTERNAL_TOPICS and may_create_topic(ctx, name):
                     try:
                         await broker.topics.create_topic(
                             name, broker.config.num_partitions,
@@ -92,15 +108,25 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 topics_out.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
                 topics_out.append(topic_entry(t, live))
-    brokers = [
-        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-        for _, b in sorted(image.brokers.items()) if not b.fenced
-    ]
+    brokers = []
+    for _, b in sorted(image.brokers.items()):
+        addr = None if b.fenced else ctx.address_of(b)
+        if addr is not None:
+            brokers.append({"node_id": b.broker_id, "host": addr[0], "port": addr[1],
+                            "rack": b.rack})
+    if ctx.version >= 8 and req.include_topic_authorized_operations:
+        for entry in topics_out:
+            if not entry["error_code"]:
+                entry["topic_authorized_operations"] = authorized_operations(
+                    ctx, TOPIC, entry["name"])
+    cluster_ops = AUTHORIZED_OPS_NOT_REQUESTED
+    if 8 <= ctx.version <= 10 and req.include_cluster_authorized_operations:
+        cluster_ops = authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
     return {
         "throttle_time_ms": 0,
         "brokers": brokers,
         "cluster_id": broker.cluster_id,
         "controller_id": broker.controller_id,
         "topics": topics_out,
-        "cluster_authorized_operations": AUTHORIZED_OPS_NOT_REQUESTED,
+        "cluster_authorized_operations": cluster_ops,
     }

@@ -15,19 +15,26 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.security.authz import authorize_cluster, denied_topics
+from jocko_py.protocol.errors import ErrorCode
 
 
 @api(23, 2, 4)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     replicas = ctx.broker.replicas
     topics = []
+    names = [t.topic for t in req.topics]
+    denied = (set() if authorize_cluster(ctx, "CLUSTER_ACTION") else set(names)) \
+        if req.replica_id >= 0 else denied_topics(ctx, "DESCRIBE", names)
     for t in req.topics:
         parts = []
         for rp in t.partitions:
             out: dict[str, Any] = {"error_code": 0, "partition": rp.partition,
                                    "leader_epoch": -1, "end_offset": -1}
             p, err = replicas.get_partition_or_error(t.topic, rp.partition)
-            if p is None:
+            if t.topic in denied:
+                out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif p is None:
                 out["error_code"] = err
             elif epoch_error := p.check_leader_epoch(rp.current_leader_epoch):
                 out["error_code"] = epoch_error

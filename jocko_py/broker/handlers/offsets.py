@@ -23,6 +23,7 @@ from typing import Any
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.group import coordinator
 from jocko_py.broker.group.coordinator import CommitRequest
+from jocko_py.broker.security.authz import authorize_group, denied_topics
 from jocko_py.protocol.errors import ErrorCode
 
 
@@ -37,10 +38,18 @@ async def offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
     results: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], CommitRequest] = {}
     order: list[tuple[str, int]] = []
+    group_ok = authorize_group(ctx, "READ", req.group_id)
+    denied = denied_topics(ctx, "READ", (t.name for t in req.topics))
     for t in req.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             order.append(tp)
+            if not group_ok:
+                results[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+                continue
+            if t.name in denied:
+                results[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not _partition_exists(ctx, *tp):
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -76,19 +85,27 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
                  ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     wanted = None if topics is None else [
         (t.name, p) for t in topics for p in t.partition_indexes]
+    if not authorize_group(ctx, "DESCRIBE", group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     err, offsets = coordinator(ctx.broker).fetch_offsets(group_id, wanted, member)
+    # topics the principal may not describe: left out of "all", an error when named
+    denied = denied_topics(ctx, "DESCRIBE", (tp[0] for tp in offsets))
     if err != ErrorCode.NONE:
         if wanted is None:
             return err, []
         offsets = {tp: None for tp in wanted}
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, part), om in offsets.items():
+        if topic in denied:
+            if wanted is None:
+                continue
+            om = None
         by_topic.setdefault(topic, []).append({
             "partition_index": part,
             "committed_offset": om.offset if om else -1,
             "committed_leader_epoch": om.leader_epoch if om else -1,
             "metadata": om.metadata if om else "",
-            "error_code": 0,
+            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED if topic in denied else 0,
         })
     return err, [{"name": n, "partitions": ps} for n, ps in by_topic.items()]
 
@@ -116,11 +133,17 @@ async def offset_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
     results: dict[tuple[str, int], ErrorCode] = {}
     wanted: list[tuple[str, int]] = []
     order: list[tuple[str, int]] = []
+    if not authorize_group(ctx, "DELETE", req.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0,
+                "topics": []}
+    denied = denied_topics(ctx, "READ", (t.name for t in req.topics))
     for t in req.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             order.append(tp)
-            if _partition_exists(ctx, *tp):
+            if t.name in denied:
+                results[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif _partition_exists(ctx, *tp):
                 wanted.append(tp)
             else:
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -21,6 +21,7 @@ from typing import Any
 from jocko_py.broker.api import NO_RESPONSE, NoResponse, RequestContext, api
 from jocko_py.broker.leader_discovery import LEADER_HINT_ERRORS, current_leader, node_endpoints
 from jocko_py.broker.partition import AppendResult
+from jocko_py.broker.security.authz import authorize_topic
 from jocko_py.broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
 from jocko_py.protocol.errors import ErrorCode, ProtocolError
 
@@ -67,7 +68,10 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
             # closed connection (as Kafka does)
             raise ProtocolError(f"acks=0 produce failed {failed}; closing the connection")
         return NO_RESPONSE
-    out: dict[str, Any] = {"responses": results, "throttle_time_ms": 0}
+    throttle = ctx.broker.security.throttle(
+        ctx.session, ctx.header.client_id, "producer_byte_rate",
+        sum(len(e[2]) for e in entries)) if ctx.broker.security.quotas_set() else 0
+    out: dict[str, Any] = {"responses": results, "throttle_time_ms": throttle}
     if ctx.version >= 10:
         image = ctx.broker.topics.image
         leaders = []
@@ -88,6 +92,8 @@ def _precheck(ctx: RequestContext, topic: str, data: Any, acks: int) -> AppendRe
                             message="Produce v0-2 are not supported")
     if acks not in (-1, 0, 1):
         return AppendResult(ErrorCode.INVALID_REQUIRED_ACKS)
+    if not authorize_topic(ctx, "WRITE", topic):
+        return AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if ctx.broker.replicas.get(topic, 0) is None and topic not in ctx.broker.topics.image.topics:
         try:
             validate_topic_name(topic)

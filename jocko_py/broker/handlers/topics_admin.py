@@ -16,6 +16,7 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.handlers.configs import describe_topic_configs, validate_topic_configs
+from jocko_py.broker.security.authz import authorize_topic, may_create_topic
 from jocko_py.broker.topics import FORWARD_CLIENT_ID, INTERNAL_TOPICS, TopicError
 from jocko_py.protocol.errors import ErrorCode
 
@@ -36,6 +37,8 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  f"Duplicate topic name {t.name} in the request")
             seen.add(t.name)
+            if not may_create_topic(ctx, t.name):
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if t.assignments:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  "Manual replica assignment is not supported")
@@ -82,6 +85,8 @@ async def delete_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
                     raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, "Topic id not found")
                 name = ti.name
                 entry["name"] = name
+            if not authorize_topic(ctx, "DELETE", name):
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if not broker.config.bool("delete.topic.enable"):
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED,
                                  "Topic deletion is disabled.")
@@ -103,6 +108,8 @@ async def create_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for t in req.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:
+            if not authorize_topic(ctx, "ALTER", t.name):
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if t.assignments:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  "Manual replica assignment is not supported")

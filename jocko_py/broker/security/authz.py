@@ -1,0 +1,178 @@
+"""ACL authorization, Kafka's StandardAuthorizer rules, over the ACLs in the
+metadata image (AccessControlEntryRecord).
+
+Enabled by `authorizer.class.name` (Kafka's
+`org.apache.kafka.metadata.authorizer.StandardAuthorizer`, or
+`kafka.security.authorizer.AclAuthorizer`, or `jocko`); empty (the default) lets
+every principal do everything, as Kafka without an authorizer. Rules, in order:
+
+1. a principal in `super.users` (`User:a;User:b`) may do everything;
+2. an ACL matches a request when its resource type is the resource's, its pattern
+   matches the name (LITERAL: equal, or the wildcard `*`; PREFIXED: a prefix of
+   the name), its principal is the request's or `User:*`, its host is the
+   client's or `*`;
+3. a matching DENY for the operation (or ALL) wins over everything;
+4. a matching ALLOW for the operation, ALL, or one that implies it (READ, WRITE,
+   DELETE, ALTER imply DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS) allows;
+5. with no ACL at all on the resource, `allow.everyone.if.no.acl.found` (false)
+   decides; otherwise the request is denied.
+
+Handlers call `authorize(ctx, op, resource_type, name)` (or the `authorize_*`
+shorthands) and answer Kafka's error code themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jocko_py.cluster.metadata import AccessControlEntryRecord, MetadataImage
+
+if TYPE_CHECKING:
+    from jocko_py.broker.api import RequestContext
+
+# Kafka's ResourceType, PatternType, AclOperation and AclPermissionType codes
+RESOURCE_TYPES = {"UNKNOWN": 0, "ANY": 1, "TOPIC": 2, "GROUP": 3, "CLUSTER": 4,
+                  "TRANSACTIONAL_ID": 5, "DELEGATION_TOKEN": 6, "USER": 7}
+PATTERN_TYPES = {"UNKNOWN": 0, "ANY": 1, "MATCH": 2, "LITERAL": 3, "PREFIXED": 4}
+OPERATIONS = {"UNKNOWN": 0, "ANY": 1, "ALL": 2, "READ": 3, "WRITE": 4, "CREATE": 5,
+              "DELETE": 6, "ALTER": 7, "DESCRIBE": 8, "CLUSTER_ACTION": 9,
+              "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11, "IDEMPOTENT_WRITE": 12,
+              "CREATE_TOKENS": 13, "DESCRIBE_TOKENS": 14}
+PERMISSIONS = {"UNKNOWN": 0, "ANY": 1, "DENY": 2, "ALLOW": 3}
+TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = 2, 3, 4, 5
+LITERAL, PREFIXED = 3, 4
+ALL, DENY, ALLOW = 2, 2, 3
+WILDCARD = "*"
+CLUSTER_NAME = "kafka-cluster"
+AUTHORIZER_NAMES = frozenset({
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer", "jocko"})
+_IMPLIES = {OPERATIONS["DESCRIBE"]: {3, 4, 6, 7}, OPERATIONS["DESCRIBE_CONFIGS"]: {11}}
+# the operations each resource type supports (Kafka's, for authorized_operations bitfields)
+RESOURCE_OPS = {
+    TOPIC: (3, 4, 5, 6, 7, 8, 10, 11),
+    GROUP: (3, 6, 8),
+    CLUSTER: (5, 7, 8, 9, 10, 11, 12),
+    TRANSACTIONAL_ID: (4, 8),
+}
+
+
+@dataclass(frozen=True)
+class Acl:
+    resource_type: int
+    name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission: int
+
+    @classmethod
+    def of(cls, r: AccessControlEntryRecord) -> Acl:
+        return cls(r.resource_type, r.resource_name, r.pattern_type, r.principal, r.host,
+                   r.operation, r.permission_type)
+
+
+class Authorizer:
+    def __init__(self, image: Callable[[], MetadataImage], super_users: Iterable[str],
+                 allow_if_no_acl: bool) -> None:
+        self._image = image
+        self.super_users = frozenset(super_users)
+        self.allow_if_no_acl = allow_if_no_acl
+        self._version = -1
+        self._by_type: dict[int, list[Acl]] = {}
+
+    def _acls(self, resource_type: int) -> list[Acl]:
+        img = self._image()
+        if img.acls_version != self._version or not self._by_type and img.acls:
+            by: dict[int, list[Acl]] = {}
+            for r in img.acls.values():
+                by.setdefault(r.resource_type, []).append(Acl.of(r))
+            self._by_type, self._version = by, img.acls_version
+        return self._by_type.get(resource_type, [])
+
+    def authorize(self, principal: str, host: str, op: int, resource_type: int,
+                  name: str) -> bool:
+        if principal in self.super_users:
+            return True
+        matching = [a for a in self._acls(resource_type)
+                    if (a.name == name or a.name == WILDCARD) if a.pattern_type == LITERAL
+                    ] + [a for a in self._acls(resource_type)
+                         if a.pattern_type == PREFIXED and name.startswith(a.name)]
+        if not matching:
+            return self.allow_if_no_acl
+        mine = [a for a in matching if a.principal in (principal, "User:*")
+                and a.host in (host, WILDCARD)]
+        if any(a.permission == DENY and a.operation in (op, ALL) for a in mine):
+            return False
+        implied = _IMPLIES.get(op, set())
+        return any(a.permission == ALLOW and (a.operation in (op, ALL) or a.operation in implied)
+                   for a in mine)
+
+    def authorized_operations(self, principal: str, host: str, resource_type: int,
+                              name: str) -> int:
+        """Kafka's bitfield of the operations allowed on a resource (bit = op code)."""
+        bits = 0
+        for op in RESOURCE_OPS.get(resource_type, ()):
+            if self.authorize(principal, host, op, resource_type, name):
+                bits |= 1 << op
+        return bits
+
+
+def authorize(ctx: RequestContext, op: str, resource_type: int, name: str) -> bool:
+    """May this request's principal do ``op`` on the resource? (True without an
+    authorizer, or for in-process callers without a session.)"""
+    az = ctx.broker.security.authorizer
+    s = ctx.session
+    if az is None or s is None:
+        return True
+    return az.authorize(s.principal, s.client_host, OPERATIONS[op], resource_type, name)
+
+
+def authorize_topic(ctx: RequestContext, op: str, topic: str) -> bool:
+    return authorize(ctx, op, TOPIC, topic)
+
+
+def authorize_group(ctx: RequestContext, op: str, group: str) -> bool:
+    return authorize(ctx, op, GROUP, group)
+
+
+def authorize_cluster(ctx: RequestContext, op: str) -> bool:
+    return authorize(ctx, op, CLUSTER, CLUSTER_NAME)
+
+
+def authorized_operations(ctx: RequestContext, resource_type: int, name: str) -> int:
+    """The authorized-operations bitfield a response reports when asked."""
+    az = ctx.broker.security.authorizer
+    s = ctx.session
+    if az is None or s is None:
+        return sum(1 << op for op in RESOURCE_OPS.get(resource_type, ()))
+    return az.authorized_operations(s.principal, s.client_host, resource_type, name)
+
+
+def denied_topics(ctx: RequestContext, op: str, topics: Iterable[str]) -> set[str]:
+    """The topics among ``topics`` this request may not ``op`` (empty without an
+    authorizer: the common case costs one attribute lookup)."""
+    if ctx.broker.security.authorizer is None or ctx.session is None:
+        return set()
+    return {t for t in set(topics) if not authorize(ctx, op, TOPIC, t)}
+
+
+def may_create_topic(ctx: RequestContext, topic: str) -> bool:
+    """CREATE on the cluster or on the topic (Kafka's rule for topic creation)."""
+    return authorize_cluster(ctx, "CREATE") or authorize_topic(ctx, "CREATE", topic)
+
+
+def authorize_any_topic(ctx: RequestContext, op: str) -> bool:
+    """Kafka's authorizeByResourceType (KIP-679): may the principal ``op`` some topic
+    (an ALLOW ACL for it on any topic pattern)? Used for idempotent producers."""
+    az = ctx.broker.security.authorizer
+    s = ctx.session
+    if az is None or s is None or s.principal in az.super_users:
+        return True
+    code = OPERATIONS[op]
+    return any(a.permission == ALLOW and a.operation in (code, ALL)
+               and a.principal in (s.principal, "User:*") and a.host in (s.client_host, WILDCARD)
+               for a in az._acls(TOPIC))

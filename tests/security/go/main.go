@@ -1,0 +1,234 @@
+// gosec: a Go client over TLS and SASL against a secured listener: produce five records
+// to partition 0 of -topic, read them back, print the values one per line. Exit status 1
+// (and the error on stderr) on any failure. -lib franz (PLAIN, SCRAM-SHA-256/512),
+// sarama or kafkago (PLAIN: their SCRAM needs a module this test set-up does not fetch).
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/segmentio/kafka-go"
+	ksasl "github.com/segmentio/kafka-go/sasl"
+	kplain "github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "FAILED:", err)
+	os.Exit(1)
+}
+
+func main() {
+	brokers := flag.String("brokers", "127.0.0.1:9092", "bootstrap servers, comma separated")
+	topic := flag.String("topic", "", "topic")
+	ca := flag.String("ca", "", "PEM CA file: use TLS")
+	cert := flag.String("cert", "", "PEM client certificate (mTLS)")
+	key := flag.String("key", "", "PEM client key (mTLS)")
+	mech := flag.String("mechanism", "", "PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512")
+	user := flag.String("user", "", "SASL user")
+	password := flag.String("password", "", "SASL password")
+	timeout := flag.Duration("timeout", 30*time.Second, "upper bound on the whole run")
+	lib := flag.String("lib", "franz", "franz | sarama | kafkago")
+	flag.Parse()
+	tlsCfg := tlsConfig(*ca, *cert, *key)
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	switch *lib {
+	case "franz":
+		franz(ctx, *brokers, *topic, tlsCfg, *mech, *user, *password)
+	case "sarama":
+		saramaRun(ctx, *brokers, *topic, tlsCfg, *mech, *user, *password)
+	case "kafkago":
+		kafkagoRun(ctx, *brokers, *topic, tlsCfg, *mech, *user, *password)
+	default:
+		fail(fmt.Errorf("unknown -lib %q", *lib))
+	}
+}
+
+func tlsConfig(ca, cert, key string) *tls.Config {
+	if ca == "" {
+		return nil
+	}
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		fail(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			fail(err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg
+}
+
+func franz(ctx context.Context, brokers, topic string, tlsCfg *tls.Config, mech, user,
+	password string) {
+
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ClientID("jocko-gosec"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic),
+		kgo.AllowAutoTopicCreation(),
+	}
+	if tlsCfg != nil {
+		opts = append(opts, kgo.Dialer((&tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second},
+			Config: tlsCfg}).DialContext))
+	}
+	var m sasl.Mechanism
+	switch mech {
+	case "":
+	case "PLAIN":
+		m = plain.Auth{User: user, Pass: password}.AsMechanism()
+	case "SCRAM-SHA-256":
+		m = scram.Auth{User: user, Pass: password}.AsSha256Mechanism()
+	case "SCRAM-SHA-512":
+		m = scram.Auth{User: user, Pass: password}.AsSha512Mechanism()
+	default:
+		fail(fmt.Errorf("unknown mechanism %q", mech))
+	}
+	if m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		fail(err)
+	}
+	for i := 0; i < 5; i++ {
+		r := &kgo.Record{Value: []byte(fmt.Sprintf("v%d", i)), Partition: 0}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			fail(err)
+		}
+	}
+	cl.Close()
+	cl, err = kgo.NewClient(append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		topic: {0: kgo.NewOffset().AtStart()}}))...)
+	if err != nil {
+		fail(err)
+	}
+	defer cl.Close()
+	var got []string
+	for len(got) < 5 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			fail(fmt.Errorf("read %d of 5 records: %w", len(got), err))
+		}
+		fs.EachError(func(t string, p int32, err error) { fail(err) })
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	fmt.Println(strings.Join(got, "\n"))
+}
+
+func saramaRun(ctx context.Context, brokers, topic string, tlsCfg *tls.Config, mech, user,
+	password string) {
+	c := sarama.NewConfig()
+	c.ClientID = "jocko-gosec-sarama"
+	c.Producer.Return.Successes = true
+	c.Producer.Partitioner = sarama.NewManualPartitioner
+	if tlsCfg != nil {
+		c.Net.TLS.Enable, c.Net.TLS.Config = true, tlsCfg
+	}
+	switch mech {
+	case "":
+	case "PLAIN":
+		c.Net.SASL.Enable, c.Net.SASL.Mechanism = true, sarama.SASLTypePlaintext
+		c.Net.SASL.User, c.Net.SASL.Password = user, password
+	default:
+		fail(fmt.Errorf("sarama: mechanism %q not wired here", mech))
+	}
+	addrs := strings.Split(brokers, ",")
+	p, err := sarama.NewSyncProducer(addrs, c)
+	if err != nil {
+		fail(err)
+	}
+	for i := 0; i < 5; i++ {
+		msg := &sarama.ProducerMessage{Topic: topic, Partition: 0,
+			Value: sarama.StringEncoder(fmt.Sprintf("v%d", i))}
+		if _, _, err := p.SendMessage(msg); err != nil {
+			fail(err)
+		}
+	}
+	p.Close()
+	consumer, err := sarama.NewConsumer(addrs, c)
+	if err != nil {
+		fail(err)
+	}
+	defer consumer.Close()
+	pc, err := consumer.ConsumePartition(topic, 0, sarama.OffsetOldest)
+	if err != nil {
+		fail(err)
+	}
+	defer pc.Close()
+	var got []string
+	for len(got) < 5 {
+		select {
+		case m := <-pc.Messages():
+			got = append(got, string(m.Value))
+		case err := <-pc.Errors():
+			fail(err)
+		case <-ctx.Done():
+			fail(fmt.Errorf("read %d of 5 records: %w", len(got), ctx.Err()))
+		}
+	}
+	fmt.Println(strings.Join(got, "\n"))
+}
+
+func kafkagoRun(ctx context.Context, brokers, topic string, tlsCfg *tls.Config, mech, user,
+	password string) {
+	var mechanism ksasl.Mechanism
+	switch mech {
+	case "":
+	case "PLAIN":
+		mechanism = kplain.Mechanism{Username: user, Password: password}
+	default:
+		fail(fmt.Errorf("kafka-go: mechanism %q not wired here", mech))
+	}
+	addrs := strings.Split(brokers, ",")
+	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, Balancer: &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll, BatchTimeout: 10 * time.Millisecond,
+		AllowAutoTopicCreation: true,
+		Transport:              &kafka.Transport{TLS: tlsCfg, SASL: mechanism}}
+	var msgs []kafka.Message
+	for i := 0; i < 5; i++ {
+		msgs = append(msgs, kafka.Message{Key: []byte("k"), Value: []byte(fmt.Sprintf("v%d", i))})
+	}
+	var err error
+	for attempt := 0; attempt < 20; attempt++ { // the first write may race topic creation
+		if err = w.WriteMessages(ctx, msgs...); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		fail(err)
+	}
+	w.Close()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: topic, Partition: 0,
+		MaxWait: 500 * time.Millisecond,
+		Dialer:  &kafka.Dialer{Timeout: 10 * time.Second, TLS: tlsCfg, SASLMechanism: mechanism}})
+	defer r.Close()
+	var got []string
+	for len(got) < 5 {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			fail(fmt.Errorf("read %d of 5 records: %w", len(got), err))
+		}
+		got = append(got, string(m.Value))
+	}
+	fmt.Println(strings.Join(got, "\n"))
+}
