@@ -126,9 +126,20 @@ _STATIC: list[tuple[str, str, str | None]] = [
     ("transactional.id.expiration.ms", "INT", "604800000"),
 ]
 
+def _guess_type(value: str) -> str:
+    if value in ("true", "false"):
+        return "BOOLEAN"
+    if value.lstrip("-").isdigit():
+        return "INT" if -2**31 <= int(value) < 2**31 else "LONG"
+    return "STRING"
+
+
 #: Every broker config this broker knows, by name.
 BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
     d.name: d for d in [
+        # every other setting the broker reads with a default (config.DEFAULTS: groups,
+        # security, metrics, ...), typed from its default value
+        *(BrokerConfigDef(n, _guess_type(v), v) for n, v in DEFAULTS.items()),
         # the default is what this broker uses when nothing is set (config.DEFAULTS)
         *(BrokerConfigDef(n, t, DEFAULTS.get(n, v)) for n, t, v in _STATIC),
         *_log_defaults(),
