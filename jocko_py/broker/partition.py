@@ -76,6 +76,8 @@ class ReadResult:
     log_start_offset: int = -1
     records: bytes | memoryview | None = None
     diverging_epoch: tuple[int, int] | None = None
+    # read_committed: (producer id, first offset) of the aborted transactions in range
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 @dataclass(slots=True)
@@ -398,18 +400,35 @@ class Partition:
 
     # ------------------------------------------------------------------ reads
 
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: below the first offset of any transaction not yet complete (and
+        replicated), never past the HW."""
+        return self.log.last_stable_offset(self.high_watermark)
+
     def read(self, offset: int, max_bytes: int, *, upper: int, min_one: bool) -> ReadResult:
         hw = self.high_watermark
+        lso = self.last_stable_offset
         try:
             info = self.log.read(offset, max_bytes, max_offset=upper, min_one_batch=min_one)
         except OffsetOutOfRangeError:
             return ReadResult(
-                ErrorCode.OFFSET_OUT_OF_RANGE, hw, hw, self.log.log_start_offset, None
+                ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, self.log.log_start_offset, None
             )
         except KafkaStorageError as e:
             self.on_storage_error(str(e))
-            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, hw, self.log.log_start_offset)
-        return ReadResult(ErrorCode.NONE, hw, hw, self.log.log_start_offset, info.records)
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, self.log.log_start_offset)
+        return ReadResult(ErrorCode.NONE, hw, lso, self.log.log_start_offset, info.records)
+
+    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool) -> ReadResult:
+        """A read_committed consumer's read: up to the LSO, with the aborted
+        transactions that overlap it (the consumer drops their records)."""
+        lso = self.last_stable_offset
+        r = self.read(offset, max_bytes, upper=lso, min_one=min_one)
+        if r.error == ErrorCode.NONE:
+            r.aborted_transactions = [] if not r.records else [
+                (a.producer_id, a.first_offset) for a in self.log.collect_aborted(offset, lso)]
+        return r
 
     def read_for_follower(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
                           last_fetched_epoch: int, max_bytes: int, now: int, *,

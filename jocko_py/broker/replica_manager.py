@@ -354,6 +354,8 @@ class ReplicaManager:
                     self._send_isr_change(p, eff.isr_change)
                 assert eff.result is not None
                 r = eff.result
+            elif params.isolation_level == 1:  # read_committed: up to the LSO
+                r = p.read_committed(fp.fetch_offset, limit, min_one=total == 0)
             else:
                 r = p.read(fp.fetch_offset, limit, upper=p.high_watermark, min_one=total == 0)
             out.append(r)
