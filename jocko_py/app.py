@@ -218,6 +218,9 @@ async def run_broker(config: BrokerConfig) -> int:
                 t.cancel()
     finally:
         await server.stop()
+        txn = broker.services.get("transactions")
+        if txn is not None:
+            await txn.close()  # marker tasks and their inter-broker channels
         await broker.replicas.shutdown_fetchers()
         await broker.topics.close()
         await quorum.close()

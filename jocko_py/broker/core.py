@@ -50,8 +50,10 @@ class Broker:
         """Load the logs (before any metadata delta is published) and the services."""
         self.replicas.start(self.quorum.image)
         from jocko_py.broker.group import install as install_groups
+        from jocko_py.broker.txn import install as install_transactions
 
         install_groups(self)
+        install_transactions(self)
 
     @property
     def controller_id(self) -> int:

@@ -275,10 +275,9 @@ class Partition:
                 ErrorCode.MESSAGE_TOO_LARGE,
                 message=f"batch of {h.size} bytes exceeds max.message.bytes={max_message_bytes}",
             )
-        if h.is_transactional:
-            return AppendResult(
-                ErrorCode.INVALID_TXN_STATE, message="transactions are not supported"
-            )
+        if h.is_transactional and h.producer_id < 0:
+            return AppendResult(ErrorCode.INVALID_RECORD,
+                                message="a transactional batch needs a producer id")
         producers = self.log.producer_state
         check = producers.check(h)
         if check.error != ErrorCode.NONE:

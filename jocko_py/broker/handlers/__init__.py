@@ -22,6 +22,11 @@ MODULES = [
     "offset_for_leader_epoch",
     "describe_quorum",
     "leadership",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "write_txn_markers",
+    "txn_offset_commit",
 ]
 
 

@@ -60,8 +60,9 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 "high_watermark": r.high_watermark,
                 "last_stable_offset": r.last_stable_offset,
                 "log_start_offset": r.log_start_offset,
-                "aborted_transactions": None if ctx.version < 4 else
-                (r.aborted_transactions or []),
+                "aborted_transactions": None if ctx.version < 4 else [
+                    {"producer_id": pid, "first_offset": first}
+                    for pid, first in r.aborted_transactions or ()],
                 "preferred_read_replica": -1,
                 # never null, errors included: Kafka sends empty records, and librdkafka
                 # rejects a null record set as a parse failure of the whole response

@@ -9,8 +9,11 @@ fetched it), failing with NOT_ENOUGH_REPLICAS when the ISR is below
 `min.insync.replicas` before the append and NOT_ENOUGH_REPLICAS_AFTER_APPEND when
 it shrank meanwhile. A partition this broker does not lead gets
 NOT_LEADER_OR_FOLLOWER. The handler only translates: `ReplicaManager.append_records`
-decides. Transactional produce is not supported
-(INVALID_TXN_STATE). Internal topics cannot be written by clients.
+decides. Transactional batches are appended like idempotent ones (the partition's
+producer state opens the producer's transaction; a plain batch inside it gets
+INVALID_TXN_STATE); KIP-890 verification that the partition was added to the
+transaction is not implemented (v12+ is not served). Internal topics cannot be
+written by clients.
 """
 
 from __future__ import annotations
