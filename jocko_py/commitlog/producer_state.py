@@ -166,6 +166,10 @@ class ProducerStateManager:
                 first = t.first_offset
         return first
 
+    def first_open_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (the cleaner stops there)."""
+        return min(self.ongoing.values(), default=None)
+
     def last_stable_offset(self, high_watermark: int) -> int:
         first = self.first_unstable_offset(high_watermark)
         return high_watermark if first is None else min(first, high_watermark)

@@ -170,3 +170,47 @@ def test_snapshot_without_txn_fields_loads(tmp_path: Path) -> None:
     assert ps.load(p) == 3
     assert ps.producers[1].txn_first_offset == -1
     assert ps.ongoing == {}
+
+
+def _values(lg: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    from jocko_py.protocol.records import decode_records, iter_batches
+    out = []
+    data = bytes(lg.read(0, 1 << 20).records)
+    for seg in lg.segments[1:]:
+        data += bytes(lg.read(seg.base_offset, 1 << 20).records)
+    for pos, h in iter_batches(data, validate_crc=False):
+        if h.is_control:
+            continue
+        for r in decode_records(data[pos:pos + h.size], h):
+            out.append((r.offset, r.key, r.value))
+    return out
+
+
+def test_compaction_ignores_aborted_records_and_stops_at_open_transactions(
+        tmp_path: Path) -> None:
+    from jocko_py.commitlog.cleaner import clean_log
+    from jocko_py.protocol.records import NewRecord, build_batch
+
+    def rec(key: bytes, value: bytes, **kw: object) -> bytes:
+        return build_batch([NewRecord(key, value, (), NOW)], **kw)  # type: ignore[arg-type]
+
+    cfg = LogConfig(cleanup_policy="compact", segment_bytes=10_000)
+    lg = Log.open(tmp_path / "c-0", cfg)
+    lg.append(rec(b"k", b"committed"), 0, now_ms=NOW)                       # 0
+    lg.append(rec(b"k", b"aborted", producer_id=5, producer_epoch=0, base_sequence=0,
+                  is_transactional=True), 0, now_ms=NOW)                     # 1
+    lg.append(marker(5, ControlType.ABORT), 0, now_ms=NOW)                   # 2
+    lg.append(rec(b"j", b"open", producer_id=6, producer_epoch=0, base_sequence=0,
+                  is_transactional=True), 0, now_ms=NOW)                     # 3
+    lg.roll()
+    lg.append(rec(b"j", b"later"), 0, now_ms=NOW)                            # 4
+    lg.roll()
+    # producer 6's transaction is open from offset 3: nothing is cleanable at all
+    assert clean_log(lg, NOW, force=True) is None
+    lg.append(marker(6, ControlType.COMMIT), 0, now_ms=NOW)                  # 5
+    lg.roll()
+    stats = clean_log(lg, NOW, force=True)
+    assert stats is not None
+    # the aborted write neither survives nor shadows the committed value of k
+    assert _values(lg) == [(0, b"k", b"committed"), (4, b"j", b"later")]
+    lg.close()
