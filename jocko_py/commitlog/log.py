@@ -648,7 +648,10 @@ class Log:
         return out
 
     def last_stable_offset(self, high_watermark: int) -> int:
-        return self.producer_state.last_stable_offset(high_watermark)
+        """Never below the log start (a transaction whose start was deleted by retention
+        or DeleteRecords must not hold readers before the log), never past the HW."""
+        lso = self.producer_state.last_stable_offset(high_watermark)
+        return max(lso, min(self._log_start_offset, high_watermark))
 
     # --- timestamps --------------------------------------------------------------
 

@@ -214,3 +214,14 @@ def test_compaction_ignores_aborted_records_and_stops_at_open_transactions(
     # the aborted write neither survives nor shadows the committed value of k
     assert _values(lg) == [(0, b"k", b"committed"), (4, b"j", b"later")]
     lg.close()
+
+
+def test_lso_is_never_below_the_log_start(tmp_path: Path) -> None:
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    lg.append(txn_batch(1, 0), 0, now_ms=NOW)                 # 0-1, left open
+    lg.append(batch(2, ts=NOW), 0, now_ms=NOW)                # 2-3
+    assert lg.last_stable_offset(4) == 0
+    lg.delete_records_before(3)
+    assert lg.last_stable_offset(4) == 3
+    assert lg.last_stable_offset(2) == 2                      # and never past the HW
+    lg.close()

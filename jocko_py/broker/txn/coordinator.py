@@ -134,6 +134,9 @@ async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, c
         if check != E.NONE:
             out[tp] = check
             continue
+        if len(p.isr) < p.log.config.min_insync_replicas:
+            out[tp] = E.NOT_ENOUGH_REPLICAS  # as any acks=all write: the coordinator retries
+            continue
         entries.append((tp[0], tp[1], rb.build_control_batch(
             ctype, producer_id=producer_id, producer_epoch=producer_epoch,
             coordinator_epoch=coordinator_epoch, timestamp=ts)))
@@ -249,6 +252,9 @@ class TransactionCoordinator:
             for tid, m in loaded.items():
                 if self.partition_for(tid) == idx:
                     self.txns[tid] = m
+                    old = self._markers.pop(tid, None)
+                    if old is not None:
+                        old.cancel()  # it serves the state before this election
             self.epochs[idx] = p.leader_epoch
             for m in loaded.values():
                 if m.state in PREPARED:
