@@ -132,6 +132,10 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}
         # completed transactions whose marker may still be above the high watermark
         self.unreplicated: list[CompletedTxn] = []
+        # markers seen per producer since this manager was built (in memory only): a
+        # transactional produce verified with the coordinator (KIP-890) is appended
+        # only if no marker ended the transaction meanwhile
+        self.markers_seen: dict[int, int] = {}
 
     def copy(self) -> ProducerStateManager:
         """An independent copy (BatchMeta records are never mutated, so they are shared)."""
@@ -152,6 +156,8 @@ class ProducerStateManager:
 
     def replace_with(self, other: ProducerStateManager) -> None:
         """Take ``other``'s state in place (callers may hold a reference to this one)."""
+        for pid, n in other.markers_seen.items():
+            self.markers_seen[pid] = self.markers_seen.get(pid, 0) + n
         self.producers = other.producers
         self.ongoing = other.ongoing
         self.unreplicated = other.unreplicated
@@ -165,6 +171,17 @@ class ProducerStateManager:
             if first is None or t.first_offset < first:
                 first = t.first_offset
         return first
+
+    def verification_token(self, producer_id: int) -> tuple[int, int, int]:
+        """What must not change while a transactional produce is being verified: the
+        markers seen for the producer, its epoch and its open transaction."""
+        e = self.producers.get(producer_id)
+        return (self.markers_seen.get(producer_id, 0), e.epoch if e is not None else -1,
+                e.txn_first_offset if e is not None else -1)
+
+    def in_transaction(self, producer_id: int) -> bool:
+        e = self.producers.get(producer_id)
+        return e is not None and e.txn_first_offset >= 0
 
     def first_open_offset(self) -> int | None:
         """The first offset of the oldest open transaction (the cleaner stops there)."""
@@ -256,6 +273,7 @@ class ProducerStateManager:
     def _observe_marker(self, h: RecordBatchHeader, offset: int, entry: ProducerEntry | None,
                         marker: tuple[ControlType, int]) -> CompletedTxn | None:
         pid = h.producer_id
+        self.markers_seen[pid] = self.markers_seen.get(pid, 0) + 1
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(pid, h.producer_epoch)
         elif h.producer_epoch > entry.epoch:

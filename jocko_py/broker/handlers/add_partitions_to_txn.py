@@ -1,13 +1,17 @@
-"""AddPartitionsToTxn (key 24), versions 0-3: a producer adds partitions to its transaction.
+"""AddPartitionsToTxn (key 24), versions 0-4: partitions join a transaction.
 
 Served by the transaction coordinator of the transactional id (see
-`broker/txn/coordinator.py` for the rules). Partitions of unknown topics get
-UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (nothing is
-added); otherwise every partition gets the coordinator's answer. PRODUCER_FENCED
-is INVALID_PRODUCER_EPOCH before v2, as Kafka answers older clients.
+`broker/txn/coordinator.py` for the rules). v0-3 (clients): one transaction;
+partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and the others
+OPERATION_NOT_ATTEMPTED (nothing is added); otherwise every partition gets the
+coordinator's answer. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2, as Kafka
+answers older clients. v4 (brokers, KIP-890 part 1): a batch of transactions, each
+either VerifyOnly (is each partition in the producer's ongoing transaction? nothing
+is written: what a partition leader asks before a transactional produce) or added as
+in v0-3.
 
-Not implemented: v4+ (the batched broker-to-broker form with VerifyOnly, KIP-890
-part 1), so produce requests are not verified against the transaction.
+Not implemented: v5 (TRANSACTION_ABORTABLE); authorisation of v4 callers (there is
+none in this broker).
 """
 
 from __future__ import annotations
@@ -26,22 +30,40 @@ def fenced_as(version: int, first_fenced_version: int, err: ErrorCode) -> ErrorC
     return err
 
 
-@api(24, 0, 3)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    image = ctx.broker.topics.image
-    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
-    unknown = {tp for tp in wanted if image.partition(*tp) is None}
-    if unknown:
-        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
-                  else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted}
-    else:
-        err = await coordinator(ctx.broker).add_partitions(
-            req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
-            req.v3_and_below_producer_epoch, wanted)
-        err = fenced_as(ctx.version, 2, err)
-        errors = {tp: err for tp in wanted}
+def _topic_results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict[str, Any]]:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (t, p), e in errors.items():
         by_topic.setdefault(t, []).append({"partition_index": p, "partition_error_code": e})
-    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
-        {"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]}
+    return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
+
+
+async def _add(ctx: RequestContext, tid: str, pid: int, epoch: int,
+               wanted: list[tuple[str, int]], verify_only: bool
+               ) -> dict[tuple[str, int], ErrorCode]:
+    tc = coordinator(ctx.broker)
+    if verify_only:
+        return tc.verify_local(tid, pid, epoch, wanted)
+    image = ctx.broker.topics.image
+    unknown = {tp for tp in wanted if image.partition(*tp) is None}
+    if unknown:
+        return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
+                else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted}
+    err = fenced_as(ctx.version, 2, await tc.add_partitions(tid, pid, epoch, wanted))
+    return {tp: err for tp in wanted}
+
+
+@api(24, 0, 4)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if ctx.version >= 4:
+        results = []
+        for t in req.transactions:
+            wanted = [(tt.name, p) for tt in t.topics for p in tt.partitions]
+            errors = await _add(ctx, t.transactional_id, t.producer_id, t.producer_epoch,
+                                wanted, t.verify_only)
+            results.append({"transactional_id": t.transactional_id,
+                            "topic_results": _topic_results(errors)})
+        return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
+    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    errors = await _add(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                        req.v3_and_below_producer_epoch, wanted, False)
+    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(errors)}

@@ -32,6 +32,7 @@ def install(broker: Broker) -> TransactionCoordinator:
     tc = TransactionCoordinator(broker)
     broker.replicas.role_listeners.append(tc.on_partition_role)
     broker.services["transactions"] = tc
+    broker.replicas.txn_verifier = tc.verify  # KIP-890 part 1, for transactional produce
 
     async def txn_timer() -> None:
         interval = tc.config.abort_interval_ms / 1000

@@ -43,9 +43,14 @@ Rules (Kafka's TransactionCoordinator, followed here)
   INVALID_TXN_STATE.
 - Every `transaction.abort.timed.out.transaction.cleanup.interval.ms` an Ongoing
   transaction older than its timeout is fenced and aborted as InitProducerId would.
+- Verification (KIP-890 part 1): a partition leader asks (AddPartitionsToTxn v4,
+  VerifyOnly) before the first transactional batch of a producer's transaction on
+  that partition; the answer is NONE only for a partition of the Ongoing transaction
+  of that producer id and epoch (else INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
+  CONCURRENT_TRANSACTIONS while prepared, INVALID_TXN_STATE). Nothing is written.
 - Not implemented: expiry of idle transactional ids (`transactional.id.expiration.ms`),
-  KIP-890 (verification and the epoch bump per transaction), the transaction
-  coordinator's Dead state.
+  KIP-890 part 2 (the epoch bump per transaction), the transaction coordinator's
+  Dead state.
 """
 
 from __future__ import annotations
@@ -84,6 +89,16 @@ S = TxnState
 MAX_EPOCH = 32766  # Short.MaxValue - 1: a bump past it takes a fresh producer id
 WRITE_TIMEOUT_S = 10.0
 MARKER_TIMEOUT_S = 10.0
+
+
+VERIFY_TIMEOUT_S = 5.0
+
+
+def _code(value: int) -> ErrorCode:
+    try:
+        return ErrorCode(value)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def now_ms() -> int:
@@ -418,6 +433,66 @@ class TransactionCoordinator:
         new.last_update_ms = now_ms()
         return await self._write(m, new)
 
+    def verify_local(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """KIP-890 part 1 (AddPartitionsToTxn v4 with VerifyOnly): is each partition in
+        the producer's ongoing transaction? Nothing is written."""
+        err = self._error_for(transactional_id)
+        m = self.txns.get(transactional_id)
+        if err is None:
+            if m is None or m.producer_id != producer_id:
+                err = E.INVALID_PRODUCER_ID_MAPPING
+            elif m.producer_epoch != producer_epoch:
+                err = E.PRODUCER_FENCED
+            elif m.state in PREPARED or m.state is S.PREPARE_EPOCH_FENCE:
+                err = E.CONCURRENT_TRANSACTIONS
+        if err is not None or m is None:
+            return {tp: err or E.INVALID_PRODUCER_ID_MAPPING for tp in partitions}
+        ongoing = m.state is S.ONGOING
+        return {tp: E.NONE if ongoing and tp in m.partitions else E.INVALID_TXN_STATE
+                for tp in partitions}
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """The partition leader's side of KIP-890 part 1: ask the coordinator of
+        ``transactional_id`` (this broker, or another over AddPartitionsToTxn v4)."""
+        if not self.topic_exists():
+            return {tp: E.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        leader = self.leader_of(transactional_id)
+        if leader == self.broker.broker_id:
+            return self.verify_local(transactional_id, producer_id, producer_epoch, partitions)
+        ch = self._channel(leader)
+        if ch is None:
+            return {tp: E.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        by_topic: dict[str, list[int]] = {}
+        for t, i in partitions:
+            by_topic.setdefault(t, []).append(i)
+        resp = await ch.request(24, 4, {"transactions": [{
+            "transactional_id": transactional_id, "producer_id": producer_id,
+            "producer_epoch": producer_epoch, "verify_only": True,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}]},
+            VERIFY_TIMEOUT_S)
+        out: dict[tuple[str, int], ErrorCode] = {}
+        if resp.error_code:
+            return {tp: _code(resp.error_code) for tp in partitions}
+        for r in resp.results_by_transaction:
+            for t in r.topic_results:
+                for pr in t.results_by_partition:
+                    out[(t.name, pr.partition_index)] = _code(pr.partition_error_code)
+        return out
+
+    def _channel(self, broker_id: int) -> BrokerChannel | None:
+        b = self.broker.topics.image.brokers.get(broker_id)
+        if b is None or b.fenced:
+            return None
+        ch = self._channels.get(broker_id)
+        if ch is None or (ch.host, ch.port) != (b.host, b.port):
+            if ch is not None:
+                self._spawn(ch.close())
+            ch = self._channels[broker_id] = BrokerChannel(
+                b.host, b.port, f"jocko-txn-coordinator-{self.broker.broker_id}")
+        return ch
+
     def offsets_partition(self, group_id: str) -> tuple[str, int] | None:
         groups = self.broker.services.get("groups")
         if groups is None or not groups.store.topic_exists():
@@ -587,15 +662,9 @@ class TransactionCoordinator:
     async def _remote_markers(self, broker_id: int, pid: int, epoch: int, commit: bool,
                               coord_epoch: int, tps: list[tuple[str, int]]
                               ) -> dict[tuple[str, int], ErrorCode]:
-        b = self.broker.topics.image.brokers.get(broker_id)
-        if b is None or b.fenced:
+        ch = self._channel(broker_id)
+        if ch is None:
             return {}
-        ch = self._channels.get(broker_id)
-        if ch is None or (ch.host, ch.port) != (b.host, b.port):
-            if ch is not None:
-                await ch.close()
-            ch = self._channels[broker_id] = BrokerChannel(
-                b.host, b.port, f"jocko-txn-coordinator-{self.broker.broker_id}")
         by_topic: dict[str, list[int]] = {}
         for t, i in tps:
             by_topic.setdefault(t, []).append(i)
@@ -608,10 +677,7 @@ class TransactionCoordinator:
         for mk in resp.markers:
             for t in mk.topics:
                 for pr in t.partitions:
-                    try:
-                        out[(t.name, pr.partition_index)] = ErrorCode(pr.error_code)
-                    except ValueError:
-                        out[(t.name, pr.partition_index)] = E.UNKNOWN_SERVER_ERROR
+                    out[(t.name, pr.partition_index)] = _code(pr.error_code)
         return out
 
     # -- tasks ------------------------------------------------------------------------------------------
