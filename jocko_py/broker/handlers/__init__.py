@@ -27,6 +27,9 @@ MODULES = [
     "end_txn",
     "write_txn_markers",
     "txn_offset_commit",
+    "describe_transactions",
+    "list_transactions",
+    "describe_producers",
 ]
 
 

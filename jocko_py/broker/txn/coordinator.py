@@ -65,7 +65,6 @@ from jocko_py.broker.group.offsets_store import OFFSETS_TOPIC, partition_for
 from jocko_py.broker.inter_broker import BrokerChannel
 from jocko_py.broker.topics import TopicError
 from jocko_py.broker.txn.state import (
-    COMPLETED,
     PREPARED,
     TXN_TOPIC,
     TxnMetadata,
@@ -693,7 +692,34 @@ class TransactionCoordinator:
         for ch in self._channels.values():
             await ch.close()
 
-    # -- admin views --------------------------------------------------------------------------------
+    # -- admin views (DescribeTransactions, ListTransactions) ----------------------------------------
 
-    def completed(self, m: TxnMetadata) -> bool:
-        return m.state in COMPLETED
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnMetadata | None]:
+        err = self._error_for(transactional_id)
+        if err is not None:
+            return err, None
+        m = self.txns.get(transactional_id)
+        if m is None or m.producer_epoch < 0:
+            return E.TRANSACTIONAL_ID_NOT_FOUND, None
+        return E.NONE, m
+
+    def list_transactions(self, states: set[str] | None, producer_ids: set[int] | None,
+                          min_duration_ms: int = -1) -> tuple[ErrorCode, list[TxnMetadata]]:
+        """The transactions this broker coordinates (every loaded partition), filtered
+        by state name, producer id and (v1) running for at least ``min_duration_ms``."""
+        if self._to_load:
+            return E.COORDINATOR_LOAD_IN_PROGRESS, []
+        ts = now_ms()
+        out = []
+        for m in self.txns.values():
+            if self.partition_for(m.transactional_id) not in self.epochs or m.producer_epoch < 0:
+                continue
+            if states and m.state.kafka_name not in states:
+                continue
+            if producer_ids and m.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and (m.state is not S.ONGOING or m.start_ms < 0
+                                         or ts - m.start_ms < min_duration_ms):
+                continue
+            out.append(m)
+        return E.NONE, out
