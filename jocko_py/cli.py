@@ -1,4 +1,4 @@
-"""Command line: `jocko-py broker|topic|produce|consume|groups`."""
+"""Command line: `jocko-py broker|topic|produce|consume|groups|transactions`."""
 
 from __future__ import annotations
 
@@ -240,8 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_consume)
 
     from jocko_py.cli_groups import add_parser as add_groups_parser
+    from jocko_py.cli_transactions import add_parser as add_transactions_parser
 
     add_groups_parser(sub)
+    add_transactions_parser(sub)
     return ap
 
 
