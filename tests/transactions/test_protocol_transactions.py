@@ -6,7 +6,9 @@ transaction (without the check it would open a transaction no coordinator knows,
 holding the LSO back for good). Also: the coordinator's answers for the state
 machine's edges (EndTxn retried and crossed, fencing, unknown producer ids),
 read_committed Fetch's aborted-transaction list and LSO, and WriteTxnMarkers' epoch
-checks.
+checks. KIP-890 part 2 (EndTxn v5): the epoch is bumped at every transaction end, so
+a commit delayed past the start of the next transaction, and a produce delayed into
+it, are both fenced, while a plain retry of the end gets the same answer.
 """
 
 from __future__ import annotations
@@ -58,6 +60,18 @@ class Txn:
                                    "producer_epoch": self.epoch if epoch is None else epoch,
                                    "committed": commit})
         return int(r.error_code)
+
+
+    def end5(self, commit: bool, epoch: int | None = None) -> tuple[int, int, int]:
+        """EndTxn v5 (KIP-890 part 2): (error, next producer id, next epoch)."""
+        r = self.c.request(26, 5, {"transactional_id": self.tid, "producer_id": self.pid,
+                                   "producer_epoch": self.epoch if epoch is None else epoch,
+                                   "committed": commit})
+        return int(r.error_code), int(r.producer_id), int(r.producer_epoch)
+
+
+def _describe(c: Client, tid: str) -> Any:
+    return c.request(65, 0, {"transactional_ids": [tid]}).transaction_states[0]
 
 
 def _lso(c: Client, topic: str, partition: int = 0) -> int:
@@ -167,3 +181,38 @@ def test_init_fences_an_open_transaction(txn_broker: BrokerProcess) -> None:
             "producer_id": t.pid, "producer_epoch": t.epoch, "transaction_result": True,
             "topics": [{"name": topic, "partition_indexes": [0]}], "coordinator_epoch": 0}]})
         assert r.markers[0].topics[0].partitions[0].error_code == E.INVALID_PRODUCER_EPOCH
+
+
+def test_epoch_bump_per_transaction_fences_late_requests(txn_broker: BrokerProcess) -> None:
+    with Client(txn_broker.bootstrap) as c:
+        topic = _topic(c)
+        tid = f"k2-{uuid.uuid4().hex[:6]}"
+        t = Txn(c, tid)
+        e0 = t.epoch
+        assert t.add(topic, 0) == E.NONE
+        assert t.produce(topic, 0, 0, b"t1").error_code == E.NONE
+        assert t.end5(True) == (E.NONE, t.pid, e0 + 1)       # ended with the epoch bumped
+        _wait_lso(c, topic, 2)
+        assert t.end5(True, epoch=e0) == (E.NONE, t.pid, e0 + 1)   # a retry: same answer
+        # the next transaction, at the new epoch (its sequences start again at 0)
+        t.epoch = e0 + 1
+        assert t.add(topic, 0) == E.NONE
+        assert t.produce(topic, 0, 0, b"t2").error_code == E.NONE
+        # a commit of the first transaction delayed past the start of the second: fenced,
+        # and the second transaction is still open
+        assert t.end5(True, epoch=e0)[0] == E.PRODUCER_FENCED
+        assert t.end(True, epoch=e0) == E.PRODUCER_FENCED
+        assert _describe(c, tid).transaction_state == "Ongoing"
+        assert _lso(c, topic) == 2
+        # a produce of the first transaction delayed into the second: fenced by epoch
+        t.epoch = e0
+        assert t.produce(topic, 0, 1, b"late").error_code == E.INVALID_PRODUCER_EPOCH
+        t.epoch = e0 + 1
+        assert t.end5(False) == (E.NONE, t.pid, e0 + 2)
+        _wait_lso(c, topic, 4)
+        # v5 may abort an empty transaction: it only bumps the epoch
+        t.epoch = e0 + 2
+        assert t.end5(False) == (E.NONE, t.pid, e0 + 3)
+        assert t.end5(True, epoch=e0 + 3)[0] == E.INVALID_TXN_STATE  # nothing to commit
+        d = _describe(c, tid)
+        assert (d.transaction_state, d.producer_epoch) == ("CompleteAbort", e0 + 3)

@@ -502,25 +502,75 @@ class TransactionCoordinator:
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                       commit: bool) -> ErrorCode:
+        err, _, _ = await self.end_txn_v(transactional_id, producer_id, producer_epoch, commit,
+                                         bump_epoch=False)
+        return err
+
+    async def end_txn_v(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                        commit: bool, *, bump_epoch: bool) -> tuple[ErrorCode, int, int]:
+        """EndTxn; with ``bump_epoch`` (v5, KIP-890 part 2) the transaction ends with the
+        epoch bumped (its markers carry the new one) and the answer names the producer
+        id and epoch of the next transaction, so an EndTxn or produce of this one that
+        arrives late is fenced."""
         err = self._error_for(transactional_id)
         if err is not None:
-            return err
+            return err, -1, -1
         m = self.txns.get(transactional_id)
         if m is None or m.producer_id != producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING
-        if m.producer_epoch != producer_epoch:
-            return E.PRODUCER_FENCED
+            return E.INVALID_PRODUCER_ID_MAPPING, -1, -1
         if m.pending is not None:
-            return E.CONCURRENT_TRANSACTIONS
+            return E.CONCURRENT_TRANSACTIONS, -1, -1
         st = m.state
-        if st is S.ONGOING:
+        if bump_epoch and producer_epoch == m.last_producer_epoch \
+                and producer_id == m.last_producer_id and producer_epoch == m.producer_epoch - 1:
+            # a retry of the end that bumped the epoch: the same answer
+            done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
+            prep = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+            if st is done:
+                return E.NONE, *self._next_producer(m)
+            if st is prep:
+                return E.CONCURRENT_TRANSACTIONS, -1, -1
+        if m.producer_epoch != producer_epoch:
+            return E.PRODUCER_FENCED, -1, -1
+        if st is S.ONGOING or (bump_epoch and not commit and st in (
+                S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)):
+            # (v5 may abort an empty transaction: a way to bump the epoch)
             new = m.copy()
             new.state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
             new.last_update_ms = now_ms()
+            if st is not S.ONGOING:
+                new.partitions = set()
+            if bump_epoch:
+                new.last_producer_id, new.last_producer_epoch = m.producer_id, m.producer_epoch
+                new.producer_epoch = m.producer_epoch + 1
+                if new.producer_epoch >= MAX_EPOCH and m.next_producer_id < 0:
+                    try:
+                        m.next_producer_id = await self.broker.topics.allocate_producer_id()
+                    except TopicError:
+                        return E.COORDINATOR_NOT_AVAILABLE, -1, -1
+                    if m.pending is not None or m.state is not st:
+                        return E.CONCURRENT_TRANSACTIONS, -1, -1
             err2 = await self._write(m, new)
             if err2 == E.NONE:
                 self._start_markers(m)
-            return err2
+                return E.NONE, *self._next_producer(m)
+            return err2, -1, -1
+        if st is S.COMPLETE_COMMIT:
+            return (E.NONE if commit else E.INVALID_TXN_STATE), m.producer_id, m.producer_epoch
+        if st is S.COMPLETE_ABORT:
+            return (E.NONE if not commit else E.INVALID_TXN_STATE), m.producer_id, \
+                m.producer_epoch
+        return self._end_refused(st, commit), -1, -1
+
+    @staticmethod
+    def _next_producer(m: TxnMetadata) -> tuple[int, int]:
+        """The producer id and epoch the next transaction must use (after a v5 end)."""
+        if m.next_producer_id >= 0:
+            return m.next_producer_id, 0
+        return m.producer_id, m.producer_epoch
+
+    @staticmethod
+    def _end_refused(st: TxnState, commit: bool) -> ErrorCode:
         if st is S.COMPLETE_COMMIT:
             return E.NONE if commit else E.INVALID_TXN_STATE
         if st is S.COMPLETE_ABORT:
@@ -616,7 +666,13 @@ class TransactionCoordinator:
                 new.state = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
                 new.partitions = set()
                 new.last_update_ms = now_ms()
+                nxt = m.next_producer_id
+                if nxt >= 0:  # the epoch is exhausted: the next transaction has a new id
+                    new.last_producer_id, new.last_producer_epoch = m.producer_id, -1
+                    new.producer_id, new.producer_epoch = nxt, 0
                 err = await self._write(m, new)
+                if err == E.NONE and nxt >= 0:
+                    m.next_producer_id = -1
                 if err == E.NONE:
                     log.info("[txn=%s] %s (producer %d epoch %d)", tid,
                              "committed" if commit else "aborted", pid, epoch)

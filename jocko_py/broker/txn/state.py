@@ -82,6 +82,9 @@ class TxnMetadata:
     last_producer_epoch: int = -1
     # a transition being written to the log: no other may start meanwhile
     pending: TxnState | None = None
+    # EndTxn v5 with the epoch exhausted: the producer id the transaction's completion
+    # switches to (in memory only; Kafka keeps it as the record's NextProducerId)
+    next_producer_id: int = -1
 
     def copy(self) -> TxnMetadata:
         return TxnMetadata(self.transactional_id, self.producer_id, self.producer_epoch,
