@@ -326,6 +326,7 @@ class Partition:
             hw = min(hw, f.log_end_offset if f is not None else -1)
         if hw > self.high_watermark:
             self.high_watermark = hw
+            self.log.producer_state.on_high_watermark(hw)
             return True
         return False
 
@@ -502,6 +503,7 @@ class Partition:
             self.log.delete_records_before(min(leader_log_start, self.log.log_end_offset))
         self.high_watermark = max(self.high_watermark,
                                   min(leader_hw, self.log.log_end_offset))
+        self.log.producer_state.on_high_watermark(self.high_watermark)
         return n
 
     def truncate_on_divergence(self, epoch: int, end_offset: int) -> int:

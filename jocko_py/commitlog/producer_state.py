@@ -162,10 +162,15 @@ class ProducerStateManager:
         self.ongoing = other.ongoing
         self.unreplicated = other.unreplicated
 
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Forget completed transactions whose marker is now below the HW."""
+        if self.unreplicated and self.unreplicated[0].last_offset < high_watermark:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset a read_committed reader must not pass (None: none)."""
         if self.unreplicated:
-            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+            self.on_high_watermark(high_watermark)
         first = min(self.ongoing.values(), default=None)
         for t in self.unreplicated:
             if first is None or t.first_offset < first:

@@ -142,3 +142,27 @@ def test_coordinator_killed_mid_transaction(txn_cluster: Cluster) -> None:
     assert sorted(v for v in got if v.startswith(b"y-")) == [b"y-0", b"y-1", b"y-2"]
     victim.start()
     c.wait_registered(set(c.brokers))
+
+
+def test_partition_leader_killed_before_the_markers(txn_cluster: Cluster) -> None:
+    """The markers of a partition whose leader died are retried until its new leader
+    has them: the commit is whole on every partition."""
+    c = txn_cluster
+    topic = _topic(c)
+    tid = f"tid-{uuid.uuid4().hex[:6]}"
+    p = _producer(c, tid)
+    coord = _coordinator(c, tid)
+    leaders = {i: c.partition_state(topic, i)[0] for i in range(PARTS)}
+    # placement spreads the leaders over the brokers: at most one is the coordinator's
+    victim_part = next(i for i, b in leaders.items() if b != coord)
+    p.begin_transaction()
+    for i in range(9):
+        p.produce(topic, value=f"z-{i}".encode(), partition=i % PARTS)
+    p.flush(TIMEOUT)
+    victim = c.brokers[leaders[victim_part]]
+    victim.kill()
+    p.commit_transaction(TIMEOUT)
+    got = _read_committed(c, topic, 9)
+    assert sorted(got) == sorted(f"z-{i}".encode() for i in range(9))
+    victim.start()
+    c.wait_registered(set(c.brokers))
