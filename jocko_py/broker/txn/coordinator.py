@@ -28,8 +28,8 @@ Rules (Kafka's TransactionCoordinator, followed here)
   bumped at once, PrepareEpochFence) and aborted, and the caller gets
   CONCURRENT_TRANSACTIONS until the abort completes; a Prepare* one gets
   CONCURRENT_TRANSACTIONS. A v3+ request naming a producer id and epoch must name the
-  current ones (or the previous ones: a retry, answered with the current) else
-  PRODUCER_FENCED.
+  current ones (or, while Empty, the previous ones: a retry whose answer was lost,
+  answered with the current) else PRODUCER_FENCED.
 - AddPartitionsToTxn / AddOffsetsToTxn (the group's `__consumer_offsets` partition):
   unknown id or another producer id INVALID_PRODUCER_ID_MAPPING, another epoch
   PRODUCER_FENCED; Prepare* / PrepareEpochFence CONCURRENT_TRANSACTIONS; otherwise the
@@ -40,7 +40,11 @@ Rules (Kafka's TransactionCoordinator, followed here)
   the state becomes CompleteCommit / CompleteAbort with no partitions. A retry of a
   completed end answers NONE; the other end of a completed or prepared transaction
   INVALID_TXN_STATE; a retry while prepared CONCURRENT_TRANSACTIONS; Empty
-  INVALID_TXN_STATE.
+  INVALID_TXN_STATE. EndTxn v5 (KIP-890 part 2) prepares with the epoch bumped (the
+  markers carry it; a fresh producer id for the next transaction once exhausted) and
+  answers with the next producer id and epoch; with the previous epoch it is a retry
+  (same answer) only while this end is prepared or complete, else PRODUCER_FENCED; it
+  may abort an Empty or Complete* id, which only bumps the epoch.
 - Every `transaction.abort.timed.out.transaction.cleanup.interval.ms` an Ongoing
   transaction older than its timeout is fenced and aborted as InitProducerId would.
 - Verification (KIP-890 part 1): a partition leader asks (AddPartitionsToTxn v4,
@@ -49,8 +53,9 @@ Rules (Kafka's TransactionCoordinator, followed here)
   of that producer id and epoch (else INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
   CONCURRENT_TRANSACTIONS while prepared, INVALID_TXN_STATE). Nothing is written.
 - Not implemented: expiry of idle transactional ids (`transactional.id.expiration.ms`),
-  KIP-890 part 2 (the epoch bump per transaction), the transaction coordinator's
-  Dead state.
+  the rest of KIP-890 part 2 (Produce v12 adding partitions implicitly, the
+  `transaction.version` feature), the Dead state; the next producer id of an exhausted
+  epoch is not persisted (Kafka's NextProducerId tagged field).
 """
 
 from __future__ import annotations
