@@ -60,6 +60,7 @@ DEFAULTS: dict[str, str] = {
     "transaction.state.log.segment.bytes": "104857600",
     "transaction.max.timeout.ms": "900000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     "producer.id.expiration.ms": "86400000",
     "max.incremental.fetch.session.cache.slots": "1000",
     "request.timeout.ms": "30000",

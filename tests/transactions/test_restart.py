@@ -11,6 +11,7 @@ initialises.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from jocko_py.protocol.errors import ErrorCode as E
 from tests.support.broker import BrokerProcess
 from tests.transactions.conftest import OVERRIDES
 from tests.transactions.test_confluent_transactions import TIMEOUT, _producer, _read_all, _topic
@@ -86,3 +88,39 @@ def test_transactions_survive_a_restart(own_broker: BrokerProcess, hard: bool) -
         c.close()
     plain = _read_all(b, dst, 1, "read_uncommitted", 4)
     assert sorted(v for _, v in plain) == [b"aborted", b"after", b"committed", b"in-flight"]
+
+
+def test_idle_transactional_id_expires(tmp_path: Path) -> None:
+    """transactional.id.expiration.ms: an idle id is removed with a tombstone (also
+    after a restart) and its next producer gets a fresh producer id."""
+    from jocko_py.client import Client
+    from tests.transactions.test_protocol_transactions import Txn, _describe
+
+    b = BrokerProcess(tmp_path / "data", overrides=OVERRIDES | {
+        "transactional.id.expiration.ms": "1000",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "100",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"})
+    b.start()
+    try:
+        tid = f"exp-{uuid.uuid4().hex[:6]}"
+        with Client(b.bootstrap) as c:
+            t = Txn(c, tid)
+            assert _describe(c, tid).transaction_state == "Empty"
+            deadline = time.monotonic() + 10
+            while _describe(c, tid).error_code == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert _describe(c, tid).error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+        b.stop_gracefully()
+        b.start()
+        with Client(b.bootstrap) as c:
+            r = c.request(10, 4, {"key_type": 1, "coordinator_keys": [tid]})
+            assert r.coordinators[0].error_code == 0
+            deadline = time.monotonic() + 10
+            while _describe(c, tid).error_code == E.COORDINATOR_LOAD_IN_PROGRESS \
+                    and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _describe(c, tid).error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+            t2 = Txn(c, tid)
+            assert t2.pid != t.pid and t2.epoch == 0
+    finally:
+        b.stop()

@@ -52,8 +52,11 @@ Rules (Kafka's TransactionCoordinator, followed here)
   that partition; the answer is NONE only for a partition of the Ongoing transaction
   of that producer id and epoch (else INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
   CONCURRENT_TRANSACTIONS while prepared, INVALID_TXN_STATE). Nothing is written.
-- Not implemented: expiry of idle transactional ids (`transactional.id.expiration.ms`),
-  the rest of KIP-890 part 2 (Produce v12 adding partitions implicitly, the
+- An id idle (Empty or Complete*) for `transactional.id.expiration.ms` is removed (a
+  tombstone record), checked every
+  `transaction.remove.expired.transaction.cleanup.interval.ms`; its next
+  InitProducerId gets a fresh producer id.
+- Not implemented: the rest of KIP-890 part 2 (Produce v12 adding partitions implicitly, the
   `transaction.version` feature), the Dead state; the next producer id of an exhausted
   epoch is not persisted (Kafka's NextProducerId tagged field).
 """
@@ -117,6 +120,8 @@ class TxnConfig:
     segment_bytes: str = "104857600"
     max_timeout_ms: int = 900000
     abort_interval_ms: int = 10000
+    id_expiration_ms: int = 604800000
+    expiry_interval_ms: int = 3600000
 
     @classmethod
     def from_broker(cls, broker: Broker) -> TxnConfig:
@@ -129,6 +134,9 @@ class TxnConfig:
             max_timeout_ms=c.int("transaction.max.timeout.ms"),
             abort_interval_ms=max(
                 10, c.int("transaction.abort.timed.out.transaction.cleanup.interval.ms")),
+            id_expiration_ms=c.int("transactional.id.expiration.ms"),
+            expiry_interval_ms=max(
+                10, c.int("transaction.remove.expired.transaction.cleanup.interval.ms")),
         )
 
 
@@ -186,6 +194,7 @@ class TransactionCoordinator:
         self._channels: dict[int, BrokerChannel] = {}
         self._markers: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._last_expiry = now_ms()
 
     # -- topic and partitions ------------------------------------------------------------
 
@@ -313,8 +322,10 @@ class TransactionCoordinator:
 
     # -- the log -------------------------------------------------------------------------------
 
-    async def _write(self, m: TxnMetadata, new: TxnMetadata) -> ErrorCode:
-        """Persist ``new`` as ``m``'s next state (acks=all); on success ``m`` becomes it."""
+    async def _write(self, m: TxnMetadata, new: TxnMetadata, *, tombstone: bool = False
+                     ) -> ErrorCode:
+        """Persist ``new`` as ``m``'s next state (acks=all); on success ``m`` becomes it.
+        A ``tombstone`` removes the id instead (expiry)."""
         tid = m.transactional_id
         idx = self.partition_for(tid)
         epoch = self.epochs.get(idx)
@@ -324,7 +335,8 @@ class TransactionCoordinator:
         if len(p.isr) < p.log.config.min_insync_replicas:
             return E.COORDINATOR_NOT_AVAILABLE
         ts = now_ms()
-        batch = rb.build_batch([rb.NewRecord(txn_key(tid), txn_value(new), (), ts)])
+        value = None if tombstone else txn_value(new)
+        batch = rb.build_batch([rb.NewRecord(txn_key(tid), value, (), ts)])
         m.pending = new.state
         try:
             r = p.append_internal(batch, ts)
@@ -343,6 +355,10 @@ class TransactionCoordinator:
             return E.COORDINATOR_NOT_AVAILABLE
         if self.epochs.get(idx) != epoch or self.txns.get(tid) is not m:
             return E.NOT_COORDINATOR  # resigned meanwhile
+        if tombstone:
+            m.state = S.DEAD
+            del self.txns[tid]
+            return E.NONE
         m.producer_id, m.producer_epoch = new.producer_id, new.producer_epoch
         m.last_producer_id, m.last_producer_epoch = new.last_producer_id, new.last_producer_epoch
         m.timeout_ms, m.state, m.partitions = new.timeout_ms, new.state, set(new.partitions)
@@ -617,8 +633,18 @@ class TransactionCoordinator:
 
     def tick(self, now: int | None = None) -> None:
         """Abort timed-out transactions; retry a fence whose write failed and markers
-        whose task ended without completing."""
+        whose task ended without completing; every
+        `transaction.remove.expired.transaction.cleanup.interval.ms`, remove the ids idle
+        (Empty or Complete*) for `transactional.id.expiration.ms`."""
         ts = now_ms() if now is None else now
+        if ts - self._last_expiry >= self.config.expiry_interval_ms:
+            self._last_expiry = ts
+            for m in list(self.txns.values()):
+                if m.pending is None and m.state in (S.EMPTY, S.COMPLETE_COMMIT,
+                                                     S.COMPLETE_ABORT) \
+                        and self.partition_for(m.transactional_id) in self.epochs \
+                        and m.last_update_ms + self.config.id_expiration_ms <= ts:
+                    self._spawn(self._expire(m))
         for m in list(self.txns.values()):
             if m.pending is not None or self.partition_for(m.transactional_id) not in self.epochs:
                 continue
@@ -628,6 +654,16 @@ class TransactionCoordinator:
                 self._spawn(self._abort_fenced(m))
             elif m.state in PREPARED and m.transactional_id not in self._markers:
                 self._start_markers(m)
+
+    async def _expire(self, m: TxnMetadata) -> None:
+        if m.pending is not None or m.state not in (S.EMPTY, S.COMPLETE_COMMIT,
+                                                    S.COMPLETE_ABORT):
+            return
+        new = m.copy()
+        new.state = S.DEAD
+        if await self._write(m, new, tombstone=True) == E.NONE:
+            log.info("[txn=%s] expired: idle for %d ms (producer %d)", m.transactional_id,
+                     self.config.id_expiration_ms, m.producer_id)
 
     # -- markers --------------------------------------------------------------------------------------
 
