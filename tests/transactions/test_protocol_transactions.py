@@ -216,3 +216,40 @@ def test_epoch_bump_per_transaction_fences_late_requests(txn_broker: BrokerProce
         assert t.end5(True, epoch=e0 + 3)[0] == E.INVALID_TXN_STATE  # nothing to commit
         d = _describe(c, tid)
         assert (d.transaction_state, d.producer_epoch) == ("CompleteAbort", e0 + 3)
+
+
+def test_txn_offset_commit_needs_add_offsets(txn_broker: BrokerProcess) -> None:
+    with Client(txn_broker.bootstrap) as c:
+        topic = _topic(c)
+        group = f"vg-{uuid.uuid4().hex[:6]}"
+        r = c.request(10, 4, {"key_type": 0, "coordinator_keys": [group]})
+        assert r.coordinators[0].error_code == 0
+        t = Txn(c, f"vo-{uuid.uuid4().hex[:6]}")
+
+        def commit_offset(offset: int) -> int:
+            r = c.request(28, 3, {
+                "transactional_id": t.tid, "group_id": group, "producer_id": t.pid,
+                "producer_epoch": t.epoch, "generation_id": -1, "member_id": "",
+                "group_instance_id": None, "topics": [{"name": topic, "partitions": [{
+                    "partition_index": 0, "committed_offset": offset,
+                    "committed_leader_epoch": -1, "committed_metadata": None}]}]})
+            return int(r.topics[0].partitions[0].error_code)
+
+        def fetched() -> int:
+            r = c.request(9, 7, {"group_id": group, "require_stable": False,
+                                 "topics": [{"name": topic, "partition_indexes": [0]}]})
+            return int(r.topics[0].partitions[0].committed_offset)
+
+        assert commit_offset(5) == E.INVALID_TXN_STATE      # no AddOffsetsToTxn
+        assert t.add(topic, 0) == E.NONE
+        r = c.request(25, 3, {"transactional_id": t.tid, "producer_id": t.pid,
+                              "producer_epoch": t.epoch, "group_id": group})
+        assert r.error_code == E.NONE
+        assert commit_offset(5) == E.NONE
+        assert fetched() == -1                               # only once committed
+        assert t.end(True) == E.NONE
+        deadline = time.monotonic() + 10
+        while fetched() != 5 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert fetched() == 5
+        assert commit_offset(6) == E.INVALID_TXN_STATE      # that transaction is over

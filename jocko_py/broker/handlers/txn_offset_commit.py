@@ -10,8 +10,11 @@ topic-partitions get UNKNOWN_TOPIC_OR_PARTITION. A producer epoch older than the
 partition has seen gets INVALID_PRODUCER_EPOCH. v4 only allows TRANSACTION_ABORTABLE,
 which this broker never returns.
 
-Not implemented: checking that the group's partition was added to the transaction
-(AddOffsetsToTxn) before the commit, as KIP-890 would.
+KIP-890 part 1: the first commit of a transaction on the group's partition is
+verified with the transaction coordinator, as a transactional produce is: if that
+partition was not added to the producer's ongoing transaction (AddOffsetsToTxn), the
+commit gets INVALID_TXN_STATE (a coordinator not ready: COORDINATOR_NOT_AVAILABLE,
+which clients retry).
 """
 
 from __future__ import annotations
@@ -21,7 +24,40 @@ from typing import Any
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.group import coordinator
 from jocko_py.broker.group.coordinator import CommitRequest
+from jocko_py.broker.group.offsets_store import OFFSETS_TOPIC
 from jocko_py.protocol.errors import ErrorCode
+
+_RETRIABLE = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.REQUEST_TIMED_OUT})
+
+
+async def _verify(ctx: RequestContext, req: Any) -> ErrorCode:
+    """KIP-890 part 1 for the group's `__consumer_offsets` partition (led here if this
+    broker coordinates the group; otherwise the commit itself answers NOT_COORDINATOR)."""
+    replicas = ctx.broker.replicas
+    verifier = replicas.txn_verifier
+    gc = coordinator(ctx.broker)
+    if verifier is None or not req.group_id or not gc.store.topic_exists():
+        return ErrorCode.NONE
+    tp = (OFFSETS_TOPIC, gc.store.partition_for(req.group_id))
+    p = replicas.get(*tp)
+    if p is None or not p.is_leader or p.log.producer_state.in_transaction(req.producer_id):
+        return ErrorCode.NONE
+    token = p.log.producer_state.verification_token(req.producer_id)
+    try:
+        answers = await verifier(req.transactional_id, req.producer_id, req.producer_epoch, [tp])
+    except Exception:
+        answers = {}
+    err = answers.get(tp, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if err == ErrorCode.NONE and p.log.producer_state.verification_token(req.producer_id) \
+            != token:
+        err = ErrorCode.INVALID_TXN_STATE  # a marker ended the transaction meanwhile
+    if err in _RETRIABLE:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if err in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return ErrorCode.NONE if err == ErrorCode.NONE else ErrorCode.INVALID_TXN_STATE
 
 
 @api(28, 0, 4)
@@ -41,6 +77,10 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             wanted[tp] = CommitRequest(p.committed_offset,
                                        p.committed_leader_epoch if v >= 2 else -1,
                                        p.committed_metadata)
+    verify_err = await _verify(ctx, req) if wanted else ErrorCode.NONE
+    if verify_err != ErrorCode.NONE:
+        results.update({tp: verify_err for tp in wanted})
+        wanted = {}
     if wanted:
         gc = coordinator(ctx.broker)
         committed = gc.txn_commit(
