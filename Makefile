@@ -12,7 +12,7 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: chaos scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat java-deps go-deps spark-deps pytest bench clean
+.PHONY: chaos txn-soak scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat java-deps go-deps spark-deps pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +86,15 @@ test: venv-test kcat java-deps go-deps check-generated lint typecheck pytest
 # one make test runs: SIM_SCHEDULES raft schedules (gossip half, cluster a fifth) from
 # a new random base seed, printed; JOCKO_SIM_BASE_SEED=<seed> replays a campaign.
 SIM_SCHEDULES ?= 50000
+# Kafka's transactions_test on three brokers (tests/transactions/soak.py): 100,000 records
+# copied in transactions of 750 under hard and clean broker bounces, copier kills, and
+# with one output partition (order kept); each run prints PASS or FAIL with its seed.
+txn-soak: venv-test
+	$(BIN)/python -m tests.transactions.soak --bounce hard
+	$(BIN)/python -m tests.transactions.soak --bounce clean
+	$(BIN)/python -m tests.transactions.soak --bounce copier
+	$(BIN)/python -m tests.transactions.soak --bounce hard --one-partition
+
 sim-long: venv-test
 	JOCKO_SIM_SCHEDULES=$(SIM_SCHEDULES) $(BIN)/pytest -q -rs -p no:cacheprovider tests/cluster/test_simulation.py
 
