@@ -862,7 +862,7 @@ class GroupCoordinator:
             entries: list[tuple[bytes, bytes | None]] = [
                 (offset_key(g.group_id, *tp), None) for tp in expired]
             drop_group = g.is_(S.EMPTY) and len(expired) == len(g.offsets) \
-                and not g.pending_members
+                and not g.pending_members and not g.pending_txn_offsets
             if drop_group:
                 entries.append((group_key(g.group_id), None))
             if not entries:
