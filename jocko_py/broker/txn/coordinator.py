@@ -75,6 +75,7 @@ from jocko_py.broker.topics import TopicError
 from jocko_py.broker.txn.state import (
     PREPARED,
     TXN_TOPIC,
+    VALID_PREVIOUS,
     TxnMetadata,
     TxnState,
     decode_key,
@@ -327,6 +328,10 @@ class TransactionCoordinator:
         """Persist ``new`` as ``m``'s next state (acks=all); on success ``m`` becomes it.
         A ``tombstone`` removes the id instead (expiry)."""
         tid = m.transactional_id
+        if m.state not in VALID_PREVIOUS[new.state]:
+            log.error("[txn=%s] refusing transition %s -> %s", tid, m.state.kafka_name,
+                      new.state.kafka_name)
+            return E.INVALID_TXN_STATE
         idx = self.partition_for(tid)
         epoch = self.epochs.get(idx)
         p = self._partition(idx)

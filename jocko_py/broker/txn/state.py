@@ -47,14 +47,18 @@ class TxnState(enum.IntEnum):
         return "".join(w.capitalize() for w in self.name.split("_"))
 
 
-# Kafka's TransactionState.validPreviousStates
+# Kafka's TransactionState.validPreviousStates: the coordinator refuses (and logs) any
+# other transition
 VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
                                TxnState.COMPLETE_ABORT}),
     TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
                                  TxnState.COMPLETE_ABORT}),
     TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
-    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE}),
+    # (Empty / Complete*: an EndTxn v5 abort of an empty transaction, KIP-890 part 2)
+    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE,
+                                       TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                                       TxnState.COMPLETE_ABORT}),
     TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
     TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
     TxnState.DEAD: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
