@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,7 @@ from tests.support.broker import REPO
 from tests.support.cluster import Cluster
 
 INPUT, OUTPUT, GROUP = "txn-soak-in", "txn-soak-out", "txn-soak-copiers"
+WATCHDOG_S = 45.0
 
 
 def log(msg: str) -> None:
@@ -116,6 +118,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--timeout", type=float, default=600.0)
     args = ap.parse_args()
+    # SIGTERM (timeout, Ctrl-C from make) still stops the brokers and copiers
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rnd = random.Random(seed)
     out_parts = 1 if args.one_partition else 3
@@ -152,13 +156,27 @@ def main() -> int:
         next_fault = time.monotonic() + args.interval
         faults = 0
         done_at_fault = 0
+        progress_at, last_done = time.monotonic(), 0
+        watchdog_kills = 0
         while time.monotonic() < deadline:
             time.sleep(0.5)
             copiers.keep_alive()
             done = committed_total(c)
+            if done != last_done:
+                progress_at, last_done = time.monotonic(), done
+            elif time.monotonic() - progress_at > WATCHDOG_S:
+                # a copier wedged inside its client library (seen once: librdkafka's
+                # send_offsets_to_transaction blocking past its timeout after a bounce
+                # while the brokers answered): restart the copiers, as an operator would
+                watchdog_kills += 1
+                log(f"watchdog: no progress for {WATCHDOG_S:.0f} s at {done}: "
+                    "restarting the copiers")
+                for i in list(copiers.procs):
+                    copiers.kill(i)
+                progress_at = time.monotonic()
             if done >= args.records:
                 log(f"every input record copied ({faults} faults, "
-                    f"{copiers.restarts} copier restarts)")
+                    f"{copiers.restarts} copier restarts, {watchdog_kills} by the watchdog)")
                 break
             # as Kafka's test: the next fault only once copying progressed since the last
             # (a killed copier's group member must time out before the group rebalances)
