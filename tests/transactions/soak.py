@@ -142,7 +142,13 @@ def main() -> int:
         p = Producer({"bootstrap.servers": c.bootstrap, "enable.idempotence": True,
                       "linger.ms": 20})
         for i in range(args.records):
-            p.produce(INPUT, key=b"%d" % (i % 2), value=b"%06d" % i, partition=i % 2)
+            while True:
+                try:
+                    p.produce(INPUT, key=b"%d" % (i % 2), value=b"%06d" % i,
+                              partition=i % 2)
+                    break
+                except BufferError:  # the client's queue is full: let it drain
+                    p.poll(0.1)
             if i % 5000 == 0:
                 p.poll(0)
         assert p.flush(60) == 0
