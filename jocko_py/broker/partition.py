@@ -26,7 +26,9 @@ Rules (Kafka's `Partition.scala`, followed here)
   one ISR change is in flight; it ends when the metadata shows a newer partition
   epoch or the controller refuses it. An unanswered change may have been applied, so it
   stays pending (and is sent again) rather than being dropped.
-- Consumers read up to the HW; followers up to the LEO. A follower whose last
+- Consumers read up to the HW (read_committed: the last stable offset, which the
+  log's producer state keeps below any transaction not yet complete and replicated,
+  with the aborted transactions in range); followers up to the LEO. A follower whose last
   fetched epoch ends before its fetch offset in our epoch cache is told the
   diverging epoch and truncates (KIP-279).
 - A follower appends the leader's batches as they are (offsets and epochs kept)
