@@ -12,7 +12,7 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: compat-matrix chaos scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
+.PHONY: compat-matrix chaos txn-soak scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,7 +64,7 @@ java-deps:
 # Go client tests (tests/clients/go): module downloads; without Go those tests skip.
 go-deps:
 	@command -v go >/dev/null || { echo "go not found: the Go client tests will skip"; exit 0; }; \
-	cd tests/clients/go && go mod download
+	cd tests/clients/go && go mod download && cd ../../transactions/gotxn && go mod download
 
 # PySpark (the `spark` extra) and the Kafka connector jars for tests/spark and examples/spark.
 $(VENV)/.installed-spark: $(VENV)/.installed pyproject.toml
@@ -90,6 +90,15 @@ test: venv-test kcat chromium java-deps go-deps check-generated lint typecheck p
 # one make test runs: SIM_SCHEDULES raft schedules (gossip half, cluster a fifth) from
 # a new random base seed, printed; JOCKO_SIM_BASE_SEED=<seed> replays a campaign.
 SIM_SCHEDULES ?= 50000
+# Kafka's transactions_test on three brokers (tests/transactions/soak.py): 100,000 records
+# copied in transactions of 750 under hard and clean broker bounces, copier kills, and
+# with one output partition (order kept); each run prints PASS or FAIL with its seed.
+txn-soak: venv-test
+	$(BIN)/python -m tests.transactions.soak --bounce hard
+	$(BIN)/python -m tests.transactions.soak --bounce clean
+	$(BIN)/python -m tests.transactions.soak --bounce copier
+	$(BIN)/python -m tests.transactions.soak --bounce hard --one-partition
+
 sim-long: venv-test
 	JOCKO_SIM_SCHEDULES=$(SIM_SCHEDULES) $(BIN)/pytest -q -rs -p no:cacheprovider tests/cluster/test_simulation.py
 

@@ -339,6 +339,9 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
         if console is not None:
             await console.stop()
         await server.stop()
+        txn = broker.services.get("transactions")
+        if txn is not None:
+            await txn.close()  # marker tasks and their inter-broker channels
         await broker.replicas.shutdown_fetchers()
         await broker.topics.close()
         await quorum.close()

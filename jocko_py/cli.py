@@ -1,4 +1,4 @@
-"""Command line: `jocko-py broker|topic|cluster|produce|consume|groups|acl|user|quota`."""
+"""Command line: `jocko-py broker|topic|cluster|produce|consume|groups|transactions|acl|user|quota`."""
 
 from __future__ import annotations
 
@@ -337,9 +337,11 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
     from jocko_py.cli_completion import add_parser as add_completion_parser
     from jocko_py.cli_data import add_parsers as add_data_parsers
     from jocko_py.cli_groups import add_parser as add_groups_parser
+    from jocko_py.cli_transactions import add_parser as add_transactions_parser
 
     add_data_parsers(sub, _Formatter)
     add_groups_parser(sub)
+    add_transactions_parser(sub)
     from jocko_py.cli_security import add_parsers as add_security_parsers
 
     add_security_parsers(sub)

@@ -64,8 +64,10 @@ class Broker:
         """Load the logs (before any metadata delta is published) and the services."""
         self.replicas.start(self.quorum.image)
         from jocko_py.broker.group import install as install_groups
+        from jocko_py.broker.txn import install as install_transactions
 
         install_groups(self)
+        install_transactions(self)
 
     def config_view(self, image: MetadataImage | None = None) -> BrokerConfigView:
         """This broker's configuration with the dynamic layers from the metadata log."""

@@ -26,7 +26,9 @@ Rules (Kafka's `Partition.scala`, followed here)
   one ISR change is in flight; it ends when the metadata shows a newer partition
   epoch or the controller refuses it. An unanswered change may have been applied, so it
   stays pending (and is sent again) rather than being dropped.
-- Consumers read up to the HW; followers up to the LEO. A follower whose last
+- Consumers read up to the HW (read_committed: the last stable offset, which the
+  log's producer state keeps below any transaction not yet complete and replicated,
+  with the aborted transactions in range); followers up to the LEO. A follower whose last
   fetched epoch ends before its fetch offset in our epoch cache is told the
   diverging epoch and truncates (KIP-279).
 - A follower appends the leader's batches as they are (offsets and epochs kept)
@@ -76,6 +78,8 @@ class ReadResult:
     log_start_offset: int = -1
     records: bytes | memoryview | None = None
     diverging_epoch: tuple[int, int] | None = None
+    # read_committed: (producer id, first offset) of the aborted transactions in range
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 @dataclass(slots=True)
@@ -273,10 +277,9 @@ class Partition:
                 ErrorCode.MESSAGE_TOO_LARGE,
                 message=f"batch of {h.size} bytes exceeds max.message.bytes={max_message_bytes}",
             )
-        if h.is_transactional:
-            return AppendResult(
-                ErrorCode.INVALID_TXN_STATE, message="transactions are not supported"
-            )
+        if h.is_transactional and h.producer_id < 0:
+            return AppendResult(ErrorCode.INVALID_RECORD,
+                                message="a transactional batch needs a producer id")
         producers = self.log.producer_state
         check = producers.check(h)
         if check.error != ErrorCode.NONE:
@@ -325,6 +328,7 @@ class Partition:
             hw = min(hw, f.log_end_offset if f is not None else -1)
         if hw > self.high_watermark:
             self.high_watermark = hw
+            self.log.producer_state.on_high_watermark(hw)
             return True
         return False
 
@@ -398,18 +402,35 @@ class Partition:
 
     # ------------------------------------------------------------------ reads
 
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: below the first offset of any transaction not yet complete (and
+        replicated), never past the HW."""
+        return self.log.last_stable_offset(self.high_watermark)
+
     def read(self, offset: int, max_bytes: int, *, upper: int, min_one: bool) -> ReadResult:
         hw = self.high_watermark
+        lso = self.last_stable_offset
         try:
             info = self.log.read(offset, max_bytes, max_offset=upper, min_one_batch=min_one)
         except OffsetOutOfRangeError:
             return ReadResult(
-                ErrorCode.OFFSET_OUT_OF_RANGE, hw, hw, self.log.log_start_offset, None
+                ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, self.log.log_start_offset, None
             )
         except KafkaStorageError as e:
             self.on_storage_error(str(e))
-            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, hw, self.log.log_start_offset)
-        return ReadResult(ErrorCode.NONE, hw, hw, self.log.log_start_offset, info.records)
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, self.log.log_start_offset)
+        return ReadResult(ErrorCode.NONE, hw, lso, self.log.log_start_offset, info.records)
+
+    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool) -> ReadResult:
+        """A read_committed consumer's read: up to the LSO, with the aborted
+        transactions that overlap it (the consumer drops their records)."""
+        lso = self.last_stable_offset
+        r = self.read(offset, max_bytes, upper=lso, min_one=min_one)
+        if r.error == ErrorCode.NONE:
+            r.aborted_transactions = [] if not r.records else [
+                (a.producer_id, a.first_offset) for a in self.log.collect_aborted(offset, lso)]
+        return r
 
     def read_for_follower(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
                           last_fetched_epoch: int, max_bytes: int, now: int, *,
@@ -484,6 +505,7 @@ class Partition:
             self.log.delete_records_before(min(leader_log_start, self.log.log_end_offset))
         self.high_watermark = max(self.high_watermark,
                                   min(leader_hw, self.log.log_end_offset))
+        self.log.producer_state.on_high_watermark(self.high_watermark)
         return n
 
     def truncate_on_divergence(self, epoch: int, end_offset: int) -> int:

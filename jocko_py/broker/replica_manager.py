@@ -10,7 +10,11 @@ the replica fetchers, and the produce and fetch purgatories.
   deleted ones are stopped and their logs removed.
 - `append_records(entries, acks, timeout_ms)`: Produce (and the group coordinator's
   own writes). Leader checks, min ISR and validation happen inside the partition;
-  `acks=all` parks in the produce purgatory until the HW passes the batch.
+  `acks=all` parks in the produce purgatory until the HW passes the batch. A
+  transactional batch that would open its producer's transaction on a partition is
+  first verified with the transaction coordinator (KIP-890 part 1, through the
+  `txn_verifier` the transaction layer installs) and appended only if the partition
+  is in the producer's ongoing transaction and no marker ended it meanwhile.
 - `fetch_messages(params)`: Fetch, for consumers (up to the HW) and followers (up to
   the LEO, recording their position, moving the HW, expanding the ISR).
 - A background task shrinks the ISR of followers that lag beyond
@@ -45,6 +49,7 @@ from jocko_py.cluster.metadata import MetadataDelta, MetadataImage, PartitionRef
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.errors import KafkaStorageError
 from jocko_py.commitlog.manager import LogManager
+from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode
 
 log = logging.getLogger("jocko_py.broker.replica_manager")
@@ -81,6 +86,14 @@ class FetchParams:
 
 
 AlterPartitionFn = Callable[[IsrChange], Awaitable[ErrorCode]]
+# (transactional id, producer id, producer epoch, partitions) -> error per partition
+TxnVerifier = Callable[[str, int, int, list[tuple[str, int]]],
+                       Awaitable[dict[tuple[str, int], ErrorCode]]]
+# coordinator answers a produce cannot carry to every client: retriable for all of them
+_VERIFY_RETRIABLE = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+    ErrorCode.REQUEST_TIMED_OUT})
 
 
 class ReplicaManager:
@@ -104,6 +117,7 @@ class ReplicaManager:
         self.logs.failure_listeners.append(self._on_log_dir_failure)
         self._group_flush: asyncio.Future[None] | None = None
         self.alter_partition: AlterPartitionFn | None = None
+        self.txn_verifier: TxnVerifier | None = None
         # this process's incarnation (as registered), named in our fetchers' client ids
         self.incarnation = ""
         self.replica_lag_time_max_ms = int(props("replica.lag.time.max.ms") or 30000)
@@ -274,14 +288,20 @@ class ReplicaManager:
 
     async def append_records(
         self, entries: list[tuple[str, int, memoryview | bytes]], acks: int, timeout_ms: int,
-        *, internal: bool = False,
+        *, internal: bool = False, transactional_id: str | None = None,
     ) -> list[AppendResult]:
         """Append each (topic, partition, records) as leader; wait as ``acks`` says."""
+        refused: dict[int, AppendResult] = {}
+        if transactional_id is not None and not internal and self.txn_verifier is not None:
+            refused = await self._verify_transactional(entries, transactional_id)
         now = now_ms()
         results: list[AppendResult] = []
         appended: list[tuple[Partition, AppendResult]] = []
         stats = self.stats
-        for topic, idx, data in entries:
+        for i, (topic, idx, data) in enumerate(entries):
+            if i in refused:
+                results.append(refused[i])
+                continue
             p, err = self.get_partition_or_error(topic, idx)
             if p is None:
                 results.append(AppendResult(err, message=None if err != ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -318,6 +338,53 @@ class ReplicaManager:
                 if r.error == ErrorCode.NONE:
                     r.error = await self.wait_replicated(p, r.last_offset, deadline)
         return results
+
+    async def _verify_transactional(
+        self, entries: list[tuple[str, int, memoryview | bytes]], transactional_id: str,
+    ) -> dict[int, AppendResult]:
+        """KIP-890 part 1: the entries whose transactional batch would open its
+        producer's transaction here, asked of the coordinator; the refused ones."""
+        assert self.txn_verifier is not None
+        wanted: dict[tuple[int, int], list[tuple[int, Partition]]] = {}
+        for i, (topic, idx, data) in enumerate(entries):
+            # attributes (int16 at byte 21): bit 4 transactional, bit 5 control
+            if len(data) < rb.HEADER_SIZE or not data[22] & 0x10:
+                continue
+            p = self.partitions.get((topic, idx))
+            if p is None or p.role is not Role.LEADER:
+                continue  # the append answers that
+            h = rb.parse_header(data)
+            if h.producer_id < 0 or p.log.producer_state.in_transaction(h.producer_id):
+                continue
+            wanted.setdefault((h.producer_id, h.producer_epoch), []).append((i, p))
+        refused: dict[int, AppendResult] = {}
+        for (pid, epoch), items in wanted.items():
+            tokens = {i: p.log.producer_state.verification_token(pid) for i, p in items}
+            try:
+                answers = await self.txn_verifier(transactional_id, pid, epoch,
+                                                  [(p.topic, p.partition) for _, p in items])
+            except Exception as e:
+                log.info("transaction verification for %s failed: %s", transactional_id, e)
+                answers = {}
+            for i, p in items:
+                err = answers.get((p.topic, p.partition), ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                if err == ErrorCode.NONE and \
+                        p.log.producer_state.verification_token(pid) != tokens[i]:
+                    # a marker (or another epoch) ended that transaction while we asked
+                    err = ErrorCode.INVALID_TXN_STATE
+                if err == ErrorCode.NONE:
+                    continue
+                if err in _VERIFY_RETRIABLE:
+                    err = ErrorCode.NOT_ENOUGH_REPLICAS
+                elif err == ErrorCode.PRODUCER_FENCED:
+                    err = ErrorCode.INVALID_PRODUCER_EPOCH
+                elif err != ErrorCode.INVALID_PRODUCER_EPOCH:
+                    err = ErrorCode.INVALID_TXN_STATE
+                refused[i] = AppendResult(
+                    err, message=f"partition {p.name} is not in the ongoing transaction of "
+                    f"{transactional_id!r} (producer {pid} epoch {epoch})"
+                    if err == ErrorCode.INVALID_TXN_STATE else None)
+        return refused
 
     async def wait_replicated(self, p: Partition, last_offset: int, deadline: float) -> ErrorCode:
         """Wait until the HW passes ``last_offset`` (acks=all) or the deadline."""
@@ -381,6 +448,8 @@ class ReplicaManager:
                     self._send_isr_change(p, eff.isr_change)
                 assert eff.result is not None
                 r = eff.result
+            elif params.isolation_level == 1:  # read_committed: up to the LSO
+                r = p.read_committed(fp.fetch_offset, limit, min_one=total == 0)
             else:
                 r = p.read(fp.fetch_offset, limit, upper=p.high_watermark, min_one=total == 0)
             out.append(r)

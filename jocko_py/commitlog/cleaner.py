@@ -21,6 +21,11 @@ Rules (Kafka's):
   producer fields and codec; records keep their offsets and timestamps.
   Batches left empty are dropped; segments left empty are dropped unless
   first. Control batches are kept as they are.
+* Transactions (KIP-98): cleaning stops before the first offset of the oldest open
+  transaction; records of aborted transactions (found through the ``.txnindex``)
+  neither count as the latest for their key nor survive. Markers are kept (Kafka
+  drops a marker once its transaction's records are gone and its delete horizon has
+  passed; not done here).
 
 Crash safety: a cleaned segment is written to ``<base>.log.cleaned``, fsynced
 and renamed over the original (``Log.replace_segment``); leftovers ending in
@@ -123,8 +128,18 @@ def clean_log(
     now = _now_ms() if now_ms is None else now_ms
     cfg = lg.config
     segs = cleanable_segments(lg, now)
+    open_first = lg.producer_state.first_open_offset()
+    if open_first is not None:
+        segs = [s for s in segs if s.next_offset <= open_first]
     if not segs:
         return None
+    aborted_ranges: dict[int, list[tuple[int, int]]] = {}
+    for a in lg.collect_aborted(segs[0].base_offset, segs[-1].next_offset):
+        aborted_ranges.setdefault(a.producer_id, []).append((a.first_offset, a.last_offset))
+
+    def aborted(h: rb.RecordBatchHeader) -> bool:
+        return h.is_transactional and any(
+            first <= h.base_offset <= last for first, last in aborted_ranges.get(h.producer_id, ()))
     end = segs[-1].next_offset
     total = sum(s.size for s in segs)
     dirty = sum(s.size for s in segs if s.next_offset > first_dirty)
@@ -146,7 +161,7 @@ def clean_log(
     latest: dict[bytes, int] = {}
     for seg in segs:
         for h, data in _segment_batches(seg):
-            if h.is_control:
+            if h.is_control or aborted(h):
                 continue
             for rec in rb.decode_records(data, h):
                 stats.records_read += 1
@@ -160,6 +175,10 @@ def clean_log(
         for h, data in _segment_batches(seg):
             if h.is_control:
                 out += data
+                continue
+            if aborted(h):
+                stats.records_read += h.records_count
+                changed = True
                 continue
             recs = rb.decode_records(data, h)
             horizon = h.base_timestamp if h.has_delete_horizon else None

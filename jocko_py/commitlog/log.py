@@ -14,6 +14,8 @@ On-disk layout of a partition directory ``<topic>-<partition>/``::
                                     line 1 "0" (format version), line 2 the offset
     leader-epoch-checkpoint         leader epoch -> start offset (see leader_epoch.py)
     producer-state.json             idempotent-producer snapshot (see producer_state.py)
+    00000000000000001234.txnindex   transactions aborted by markers in that segment
+                                    (see txn_index.py; only segments that have one)
 
 Segments cover disjoint, increasing offset ranges; the last one is active
 (the only one appended to).  Index files without a ``.log`` are leftovers of
@@ -40,6 +42,14 @@ The log keeps two derived states in step with its batches:
   scan of the batches after it.  :meth:`Log.truncate_to` rebuilds it from an
   in-memory copy taken at a recent segment roll (or from the log start) plus a
   scan, so it always equals what replaying the remaining log gives.
+  It also knows each producer's open transaction; a marker that aborts one adds
+  an entry to the ``.txnindex`` of the marker's segment. Every replay (open,
+  truncation) first drops the index entries at or past its start and re-adds
+  them, so the indexes always agree with the replayed state.
+
+The last stable offset is ``producer_state.last_stable_offset(high_watermark)``
+(the high watermark belongs to the partition, not the log);
+:meth:`Log.collect_aborted` answers read_committed fetches.
 """
 
 from __future__ import annotations
@@ -56,12 +66,18 @@ from pathlib import Path
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
 from jocko_py.commitlog.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCache
-from jocko_py.commitlog.producer_state import PRODUCER_SNAPSHOT_FILE, ProducerStateManager
+from jocko_py.commitlog.producer_state import (
+    PRODUCER_SNAPSHOT_FILE,
+    CompletedTxn,
+    ProducerStateManager,
+)
 from jocko_py.commitlog.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from jocko_py.commitlog.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from jocko_py.protocol.records import (
     CorruptRecordError,
     RecordBatchHeader,
     RecordBatchTooLargeError,
+    control_marker,
     iter_batches,
     patch_base_offset,
     patch_leader_epoch,
@@ -123,6 +139,10 @@ def run_flush(ticket: FlushTicket) -> None:
             if e.errno != errno.EBADF:
                 ticket.error = e
                 return
+
+
+def _aborted(t: CompletedTxn) -> AbortedTxn:
+    return AbortedTxn(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
 
 
 def _now_ms() -> int:
@@ -199,7 +219,7 @@ class Log:
                 continue
             if "." + suffix == LOG_SUFFIX:
                 bases.append(int(stem))
-            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 if not (self.dir / (stem + LOG_SUFFIX)).exists():
                     logger.info("[log=%s] removing orphan index %s", self.name, name)
                     p.unlink(missing_ok=True)
@@ -261,6 +281,31 @@ class Log:
                 if h.next_offset > start:
                     yield h
 
+    def _replay_producers(self, state: ProducerStateManager, start: int) -> None:
+        """Observe every producer batch from ``start`` into ``state``; the aborted
+        transactions whose marker is at or past ``start`` are indexed anew."""
+        i = max(0, bisect.bisect_right(self._bases, start) - 1)
+        for seg in self.segments[i:]:
+            seg.txn_index.truncate_to(start)
+        for seg in self.segments[i:]:
+            if seg.next_offset <= start or seg.size == 0:
+                continue
+            _, pos0 = seg.offset_index.lookup(start)
+            for pos, h in seg.iter_headers(pos0):
+                if h.next_offset <= start or h.producer_id < 0:
+                    continue
+                marker = None
+                if h.is_control:
+                    try:
+                        marker = control_marker(seg.read_batch_at(pos, h), h)
+                    except CorruptRecordError:
+                        logger.warning("[log=%s] unreadable control batch at %d", self.name,
+                                       h.base_offset)
+                        continue
+                done = state.observe(h, h.base_offset, marker)
+                if done is not None and done.aborted:
+                    seg.txn_index.append(_aborted(done))
+
     def _last_batch_header(self) -> RecordBatchHeader | None:
         for seg in reversed(self.segments):
             if seg.size == 0:
@@ -311,9 +356,7 @@ class Log:
                 )
                 ps.clear()
                 path.unlink(missing_ok=True)
-        for h in self._iter_headers(scan_from):
-            if h.producer_id >= 0:
-                ps.observe(h, h.base_offset)
+        self._replay_producers(ps, scan_from)
         self._producer_checkpoints = [(leo, ps.copy())]
 
     def _take_producer_checkpoint(self) -> None:
@@ -334,11 +377,11 @@ class Log:
             scan_from, base = cps[-1][0], cps[-1][1].copy()
         else:
             scan_from, base = start, ProducerStateManager()
-        for h in self._iter_headers(scan_from):
-            if h.producer_id >= 0:
-                base.observe(h, h.base_offset)
+        self._replay_producers(base, scan_from)
+        # completed transactions above the HW are not known after a truncation: the
+        # replayed markers are all that is left of them
         # in place: callers may hold a reference to producer_state
-        self.producer_state.producers = base.producers
+        self.producer_state.replace_with(base)
         self._producer_snapshot_current = False
         self._take_producer_checkpoint()
         if self._producer_snapshot_offset is not None and self._producer_snapshot_offset > leo:
@@ -504,9 +547,12 @@ class Log:
         self.active_segment.append(buf, patched)
         self._producer_snapshot_current = False
         ps = self.producer_state
-        for h in patched:
+        for (pos, _), h in zip(headers, patched, strict=True):
             if h.producer_id >= 0:
-                ps.observe(h, h.base_offset)
+                marker = control_marker(buf[pos:pos + h.size], h) if h.is_control else None
+                done = ps.observe(h, h.base_offset, marker)
+                if done is not None and done.aborted:
+                    self.active_segment.txn_index.append(_aborted(done))
         self.unflushed_messages += num_records
         if self.unflushed_messages >= cfg.flush_messages:
             self.needs_flush = True
@@ -584,6 +630,28 @@ class Log:
                 return ReadInfo(data, start, end, first)
             i += 1
         return ReadInfo(b"", start, end, -1)
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound): their marker is
+        at or past ``fetch_offset``, so in the segment holding it or a later one."""
+        out: list[AbortedTxn] = []
+        i = max(0, bisect.bisect_right(self._bases, fetch_offset) - 1)
+        for seg in self.segments[i:]:
+            entries = seg.txn_index.entries
+            if not entries:
+                continue
+            out.extend(seg.txn_index.collect(fetch_offset, upper_bound))
+            # Kafka's stop rule: a transaction completed when the LSO was already past
+            # the bound means every later one started past it too
+            if any(e.last_stable_offset >= upper_bound for e in entries):
+                break
+        return out
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Never below the log start (a transaction whose start was deleted by retention
+        or DeleteRecords must not hold readers before the log), never past the HW."""
+        lso = self.producer_state.last_stable_offset(high_watermark)
+        return max(lso, min(self._log_start_offset, high_watermark))
 
     # --- timestamps --------------------------------------------------------------
 

@@ -18,13 +18,33 @@ Kafka's rules, as followed here:
   answered with the offset it got the first time.
 - Only idempotent batches (producer id >= 0) are tracked.
 
+Transactions (KIP-98), as Kafka's ProducerStateManager:
+- A producer's first transactional batch after a marker opens its transaction:
+  ``txn_first_offset`` is that batch's first offset. A non-transactional batch while
+  it is open is refused (INVALID_TXN_STATE).
+- A control batch (COMMIT or ABORT marker, written by the transaction coordinator)
+  closes it and returns a :class:`CompletedTxn`; the log indexes aborted ones
+  (``.txnindex``). A marker carries the producer epoch (it may bump it, resetting
+  sequences) and the coordinator epoch; a marker from an older producer epoch is
+  refused (INVALID_PRODUCER_EPOCH) and one from an older coordinator epoch too
+  (TRANSACTION_COORDINATOR_FENCED).
+- The first unstable offset is the smallest first offset of an open transaction,
+  or of a completed one whose marker the high watermark has not passed yet; the
+  last stable offset (LSO) is the smaller of it and the high watermark.
+
 On-disk snapshot, ``producer-state.json`` in the partition directory (JSON,
 written to ``producer-state.tmp``, fsynced and renamed)::
 
     {"offset": <the state covers every batch below this offset>,
      "producers": [{"id": <producer id>, "epoch": <producer epoch>,
                     "batches": [[first_seq, last_seq, first_offset, last_offset,
-                                 max_timestamp], ...]}, ...]}
+                                 max_timestamp], ...],
+                    "txn": <first offset of the open transaction, or -1>,
+                    "coordinator_epoch": <epoch of the last marker's coordinator, or -1>},
+                   ...]}
+
+(``txn`` and ``coordinator_epoch`` are absent from snapshots written before
+transactions: read as -1.)
 
 ``batches`` holds up to the last five batches, oldest first.  On load the log
 replays the batches from ``offset`` to its end (:meth:`ProducerStateManager.observe`).
@@ -38,11 +58,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jocko_py.protocol.errors import ErrorCode
-from jocko_py.protocol.records import RecordBatchHeader
+from jocko_py.protocol.records import ControlType, RecordBatchHeader
 
 __all__ = [
     "PRODUCER_SNAPSHOT_FILE",
     "BatchMeta",
+    "CompletedTxn",
     "ProducerEntry",
     "ProducerStateManager",
     "SequenceCheck",
@@ -68,10 +89,23 @@ class ProducerEntry:
     epoch: int
     batches: list[BatchMeta] = field(default_factory=list)
     last_timestamp: int = -1
+    txn_first_offset: int = -1
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction ended by a marker at ``last_offset``."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+    last_stable_offset: int = -1
 
 
 class SequenceCheck:
@@ -94,18 +128,85 @@ def _next_seq(seq: int) -> int:
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        # producer id -> first offset of its open transaction
+        self.ongoing: dict[int, int] = {}
+        # completed transactions whose marker may still be above the high watermark
+        self.unreplicated: list[CompletedTxn] = []
+        # markers seen per producer since this manager was built (in memory only): a
+        # transactional produce verified with the coordinator (KIP-890) is appended
+        # only if no marker ended the transaction meanwhile
+        self.markers_seen: dict[int, int] = {}
 
     def copy(self) -> ProducerStateManager:
         """An independent copy (BatchMeta records are never mutated, so they are shared)."""
         other = ProducerStateManager()
         other.producers = {
-            pid: ProducerEntry(e.producer_id, e.epoch, list(e.batches), e.last_timestamp)
+            pid: ProducerEntry(e.producer_id, e.epoch, list(e.batches), e.last_timestamp,
+                               e.txn_first_offset, e.coordinator_epoch)
             for pid, e in self.producers.items()
         }
+        other.ongoing = dict(self.ongoing)
+        other.unreplicated = list(self.unreplicated)
         return other
 
     def clear(self) -> None:
         self.producers = {}
+        self.ongoing = {}
+        self.unreplicated = []
+
+    def replace_with(self, other: ProducerStateManager) -> None:
+        """Take ``other``'s state in place (callers may hold a reference to this one)."""
+        for pid, n in other.markers_seen.items():
+            self.markers_seen[pid] = self.markers_seen.get(pid, 0) + n
+        self.producers = other.producers
+        self.ongoing = other.ongoing
+        self.unreplicated = other.unreplicated
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Forget completed transactions whose marker is now below the HW."""
+        if self.unreplicated and self.unreplicated[0].last_offset < high_watermark:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset a read_committed reader must not pass (None: none)."""
+        if self.unreplicated:
+            self.on_high_watermark(high_watermark)
+        first = min(self.ongoing.values(), default=None)
+        for t in self.unreplicated:
+            if first is None or t.first_offset < first:
+                first = t.first_offset
+        return first
+
+    def verification_token(self, producer_id: int) -> tuple[int, int, int]:
+        """What must not change while a transactional produce is being verified: the
+        markers seen for the producer, its epoch and its open transaction."""
+        e = self.producers.get(producer_id)
+        return (self.markers_seen.get(producer_id, 0), e.epoch if e is not None else -1,
+                e.txn_first_offset if e is not None else -1)
+
+    def in_transaction(self, producer_id: int) -> bool:
+        e = self.producers.get(producer_id)
+        return e is not None and e.txn_first_offset >= 0
+
+    def first_open_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (the cleaner stops there)."""
+        return min(self.ongoing.values(), default=None)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        first = self.first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def check_marker(self, producer_id: int, producer_epoch: int,
+                     coordinator_epoch: int) -> ErrorCode:
+        """May the coordinator write a marker for this producer (Kafka's rules)?"""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return ErrorCode.NONE
+        if producer_epoch < entry.epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if coordinator_epoch < entry.coordinator_epoch:
+            return ErrorCode.TRANSACTION_COORDINATOR_FENCED
+        return ErrorCode.NONE
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ProducerStateManager):
@@ -122,6 +223,8 @@ class ProducerStateManager:
             return OK
         if h.producer_epoch < entry.epoch:
             return SequenceCheck(ErrorCode.INVALID_PRODUCER_EPOCH)
+        if entry.txn_first_offset >= 0 and not h.is_transactional:
+            return SequenceCheck(ErrorCode.INVALID_TXN_STATE)
         if h.producer_epoch > entry.epoch:
             if h.base_sequence != 0:
                 return SequenceCheck(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
@@ -136,16 +239,28 @@ class ProducerStateManager:
             return SequenceCheck(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
         return OK
 
-    def observe(self, h: RecordBatchHeader, first_offset: int) -> None:
-        """Record an appended (or recovered) batch."""
+    def observe(self, h: RecordBatchHeader, first_offset: int,
+                marker: tuple[ControlType, int] | None = None) -> CompletedTxn | None:
+        """Record an appended (or recovered) batch; ``marker`` (type, coordinator epoch)
+        for a control batch. Returns the transaction a marker completed."""
         if h.producer_id < 0:
-            return
-        entry = self.producers.get(h.producer_id)
+            return None
+        pid = h.producer_id
+        entry = self.producers.get(pid)
+        if marker is not None:
+            return self._observe_marker(h, first_offset, entry, marker)
         if entry is None or h.producer_epoch > entry.epoch:
-            entry = ProducerEntry(h.producer_id, h.producer_epoch)
-            self.producers[h.producer_id] = entry
+            # an open transaction survives the epoch bump: only a marker ends it
+            txn = entry.txn_first_offset if entry is not None else -1
+            coord = entry.coordinator_epoch if entry is not None else -1
+            entry = ProducerEntry(pid, h.producer_epoch, txn_first_offset=txn,
+                                  coordinator_epoch=coord)
+            self.producers[pid] = entry
         elif h.producer_epoch < entry.epoch:
-            return
+            return None
+        if h.is_transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = first_offset
+            self.ongoing[pid] = first_offset
         last_seq = h.base_sequence + h.last_offset_delta
         if last_seq > INT32_MAX:
             last_seq -= INT32_MAX + 1
@@ -158,6 +273,28 @@ class ProducerStateManager:
         if len(entry.batches) > MAX_CACHED_BATCHES:
             del entry.batches[0]
         entry.last_timestamp = h.max_timestamp
+        return None
+
+    def _observe_marker(self, h: RecordBatchHeader, offset: int, entry: ProducerEntry | None,
+                        marker: tuple[ControlType, int]) -> CompletedTxn | None:
+        pid = h.producer_id
+        self.markers_seen[pid] = self.markers_seen.get(pid, 0) + 1
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(pid, h.producer_epoch)
+        elif h.producer_epoch > entry.epoch:
+            entry.epoch = h.producer_epoch
+            entry.batches = []  # a new epoch starts its sequences at 0
+        entry.coordinator_epoch = max(entry.coordinator_epoch, marker[1])
+        entry.last_timestamp = h.max_timestamp
+        first = entry.txn_first_offset
+        entry.txn_first_offset = -1
+        self.ongoing.pop(pid, None)
+        if first < 0:
+            return None  # nothing open here (a retried marker, or an empty transaction)
+        lso = min(self.ongoing.values(), default=offset + 1)
+        done = CompletedTxn(pid, first, offset, marker[0] == ControlType.ABORT, lso)
+        self.unreplicated.append(done)
+        return done
 
     def truncate_after(self, offset: int) -> None:
         """Forget batches at or beyond `offset`.
@@ -169,8 +306,12 @@ class ProducerStateManager:
         for pid in list(self.producers):
             e = self.producers[pid]
             e.batches = [b for b in e.batches if b.last_offset < offset]
-            if not e.batches:
+            if e.txn_first_offset >= offset:
+                e.txn_first_offset = -1
+                self.ongoing.pop(pid, None)
+            if not e.batches and e.txn_first_offset < 0:
                 del self.producers[pid]
+        self.unreplicated = [t for t in self.unreplicated if t.last_offset < offset]
 
     # -- snapshot ------------------------------------------------------------------
 
@@ -184,6 +325,8 @@ class ProducerStateManager:
                         [b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp]
                         for b in e.batches
                     ],
+                    "txn": e.txn_first_offset,
+                    "coordinator_epoch": e.coordinator_epoch,
                 }
                 for e in self.producers.values()
             ],
@@ -200,13 +343,20 @@ class ProducerStateManager:
         try:
             data = json.loads(path.read_text())
             producers = {}
+            ongoing = {}
             for p in data["producers"]:
                 e = ProducerEntry(int(p["id"]), int(p["epoch"]))
                 e.batches = [BatchMeta(*map(int, b)) for b in p["batches"]]
                 e.last_timestamp = e.batches[-1].timestamp if e.batches else -1
+                e.txn_first_offset = int(p.get("txn", -1))
+                e.coordinator_epoch = int(p.get("coordinator_epoch", -1))
                 producers[e.producer_id] = e
+                if e.txn_first_offset >= 0:
+                    ongoing[e.producer_id] = e.txn_first_offset
             self.producers = producers
+            self.ongoing = ongoing
+            self.unreplicated = []
             return int(data["offset"])
         except (OSError, ValueError, KeyError, TypeError):
-            self.producers = {}
+            self.clear()
             return 0

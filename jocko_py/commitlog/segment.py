@@ -9,7 +9,9 @@ partitionLeaderEpoch patched by the log (see ``jocko_py.protocol.records`` for
 the batch layout).  There is no file header and no padding: the file length is
 the sum of the batch sizes.  Batches have strictly increasing base offsets, all
 >= the segment's base offset.  ``<base20>.index`` and ``<base20>.timeindex``
-are described in :mod:`jocko_py.commitlog.index`.
+are described in :mod:`jocko_py.commitlog.index`; ``<base20>.txnindex``, the
+transactions aborted by markers in this segment, in :mod:`jocko_py.commitlog.txn_index`
+(kept by the log: the producer-state replay rebuilds it).
 
 A batch is trusted on read because it was validated when appended (by the
 broker) or by :meth:`LogSegment.recover` on start-up after an unclean stop.
@@ -27,6 +29,7 @@ from pathlib import Path
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.errors import KafkaStorageError
 from jocko_py.commitlog.index import IndexCorruptError, OffsetIndex, TimeIndex
+from jocko_py.commitlog.txn_index import TXN_INDEX_SUFFIX, TxnIndex
 from jocko_py.protocol.records import (
     CURRENT_MAGIC,
     HEADER_SIZE,
@@ -67,6 +70,7 @@ class LogSegment:
         self.log_path = directory / (prefix + LOG_SUFFIX)
         self.index_path = directory / (prefix + INDEX_SUFFIX)
         self.time_index_path = directory / (prefix + TIME_INDEX_SUFFIX)
+        self.txn_index = TxnIndex(directory / (prefix + TXN_INDEX_SUFFIX))
         self._fd = -1
         self.size = 0
         self.next_offset = base_offset
@@ -94,6 +98,7 @@ class LogSegment:
             seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             seg.index_path.unlink(missing_ok=True)
             seg.time_index_path.unlink(missing_ok=True)
+            seg.txn_index.path.unlink(missing_ok=True)
             seg.offset_index = OffsetIndex(seg.index_path, base_offset, config.segment_index_bytes)
             seg.time_index = TimeIndex(seg.time_index_path, base_offset, config.segment_index_bytes)
             seg.offset_index.create_file()
@@ -119,6 +124,7 @@ class LogSegment:
         seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         seg.size = os.fstat(seg._fd).st_size
         seg.created_ms = int(os.fstat(seg._fd).st_mtime * 1000)
+        seg.txn_index = TxnIndex.load(seg.txn_index.path)
         if recover:
             return seg, seg.recover()
         if seg.size > 0 and not (seg.index_path.exists() and seg.time_index_path.exists()):
@@ -471,6 +477,7 @@ class LogSegment:
         self.size = pos
         self.dirty = True
         self.offset_index.truncate_to_position(pos)
+        self.txn_index.truncate_to(offset)
         # Cut at the first removed batch, which may start below ``offset``.
         self.time_index.truncate_to_offset(first_removed.base_offset)
         # Recompute what the tail scan would give for the shorter file.
@@ -495,6 +502,9 @@ class LogSegment:
             fd = idx.begin_flush()
             if fd is not None:
                 fds.append(fd)
+        fd = self.txn_index.begin_flush()
+        if fd is not None:
+            fds.append(fd)
         self.dirty = False
         return fds
 
@@ -505,6 +515,7 @@ class LogSegment:
             os.fsync(self._fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         except OSError as exc:
             raise KafkaStorageError(f"fsync of {self.log_path} failed: {exc}") from exc
         self.dirty = False
@@ -522,11 +533,12 @@ class LogSegment:
             idx = getattr(self, attr, None)
             if idx is not None:
                 idx.close()
+        self.txn_index.close()
         self._close_quietly()
 
     def delete(self) -> None:
         self.close()
-        for p in (self.log_path, self.index_path, self.time_index_path):
+        for p in (self.log_path, self.index_path, self.time_index_path, self.txn_index.path):
             p.unlink(missing_ok=True)
 
     def __repr__(self) -> str:

@@ -72,6 +72,7 @@ __all__ = [
     "build_control_batch",
     "check_produce_batch",
     "compute_crc",
+    "control_marker",
     "control_type",
     "decode_records",
     "is_control_batch",
@@ -712,6 +713,19 @@ def control_type(record: Record) -> ControlType:
         return ControlType(ctype)
     except ValueError as exc:
         raise CorruptRecordError(f"unknown control record type {ctype}") from exc
+
+
+def control_marker(batch: Buffer, header: RecordBatchHeader | None = None
+                   ) -> tuple[ControlType, int]:
+    """(marker type, coordinator epoch) of a control batch (one control record)."""
+    recs = decode_records(batch, header)
+    if not recs:
+        raise CorruptRecordError("control batch without a record")
+    ctype = control_type(recs[0])
+    value = recs[0].value
+    epoch = _CTRL_VALUE.unpack_from(value, 0)[1] if value and len(value) >= _CTRL_VALUE.size \
+        else -1
+    return ctype, epoch
 
 
 def build_control_batch(

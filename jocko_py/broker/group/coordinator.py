@@ -14,8 +14,9 @@ KIP-848 consumer-protocol groups (ConsumerGroupHeartbeat) keep their model in
 their heartbeats, removes members whose session or revocation timed out, follows
 topic changes for them, and checks member epochs on their offset commits. A group
 is one kind or the other; an empty group (offsets only) changes kind when a member
-of the other kind joins. Not implemented: transactional offset commits, share
-groups.
+of the other kind joins. Transactional offset commits (TxnOffsetCommit) are held per
+producer id until their transaction's marker reaches the group's partition
+(`complete_txn`). Not implemented: share groups.
 """
 
 from __future__ import annotations
@@ -976,6 +977,66 @@ class GroupCoordinator:
                 g.offsets[tp] = om
         return results
 
+    def txn_commit(
+        self, *, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+        member_id: str, instance_id: str | None, offsets: dict[tuple[str, int], CommitRequest],
+    ) -> dict[tuple[str, int], E]:
+        """TxnOffsetCommit: the offsets are written in the producer's transaction and
+        count once its commit marker reaches the group's partition (`complete_txn`)."""
+        def all_(err: E) -> dict[tuple[str, int], E]:
+            return {tp: err for tp in offsets}
+
+        err = self._group_error(group_id)
+        if err is not None:
+            return all_(err)
+        g = self.groups.get(group_id)
+        if g is None:
+            g = self.groups[group_id] = Group(group_id, now_ms())
+        if g.is_(S.DEAD):
+            return all_(E.COORDINATOR_NOT_AVAILABLE)
+        if generation_id >= 0 or member_id or instance_id is not None:
+            # v3+ (KIP-447): the group's member at its generation, as OffsetCommit
+            if instance_id is not None:
+                cur = g.static_member_id(instance_id)
+                if cur is not None and cur != member_id:
+                    return all_(E.FENCED_INSTANCE_ID)
+            if member_id and member_id not in g.members:
+                return all_(E.UNKNOWN_MEMBER_ID)
+            if generation_id >= 0 and generation_id != g.generation_id:
+                return all_(E.ILLEGAL_GENERATION)
+        ts = now_ms()
+        results: dict[tuple[str, int], E] = {}
+        entries: list[tuple[bytes, bytes | None]] = []
+        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for tp, c in offsets.items():
+            md = c.metadata or ""
+            if len(md.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                results[tp] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            om = OffsetAndMetadata(c.offset, c.leader_epoch, md, ts, -1)
+            accepted[tp] = om
+            entries.append((offset_key(group_id, *tp), offset_value(om)))
+        err2 = self.store.append(group_id, entries, (producer_id, producer_epoch))
+        for tp, om in accepted.items():
+            results[tp] = err2
+            if err2 == E.NONE:
+                g.pending_txn_offsets.setdefault(producer_id, {})[tp] = om
+        return results
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A marker for ``producer_id`` was written to our `__consumer_offsets`
+        partition: its transactional offsets count (commit) or are dropped (abort)."""
+        for g in self.groups.values():
+            if self.store.partition_for(g.group_id) != partition:
+                continue
+            pending = g.pending_txn_offsets.pop(producer_id, None)
+            if pending and commit:
+                g.offsets.update(pending)
+
+    def has_pending_txn_offset(self, group_id: str, tp: tuple[str, int]) -> bool:
+        g = self.groups.get(group_id)
+        return g is not None and any(tp in p for p in g.pending_txn_offsets.values())
+
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None,
         member: tuple[str, int] | None = None,
@@ -1089,7 +1150,7 @@ class GroupCoordinator:
             entries: list[tuple[bytes, bytes | None]] = [
                 (offset_key(g.group_id, *tp), None) for tp in expired]
             drop_group = g.is_(S.EMPTY) and len(expired) == len(g.offsets) \
-                and not g.pending_members
+                and not g.pending_members and not g.pending_txn_offsets
             if drop_group:
                 entries.append((group_key(g.group_id), None))
             if not entries:

@@ -342,16 +342,27 @@ class OffsetsStore:
         img = self.broker.topics.image.partition(OFFSETS_TOPIC, self.partition_for(group_id))
         return img.leader if img is not None else -1
 
-    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]],
+               producer: tuple[int, int] | None = None) -> ErrorCode:
         """Write records for one group atomically (one batch); a Kafka error code.
-        `wait_durable(group_id, ...)` then waits for the ISR to have them."""
+        `wait_durable(group_id, ...)` then waits for the ISR to have them. With
+        ``producer`` (id, epoch) the batch is transactional (TxnOffsetCommit): it
+        counts once its producer's commit marker follows it."""
         if not entries:
             return ErrorCode.NONE
         p = self.broker.replicas.get(OFFSETS_TOPIC, self.partition_for(group_id))
         if p is None or not p.is_leader:
             return ErrorCode.NOT_COORDINATOR
         now = int(time.time() * 1000)
-        batch = rb.build_batch([rb.NewRecord(k, v, (), now) for k, v in entries])
+        recs = [rb.NewRecord(k, v, (), now) for k, v in entries]
+        if producer is not None:
+            if p.log.producer_state.check_marker(producer[0], producer[1], -1) \
+                    == ErrorCode.INVALID_PRODUCER_EPOCH:
+                return ErrorCode.PRODUCER_FENCED
+            batch = rb.build_batch(recs, producer_id=producer[0], producer_epoch=producer[1],
+                                   is_transactional=True)
+        else:
+            batch = rb.build_batch(recs)
         r = p.append_internal(batch, now)
         if r.error != ErrorCode.NONE:
             log.warning("[group=%s] write to %s failed: %s %s", group_id, p.name,
@@ -425,27 +436,45 @@ class OffsetsStore:
         count = max(self.num_partitions, len(t.partitions) if t is not None else 0)
         wanted = range(count) if partitions is None else partitions
         streams = [self._records(idx) for idx in wanted]
-        for _ts, name, offset, key, value in heapq.merge(*streams, key=lambda r: r[0]):
+        for _ts, name, offset, key, value, pid in heapq.merge(*streams, key=lambda r: r[0]):
             out.records += 1
             try:
-                self._apply(groups, key, value, now, out.consumer)
+                if pid >= 0:
+                    self._apply_pending(groups, pid, key, value)
+                else:
+                    self._apply(groups, key, value, now, out.consumer)
             except Exception:
                 log.exception("[partition=%s] skipping undecodable record at %d", name, offset)
         log.info("loaded %d groups from %d records of %s in %.2fs", len(groups), out.records,
                  OFFSETS_TOPIC, time.monotonic() - t0)
         return out
 
-    def _records(self, idx: int) -> Iterator[tuple[int, str, int, bytes, bytes | None]]:
+    def _records(self, idx: int) -> Iterator[tuple[int, str, int, bytes, bytes | None, int]]:
+        """(timestamp, partition, offset, key, value, producer id) of every record, in
+        log order; transactional offset commits (TxnOffsetCommit) come out at their
+        commit marker (producer id -1), not at all when aborted, and with their producer
+        id at the end when their transaction is still open."""
         p = self.broker.replicas.get(OFFSETS_TOPIC, idx)
         if p is None:
             return
         lg = p.log
         start = lg.log_start_offset
+        open_txns: dict[int, list[rb.Record]] = {}
         for seg in list(lg.segments):
             for pos, h in seg.iter_headers():
-                if h.is_control or h.next_offset <= start:
+                if h.next_offset <= start:
                     continue
                 data = seg.read_batch_at(pos, h)
+                if h.is_control:
+                    try:
+                        ctype, _ = rb.control_marker(data, h)
+                    except rb.RecordError:
+                        continue
+                    held = open_txns.pop(h.producer_id, [])
+                    if ctype == rb.ControlType.COMMIT:
+                        for rec in held:
+                            yield rec.timestamp, p.name, rec.offset, rec.key or b"", rec.value, -1
+                    continue
                 try:
                     recs = rb.decode_records(data, h)
                 except Exception:
@@ -454,7 +483,25 @@ class OffsetsStore:
                 for rec in recs:
                     if rec.offset < start or rec.key is None:
                         continue
-                    yield rec.timestamp, p.name, rec.offset, rec.key, rec.value
+                    if h.is_transactional:
+                        open_txns.setdefault(h.producer_id, []).append(rec)
+                        continue
+                    yield rec.timestamp, p.name, rec.offset, rec.key, rec.value, -1
+        for pid, held in open_txns.items():
+            for rec in held:
+                yield rec.timestamp, p.name, rec.offset, rec.key or b"", rec.value, pid
+
+    @staticmethod
+    def _apply_pending(groups: dict[str, Group], pid: int, key: bytes,
+                       value: bytes | None) -> None:
+        k = decode_key(key)
+        if k is None or k.kind != "offset" or value is None:
+            return
+        g = groups.get(k.group)
+        if g is None:
+            g = groups[k.group] = Group(k.group, int(time.time() * 1000))
+        g.pending_txn_offsets.setdefault(pid, {})[(k.topic, k.partition)] = \
+            decode_offset_value(value)
 
     @staticmethod
     def _apply(groups: dict[str, Group], key: bytes, value: bytes | None, now: float,

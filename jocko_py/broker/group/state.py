@@ -164,6 +164,9 @@ class Group:
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
         self.pending_members: dict[str, float] = {}  # member id -> expiry (monotonic)
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        # TxnOffsetCommit: producer id -> offsets written in its open transaction,
+        # materialised into `offsets` by its commit marker, dropped by an abort
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.new_member_added = False
         # rebalance bookkeeping (monotonic seconds)
         self.join_deadline: float | None = None

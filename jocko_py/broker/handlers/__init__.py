@@ -31,6 +31,13 @@ MODULES = [
     "scram_credentials",
     "acls",
     "client_quotas",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "write_txn_markers",
+    "txn_offset_commit",
+    "describe_transactions",
+    "list_transactions",
 ]
 
 

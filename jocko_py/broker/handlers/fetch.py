@@ -7,8 +7,8 @@ Kafka does. If fewer than `min_bytes` are available the request waits in the fet
 purgatory for new data up to `max_wait_ms`.
 
 Consumers (replica_id -1) read up to the high watermark (read_uncommitted) or the
-last stable offset (read_committed; equal to the HW since transactions are not
-supported). Followers (replica_id >= 0, a replica of the partition) read up to the
+last stable offset (read_committed), which also gets the aborted transactions
+(producer id, first offset) overlapping what is returned. Followers (replica_id >= 0, a replica of the partition) read up to the
 log end; their fetch offset is their log end offset, which moves the HW and the
 ISR; a `last_fetched_epoch` that ends before the fetch offset in the leader's
 epoch cache gets `diverging_epoch` and no records (KIP-279). Every partition must
@@ -126,7 +126,9 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             "high_watermark": r.high_watermark,
             "last_stable_offset": r.last_stable_offset,
             "log_start_offset": r.log_start_offset,
-            "aborted_transactions": None if v < 4 else [],
+            "aborted_transactions": None if v < 4 else [
+                {"producer_id": pid, "first_offset": first}
+                for pid, first in r.aborted_transactions or ()],
             "preferred_read_replica": -1,
             # never null, errors included: Kafka sends empty records, and librdkafka
             # rejects a null record set as a parse failure of the whole response

@@ -5,9 +5,10 @@ The coordinator of a group is the leader of its `__consumer_offsets` partition
 coordinator creates `__consumer_offsets` (`offsets.topic.num.partitions`,
 compacted, `offsets.topic.replication.factor` capped to the live brokers), as
 Kafka does; a partition without a live leader gets COORDINATOR_NOT_AVAILABLE. v4+ carries a batch of keys and answers per key.
-Transaction coordinators (key type 1) are not available: transactions are not
-supported, so those keys get COORDINATOR_NOT_AVAILABLE. Unknown key types get
-INVALID_REQUEST.
+The coordinator of a transactional id (key type 1) is the leader of its
+`__transaction_state` partition, created likewise on the first lookup
+(`transaction.state.log.num.partitions`, `transaction.state.log.replication.factor`
+capped to the live brokers). Unknown key types get INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.group import coordinator
 from jocko_py.broker.security.authz import authorize_group
 from jocko_py.broker.topics import TopicError
+from jocko_py.broker.txn import coordinator as txn_coordinator
 from jocko_py.protocol.errors import ErrorCode
 
 log = logging.getLogger("jocko_py.broker.handlers.find_coordinator")
@@ -31,7 +33,7 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int
                   ) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) of the coordinator of ``key``."""
     if key_type == TXN_KEY:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported", -1, "", -1
+        return await _lookup_txn(ctx, key)
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
     if not authorize_group(ctx, "DESCRIBE", key):
@@ -50,6 +52,22 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int
     if b is None or addr is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     return ErrorCode.NONE, None, b.broker_id, addr[0], addr[1]
+
+
+async def _lookup_txn(ctx: RequestContext, key: str
+                      ) -> tuple[ErrorCode, str | None, int, str, int]:
+    if not key:
+        return ErrorCode.INVALID_REQUEST, "empty transactional id", -1, "", -1
+    tc = txn_coordinator(ctx.broker)
+    try:
+        await tc.ensure_topic()
+    except TopicError as e:
+        log.warning("[txn=%s] cannot create the transaction state topic: %s", key, e.message)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
+    b = ctx.broker.topics.image.brokers.get(tc.leader_of(key))
+    if b is None or b.fenced:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    return ErrorCode.NONE, None, b.broker_id, b.host, b.port
 
 
 @api(10, 0, 6)

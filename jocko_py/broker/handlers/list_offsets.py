@@ -42,8 +42,11 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 ts = rp.timestamp
                 if ctx.version >= 4:  # LeaderEpoch is v4+ and not ignorable
                     out["leader_epoch"] = p.leader_epoch
+                # read_committed readers see up to the LSO (v2+ has the isolation level)
+                upper = p.last_stable_offset if ctx.version >= 2 and req.isolation_level == 1 \
+                    else p.high_watermark
                 if ts == LATEST:
-                    out["offset"] = p.high_watermark
+                    out["offset"] = upper
                 elif ts == EARLIEST or (ts == EARLIEST_LOCAL and ctx.version >= 8):
                     out["offset"] = p.log.log_start_offset
                 elif ts == LATEST_TIERED and ctx.version >= 9:
@@ -58,7 +61,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                     out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
                 else:
                     found = p.log.offset_for_timestamp(ts)
-                    if found is not None and found[0] < p.high_watermark:
+                    if found is not None and found[0] < upper:
                         out["offset"], out["timestamp"] = found
             parts.append(out)
         topics.append({"name": t.name, "partitions": parts})

@@ -11,7 +11,8 @@ group. Commits for unknown topic-partitions get UNKNOWN_TOPIC_OR_PARTITION;
 metadata over `offset.metadata.max.bytes` gets OFFSET_METADATA_TOO_LARGE.
 v2-4 retention_time_ms is kept as an explicit expire time. OffsetFetch v8+
 answers several groups; a null topic list means every committed offset of the
-group. require_stable is accepted and trivially met (no transactions).
+group. With require_stable, a partition with a pending transactional offset
+(TxnOffsetCommit not yet committed or aborted) gets UNSTABLE_OFFSET_COMMIT.
 OffsetCommit v0-1 and OffsetFetch v0 (ZooKeeper-era) are not served, as in
 Kafka 4.
 """
@@ -80,7 +81,7 @@ async def offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
             "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
+def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool = False,
                  member: tuple[str, int] | None = None,
                  ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     wanted = None if topics is None else [
@@ -95,17 +96,20 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
             return err, []
         offsets = {tp: None for tp in wanted}
     by_topic: dict[str, list[dict[str, Any]]] = {}
+    gc = coordinator(ctx.broker)
     for (topic, part), om in offsets.items():
         if topic in denied:
             if wanted is None:
                 continue
             om = None
+        unstable = require_stable and gc.has_pending_txn_offset(group_id, (topic, part))
         by_topic.setdefault(topic, []).append({
             "partition_index": part,
-            "committed_offset": om.offset if om else -1,
-            "committed_leader_epoch": om.leader_epoch if om else -1,
+            "committed_offset": om.offset if om and not unstable else -1,
+            "committed_leader_epoch": om.leader_epoch if om and not unstable else -1,
             "metadata": om.metadata if om else "",
-            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED if topic in denied else 0,
+            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED if topic in denied
+            else ErrorCode.UNSTABLE_OFFSET_COMMIT if unstable else 0,
         })
     return err, [{"name": n, "partitions": ps} for n, ps in by_topic.items()]
 
@@ -117,10 +121,11 @@ async def offset_fetch(ctx: RequestContext, req: Any) -> dict[str, Any]:
         groups = []
         for g in req.groups:
             member = (g.member_id or "", g.member_epoch) if v >= 9 else None
-            err, topics = _fetch_group(ctx, g.group_id, g.topics, member)
+            err, topics = _fetch_group(ctx, g.group_id, g.topics, req.require_stable, member)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": err})
         return {"throttle_time_ms": 0, "groups": groups}
-    err, topics = _fetch_group(ctx, req.group_id, req.topics if v >= 2 else req.topics or [])
+    err, topics = _fetch_group(ctx, req.group_id, req.topics if v >= 2 else req.topics or [],
+                               v >= 7 and req.require_stable)
     if v < 2 and err != ErrorCode.NONE:
         for t in topics:
             for p in t["partitions"]:

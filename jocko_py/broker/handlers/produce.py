@@ -10,8 +10,13 @@ fetched it), failing with NOT_ENOUGH_REPLICAS when the ISR is below
 it shrank meanwhile. A partition this broker does not lead gets
 NOT_LEADER_OR_FOLLOWER, with the current leader and its endpoint from v10 (KIP-951,
 `leader_discovery.py`). The handler only translates: `ReplicaManager.append_records`
-decides. Transactional produce is not supported
-(INVALID_TXN_STATE). Internal topics cannot be written by clients.
+decides. Transactional batches are appended like idempotent ones (the partition's
+producer state opens the producer's transaction; a plain batch inside it gets
+INVALID_TXN_STATE). The first transactional batch of a transaction on a partition is
+verified with the transaction coordinator of the request's transactional id (KIP-890
+part 1): a partition not in the producer's ongoing transaction gets INVALID_TXN_STATE,
+a coordinator not ready NOT_ENOUGH_REPLICAS (retriable for every client). v12+
+(KIP-890 part 2) is not served. Internal topics cannot be written by clients.
 """
 
 from __future__ import annotations
@@ -54,7 +59,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
                 entries.append((name, pd.index, pd.records))
             parts.append((pd.index, r))
         slots.append((name, parts))
-    appended = iter(await replicas.append_records(entries, acks, req.timeout_ms))
+    appended = iter(await replicas.append_records(entries, acks, req.timeout_ms,
+                                                  transactional_id=req.transactional_id))
     results: list[dict[str, Any]] = []
     for name, parts in slots:
         presps = [_partition_response(idx, r if r is not None else next(appended))

@@ -139,6 +139,10 @@ def authorize_group(ctx: RequestContext, op: str, group: str) -> bool:
     return authorize(ctx, op, GROUP, group)
 
 
+def authorize_transactional_id(ctx: RequestContext, op: str, transactional_id: str) -> bool:
+    return authorize(ctx, op, TRANSACTIONAL_ID, transactional_id)
+
+
 def authorize_cluster(ctx: RequestContext, op: str) -> bool:
     return authorize(ctx, op, CLUSTER, CLUSTER_NAME)
 

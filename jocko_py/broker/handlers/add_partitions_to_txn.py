@@ -1,0 +1,82 @@
+"""AddPartitionsToTxn (key 24), versions 0-4: partitions join a transaction.
+
+Served by the transaction coordinator of the transactional id (see
+`broker/txn/coordinator.py` for the rules). v0-3 (clients): one transaction;
+partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and the others
+OPERATION_NOT_ATTEMPTED (nothing is added); otherwise every partition gets the
+coordinator's answer. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2, as Kafka
+answers older clients. v4 (brokers, KIP-890 part 1): a batch of transactions, each
+either VerifyOnly (is each partition in the producer's ongoing transaction? nothing
+is written: what a partition leader asks before a transactional produce) or added as
+in v0-3.
+
+Not implemented: v5 (TRANSACTION_ABORTABLE); authorisation of v4 callers (there is
+none in this broker).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.security.authz import (
+    authorize_cluster,
+    authorize_transactional_id,
+    denied_topics,
+)
+from jocko_py.broker.txn import coordinator
+from jocko_py.protocol.errors import ErrorCode
+
+
+def fenced_as(version: int, first_fenced_version: int, err: ErrorCode) -> ErrorCode:
+    """Clients older than KIP-588 know INVALID_PRODUCER_EPOCH, not PRODUCER_FENCED."""
+    if err == ErrorCode.PRODUCER_FENCED and version < first_fenced_version:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return err
+
+
+def _topic_results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (t, p), e in errors.items():
+        by_topic.setdefault(t, []).append({"partition_index": p, "partition_error_code": e})
+    return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
+
+
+async def _add(ctx: RequestContext, tid: str, pid: int, epoch: int,
+               wanted: list[tuple[str, int]], verify_only: bool
+               ) -> dict[tuple[str, int], ErrorCode]:
+    tc = coordinator(ctx.broker)
+    if verify_only:  # broker to broker (KIP-890)
+        if not authorize_cluster(ctx, "CLUSTER_ACTION"):
+            return {tp: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for tp in wanted}
+        return tc.verify_local(tid, pid, epoch, wanted)
+    if not authorize_transactional_id(ctx, "WRITE", tid):
+        return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
+    denied = denied_topics(ctx, "WRITE", (t for t, _ in wanted))
+    if denied:
+        return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied
+                else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted}
+    image = ctx.broker.topics.image
+    unknown = {tp for tp in wanted if image.partition(*tp) is None}
+    if unknown:
+        return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
+                else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted}
+    err = fenced_as(ctx.version, 2, await tc.add_partitions(tid, pid, epoch, wanted))
+    return {tp: err for tp in wanted}
+
+
+@api(24, 0, 4)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if ctx.version >= 4:
+        results = []
+        for t in req.transactions:
+            wanted = [(tt.name, p) for tt in t.topics for p in tt.partitions]
+            errors = await _add(ctx, t.transactional_id, t.producer_id, t.producer_epoch,
+                                wanted, t.verify_only)
+            results.append({"transactional_id": t.transactional_id,
+                            "topic_results": _topic_results(errors)})
+        return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
+    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    errors = await _add(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                        req.v3_and_below_producer_epoch, wanted, False)
+    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(errors)}

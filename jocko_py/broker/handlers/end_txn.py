@@ -1,0 +1,42 @@
+"""EndTxn (key 26), versions 0-5: commit or abort the producer's transaction.
+
+Answered once PrepareCommit / PrepareAbort is replicated in `__transaction_state`;
+the coordinator then writes the markers (see `broker/txn/coordinator.py`).
+PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2. v4 only allows
+TRANSACTION_ABORTABLE, which this broker never returns.
+
+v5 (KIP-890 part 2): the transaction ends with the producer epoch bumped (the markers
+carry the new epoch, so a produce of the ended transaction that arrives late is
+fenced) and the response names the producer id and epoch of the next transaction; a
+late EndTxn with the old epoch is fenced unless it is a retry of this very end
+(answered the same). An abort of an empty transaction only bumps the epoch. Clients
+use v5 only together with Produce v12 and the `transaction.version` feature, neither
+of which this broker offers yet, so in practice v5 is what tests and tools send.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.handlers.add_partitions_to_txn import fenced_as
+from jocko_py.broker.security.authz import authorize_transactional_id
+from jocko_py.broker.txn import coordinator
+from jocko_py.protocol.errors import ErrorCode
+
+
+@api(26, 0, 5)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not authorize_transactional_id(ctx, "WRITE", req.transactional_id):
+        out0: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        if ctx.version >= 5:
+            out0["producer_id"], out0["producer_epoch"] = -1, -1
+        return out0
+    err, pid, epoch = await coordinator(ctx.broker).end_txn_v(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
+        bump_epoch=ctx.version >= 5)
+    out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": fenced_as(ctx.version, 2, err)}
+    if ctx.version >= 5:
+        ok = err == ErrorCode.NONE
+        out["producer_id"], out["producer_epoch"] = (pid, epoch) if ok else (-1, -1)
+    return out
