@@ -17,7 +17,8 @@ CLIENTS = ["kafka-python", "aiokafka", "confluent-kafka", "kcat", "Java", "franz
            "Sarama", "kafka-go", "Spark"]
 
 # parameter values of the tests -> client column
-_KIND = {"kafka_python": "kafka-python", "aiokafka": "aiokafka", "confluent": "confluent-kafka",
+_KIND = {"kafka-python": "kafka-python", "kafka_python": "kafka-python", "aiokafka": "aiokafka",
+         "confluent": "confluent-kafka",
          "kcat": "kcat", "java": "Java", "franz": "franz-go", "sarama": "Sarama",
          "kafkago": "kafka-go", "3.9": "Java", "4.x": "Java"}
 
@@ -31,6 +32,9 @@ KIP848 = "KIP-848 consumer protocol (group.protocol=consumer)"
 MIGRATE = "KIP-848 online migration with classic members"
 LEADER_KILL = "3 brokers: acks=all stream across a partition leader SIGKILL"
 COORD_KILL = "3 brokers: group member survives a coordinator SIGKILL"
+SESSIONS = "incremental fetch sessions (KIP-227), seen on the wire"
+TLS_SASL = "TLS and SASL (PLAIN, SCRAM) round trips; bad credentials refused"
+TXN = "transactions: commit/abort, read_committed never sees aborted data"
 
 # (feature, client or None to take it from the test's parameter, node id pattern)
 RULES: list[tuple[str, str | None, str]] = [
@@ -74,6 +78,20 @@ RULES: list[tuple[str, str | None, str]] = [
     (COORD_KILL, None, r"tests/cluster_e2e/test_clients_cluster\.py::test_group_member_survives"),
     (COORD_KILL, None, r"tests/cluster_e2e/test_java_cluster\.py::test_java_group_member_survives"),
     (COORD_KILL, None, r"tests/cluster_e2e/test_go_cluster\.py::test_go_group_member_survives"),
+    (SESSIONS, "kafka-python", r"tests/parity/test_fetch_sessions\.py::test_kafka_python_consumer"),
+    (SESSIONS, "Java", r"tests/parity/test_fetch_sessions\.py::test_java_consumer_uses"),
+    (TLS_SASL, "confluent-kafka", r"tests/security/test_security_clients\.py::test_confluent_"),
+    (TLS_SASL, "kafka-python", r"tests/security/test_security_clients\.py::test_kafka_python_"),
+    (TLS_SASL, "aiokafka", r"tests/security/test_security_clients\.py::test_aiokafka_round_trip"),
+    (TLS_SASL, "kcat", r"tests/security/test_security_clients\.py::test_kcat_round_trip"),
+    (TLS_SASL, "Java", r"tests/security/test_java_client\.py::test_java_"),
+    (TLS_SASL, "franz-go", r"tests/security/test_go_client\.py::test_franz_go_"),
+    (TLS_SASL, None, r"tests/security/test_go_client\.py::test_sarama_and_kafka_go_round_trip\["),
+    (TXN, None, r"tests/transactions/test_read_committed_clients\.py::test_read_committed\["),
+    (TXN, "confluent-kafka", r"tests/transactions/test_confluent_transactions\.py::test_commit_and_abort"),
+    (TXN, "Java", r"tests/transactions/test_java_transactions\.py::test_java_consume_transform"),
+    (TXN, "franz-go", r"tests/transactions/test_go_transactions\.py::test_franz_go_group_transact"),
+    (TXN, "Spark", r"tests/spark/test_transactions_read\.py::test_read_committed_skips"),
 ]
 FEATURES = list(dict.fromkeys(f for f, _, _ in RULES))
 _COMPILED = [(f, c, re.compile(p)) for f, c, p in RULES]
