@@ -149,6 +149,12 @@ def cmd_user(args: argparse.Namespace) -> int:
 
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
               "controller_mutation_rate")
+QUOTA_HELP = {
+    "producer_byte_rate": "set: produce bytes per second allowed (enforced)",
+    "consumer_byte_rate": "set: fetch bytes per second allowed (enforced)",
+    "request_percentage": "set: share of request handler time, percent (stored, not enforced)",
+    "controller_mutation_rate": "set: partition mutations per second (stored, not enforced)",
+}
 
 
 def _entity_arg(value: str | None) -> str | None:
@@ -193,17 +199,19 @@ def cmd_quota(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     a = sub.add_parser("acl", help="manage ACLs (CreateAcls / DescribeAcls / DeleteAcls)")
     a.add_argument("action", choices=["add", "list", "remove"])
-    a.add_argument("--bootstrap-server", default="localhost:9092")
+    a.add_argument("--bootstrap-server", default="localhost:9092", metavar="HOST:PORT[,...]",
+                   help="broker(s) to connect to (default: localhost:9092)")
     a.add_argument("--principal", action="append", default=[],
                    help="e.g. User:alice (repeatable; list/remove: filter)")
     a.add_argument("--operation", action="append", default=[],
                    help=f"one of {', '.join(OPERATIONS)} (repeatable)")
     res = a.add_mutually_exclusive_group()
-    res.add_argument("--topic")
-    res.add_argument("--group")
-    res.add_argument("--transactional-id")
-    res.add_argument("--cluster", action="store_true")
-    a.add_argument("--resource-pattern-type", choices=list(PATTERNS), default="literal")
+    res.add_argument("--topic", help="the ACL's resource: a topic name (or prefix)")
+    res.add_argument("--group", help="a consumer group id (or prefix)")
+    res.add_argument("--transactional-id", help="a transactional id (or prefix)")
+    res.add_argument("--cluster", action="store_true", help="the cluster resource")
+    a.add_argument("--resource-pattern-type", choices=list(PATTERNS), default="literal",
+                   help="how the resource name matches (default: literal)")
     a.add_argument("--deny", action="store_true", help="a DENY ACL (default ALLOW)")
     a.add_argument("--host", default="*", help="client host of the ACL (add; default *)")
     a.add_argument("--host-filter", default=None, help="remove: only ACLs of this host")
@@ -212,20 +220,25 @@ def add_parsers(sub: Any) -> None:
     u = sub.add_parser("user", help="manage SCRAM users (AlterUserScramCredentials)")
     u.add_argument("action", choices=["add", "list", "remove"])
     u.add_argument("name", nargs="*")
-    u.add_argument("--bootstrap-server", default="localhost:9092")
-    u.add_argument("--mechanism", choices=list(SCRAM), default="SCRAM-SHA-256")
+    u.add_argument("--bootstrap-server", default="localhost:9092", metavar="HOST:PORT[,...]",
+                   help="broker(s) to connect to (default: localhost:9092)")
+    u.add_argument("--mechanism", choices=list(SCRAM), default="SCRAM-SHA-256",
+                   help="SCRAM mechanism of the credential (default: SCRAM-SHA-256)")
     u.add_argument("--password", default=None,
                    help="add: the password (default: $JOCKO_PASSWORD, else asked)")
-    u.add_argument("--iterations", type=int, default=4096)
+    u.add_argument("--iterations", type=int, default=4096,
+                   help="add: PBKDF2 iteration count of the salted password (default: 4096)")
     u.set_defaults(func=cmd_user)
 
     q = sub.add_parser("quota", help="manage client quotas (AlterClientQuotas)")
     q.add_argument("action", choices=["set", "list"])
-    q.add_argument("--bootstrap-server", default="localhost:9092")
+    q.add_argument("--bootstrap-server", default="localhost:9092", metavar="HOST:PORT[,...]",
+                   help="broker(s) to connect to (default: localhost:9092)")
     q.add_argument("--user", default=None, help="a user name, or 'default'")
     q.add_argument("--client-id", default=None, help="a client id, or 'default'")
     for k in QUOTA_KEYS:
-        q.add_argument("--" + k.replace("_", "-"), dest=k, type=float, default=None)
+        q.add_argument("--" + k.replace("_", "-"), dest=k, type=float, default=None,
+                       help=QUOTA_HELP[k])
     q.add_argument("--remove", action="append", default=[], metavar="KEY",
                    help="unset a quota key (repeatable)")
     q.set_defaults(func=cmd_quota)

@@ -128,7 +128,8 @@ def add_parser(sub: Any) -> None:
     gs = g.add_subparsers(dest="action", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--bootstrap-server", default="localhost:9092")
+        p.add_argument("--bootstrap-server", default="localhost:9092", metavar="HOST:PORT[,...]",
+                       help="broker(s) to connect to (default: localhost:9092)")
         p.set_defaults(func=cmd_transactions)
 
     p = gs.add_parser("list", help="transactions of every coordinator")
@@ -141,8 +142,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("transactional_id")
     common(p)
     p = gs.add_parser("abort", help="abort a hanging transaction on one partition")
-    p.add_argument("--topic", required=True)
-    p.add_argument("--partition", type=int, required=True)
+    p.add_argument("--topic", required=True, help="topic of the hanging transaction")
+    p.add_argument("--partition", type=int, required=True,
+                   help="partition of the hanging transaction")
     p.add_argument("--start-offset", type=int, required=True,
                    help="first offset of the open transaction (see DescribeProducers)")
     common(p)
