@@ -29,9 +29,10 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from jocko_py.broker.inter_broker import ClientSecurity
 from jocko_py.broker.partition import (
@@ -263,6 +264,12 @@ class ReplicaManager:
         t = asyncio.get_running_loop().create_task(run())
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
+        if isinstance(coro, Coroutine):
+            # a task cancelled before it ran never awaited `coro`: close it quietly
+            def close_unstarted(_t: asyncio.Task[None], c: Coroutine[Any, Any, None] = coro
+                                ) -> None:
+                c.close()
+            t.add_done_callback(close_unstarted)
 
     # ------------------------------------------------------------------ lookups
 
@@ -642,7 +649,10 @@ class ReplicaManager:
         for f in list(self.fetchers.values()):
             await f.close()
         self.fetchers.clear()
+        me = asyncio.current_task()
         for t in list(self._tasks):
+            if t is me:
+                continue
             t.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
