@@ -64,7 +64,8 @@ java-deps:
 # Go client tests (tests/clients/go): module downloads; without Go those tests skip.
 go-deps:
 	@command -v go >/dev/null || { echo "go not found: the Go client tests will skip"; exit 0; }; \
-	cd tests/clients/go && go mod download && cd ../../transactions/gotxn && go mod download
+	cd tests/clients/go && go mod download && cd ../../transactions/gotxn && go mod download \
+	  && cd ../../security/go && go mod download
 
 # PySpark (the `spark` extra) and the Kafka connector jars for tests/spark and examples/spark.
 $(VENV)/.installed-spark: $(VENV)/.installed pyproject.toml

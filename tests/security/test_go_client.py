@@ -1,9 +1,8 @@
 """The Go clients (tests/security/go, the same modules as tests/clients/go, built once per
 module into a temporary directory from the module cache `make go-deps` fills): franz-go
 over mTLS and SASL_SSL / SASL_PLAINTEXT with PLAIN and SCRAM-SHA-256/512, Sarama and
-kafka-go over TLS and SASL_SSL with PLAIN: produce and read back; a wrong password is
-refused. (Sarama's and kafka-go's SCRAM need github.com/xdg-go/scram, a module the test
-set-up does not fetch; they are not tested here.)"""
+kafka-go over TLS, SASL_SSL with PLAIN and SCRAM-SHA-256/512, and SASL_PLAINTEXT with
+SCRAM-SHA-256: produce and read back; a wrong password is refused."""
 
 from __future__ import annotations
 
@@ -58,11 +57,13 @@ def test_franz_go_round_trip(gosec: Path, secure_broker: SecureBroker, listener:
 
 
 @pytest.mark.parametrize("lib", ["sarama", "kafkago"])
-@pytest.mark.parametrize("listener", ["SSL", "SASL_SSL"])
+@pytest.mark.parametrize(("listener", "mechanism", "user"), [
+    ("SSL", "", ""), ("SASL_SSL", "PLAIN", "alice"),
+    ("SASL_PLAINTEXT", "SCRAM-SHA-256", "scram256"), ("SASL_SSL", "SCRAM-SHA-512", "scram512")])
 def test_sarama_and_kafka_go_round_trip(gosec: Path, secure_broker: SecureBroker, lib: str,
-                                        listener: str) -> None:
-    sasl = ["-mechanism", "PLAIN", "-user", "alice", "-password", PASSWORDS["alice"]] \
-        if listener == "SASL_SSL" else []
+                                        listener: str, mechanism: str, user: str) -> None:
+    sasl = ["-mechanism", mechanism, "-user", user, "-password", PASSWORDS[user]] \
+        if mechanism else []
     r = run(gosec, secure_broker, listener, "-lib", lib, *sasl)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == [f"v{i}" for i in range(5)]
