@@ -231,8 +231,9 @@ class BrokerCollector:
             yield g
         logs = rm.logs
         g = _gauge("kafka_log_logmanager_offlinelogdirectorycount",
-                   "1 when the data directory failed (Kafka's LogDirFailureChannel)")
-        g.add_metric([], 0 if logs.offline_reason is None else 1)
+                   "data directories that failed (Kafka's LogDirFailureChannel)")
+        g.add_metric([], len(logs.dirs) if logs.offline_reason is not None
+                     else len(logs.offline_dirs))
         yield g
         try:
             st = os.statvfs(logs.data_dir)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -116,6 +117,7 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.fetchers_stopped = False  # set once the broker is stopping: no new fetchers
         self.logs.failure_listeners.append(self._on_log_dir_failure)
+        self.logs.dir_failure_listeners.append(self._on_one_log_dir_failure)
         self._group_flush: asyncio.Future[None] | None = None
         self.alter_partition: AlterPartitionFn | None = None
         self.txn_verifier: TxnVerifier | None = None
@@ -228,9 +230,12 @@ class ReplicaManager:
             lg = self.logs.get_or_create(ref.topic, ref.partition, cfg)
             lg.update_config(cfg)
             p = Partition(ref.topic, ref.partition, ref.topic_id, lg, self.broker_id)
-            p.on_storage_error = self.logs.mark_offline
+            p.on_storage_error = functools.partial(self._storage_error, key)
             self.partitions[key] = p
         return p
+
+    def _storage_error(self, key: tuple[str, int], reason: str) -> None:
+        self.logs.mark_offline(reason, self.logs.dir_of(*key))
 
     def _stop_replica(self, ref: PartitionRef) -> None:
         key = (ref.topic, ref.partition)
@@ -279,7 +284,7 @@ class ReplicaManager:
     def get_partition_or_error(self, topic: str, partition: int) -> tuple[Partition | None,
                                                                             ErrorCode]:
         """The partition if this broker leads it, else the error a client must get."""
-        if self.logs.offline_reason is not None and (topic, partition) in self.partitions:
+        if (topic, partition) in self.partitions and self.logs.is_offline(topic, partition):
             return None, ErrorCode.KAFKA_STORAGE_ERROR  # its log dir failed
         p = self.partitions.get((topic, partition))
         if p is not None and p.role is Role.LEADER:
@@ -436,6 +441,9 @@ class ReplicaManager:
                        else ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 out.append(ReadResult(err))
                 continue
+            if self.logs.is_offline(fp.topic, fp.partition):
+                out.append(ReadResult(ErrorCode.KAFKA_STORAGE_ERROR))  # its log dir failed
+                continue
             if p.role is not Role.LEADER:
                 out.append(ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER))
                 continue
@@ -573,6 +581,8 @@ class ReplicaManager:
         weights: dict[str, float] = {}
         logs = {}
         for key, p in self.partitions.items():
+            if self.logs.is_offline(*key):
+                continue
             floor = p.high_watermark
             if committed is not None and key in committed:
                 floor = min(floor, committed[key])
@@ -599,7 +609,7 @@ class ReplicaManager:
             try:
                 LogManager.end_flush_tickets(tickets)
             except KafkaStorageError as e:
-                self.logs.mark_offline(str(e))
+                self.logs.mark_offline(str(e), getattr(e, "log_dir", None))
                 raise
 
     def flush_barrier(self, p: Partition) -> asyncio.Future[None] | None:
@@ -641,6 +651,14 @@ class ReplicaManager:
         for key in list(self.partitions):
             self.produce_waiters.notify(key)
             self.fetch_waiters.notify(key)
+
+    def _on_one_log_dir_failure(self, base: Path, reason: str) -> None:
+        """One of several data dirs failed (single node): the waiters of its
+        partitions are woken to answer KAFKA_STORAGE_ERROR; the rest carry on."""
+        for key in list(self.partitions):
+            if self.logs.is_offline(*key):
+                self.produce_waiters.notify(key)
+                self.fetch_waiters.notify(key)
 
     async def shutdown_fetchers(self) -> None:
         # no fetcher may start after this: metadata still arriving while the broker

@@ -3,9 +3,18 @@
 This module owns the data directories: which logs exist and in which directory,
 loading them on start, placing new ones (the directory holding the fewest logs, as
 Kafka), deleting them, batching their fsyncs, retention across them, and the
-directory-level checkpoint files (one set per directory). A failed disk operation
-takes the whole manager offline (every directory), as with a single directory:
-isolating one failed directory of several is not implemented.
+directory-level checkpoint files (one set per directory).
+
+A failed disk operation (Kafka's LogDirFailureChannel):
+- in a cluster (``offline_on_failure``), takes the whole manager offline and the
+  broker stops, so that other replicas lead (as a KRaft broker of Kafka before JBOD
+  support in KRaft); with one directory or several;
+- on a single node with several directories, takes only the directory that failed
+  offline when it is not the first one (which holds the broker's metadata): its logs
+  are closed, its partitions answer KAFKA_STORAGE_ERROR until a restart, new logs go
+  to the other directories, which keep serving (Kafka's JBOD);
+- on a single node otherwise, fails only the operation: the directory keeps serving
+  reads, and writes resume once space is freed.
 
 On-disk layout of each directory::
 
@@ -111,10 +120,19 @@ class LogManager:
         # only fails that request; the directory stays online and serves reads, and
         # writes resume once space is freed
         self.offline_on_failure = True
+        # single node, several directories: the directories taken offline on their own
+        # (not the first), the logs they held, and who hears of it
+        self.offline_dirs: dict[Path, str] = {}
+        self._offline_tps: set[TopicPartition] = set()
+        self.dir_failure_listeners: list[Callable[[Path, str], None]] = []
 
-    def mark_offline(self, reason: str) -> None:
-        """An operation on a log of this directory failed: the directory is offline."""
-        if self.offline_reason is not None or not self.offline_on_failure:
+    def mark_offline(self, reason: str, base: Path | None = None) -> None:
+        """An operation on a log in directory `base` (None: not known) failed."""
+        if self.offline_reason is not None:
+            return
+        if not self.offline_on_failure:
+            if base is not None and len(self.dirs) > 1 and base != self.data_dir:
+                self._take_dir_offline(base, reason)
             return
         self.offline_reason = reason
         logger.critical("log dir %s failed (%s): its partitions are offline",
@@ -125,24 +143,59 @@ class LogManager:
             except Exception:
                 logger.exception("log dir failure listener failed")
 
+    def _take_dir_offline(self, base: Path, reason: str) -> None:
+        if base in self.offline_dirs or base not in self.dirs:
+            return
+        self.offline_dirs[base] = reason
+        tps = [tp for tp, d in self._where.items() if d == base]
+        for tp in tps:
+            self._offline_tps.add(tp)
+            self._dirty.pop(tp, None)
+            lg = self.logs.pop(tp, None)
+            if lg is not None:
+                for seg in lg.segments:
+                    try:
+                        seg.close()
+                    except Exception:  # the disk failed: nothing more to save
+                        logger.debug("closing %s", seg, exc_info=True)
+        online = len(self.dirs) - len(self.offline_dirs)
+        logger.critical("log dir %s failed (%s): its %d partitions are offline until a "
+                        "restart; %d other log dirs keep serving", base, reason, len(tps),
+                        online)
+        for fn in self.dir_failure_listeners:
+            try:
+                fn(base, reason)
+            except Exception:
+                logger.exception("log dir failure listener failed")
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """True when this log's directory failed (or the whole manager did)."""
+        return self.offline_reason is not None or (topic, partition) in self._offline_tps
+
+    def dir_offline_reason(self, base: Path) -> str | None:
+        """Why this directory is offline, or None if it serves."""
+        return self.offline_reason or self.offline_dirs.get(base)
+
     def dir_of(self, topic: str, partition: int) -> Path | None:
         """The data directory holding this log, if it exists."""
         return self._where.get((topic, partition))
 
     def _place(self) -> Path:
         """Where a new log goes: the directory with the fewest logs (first on a tie)."""
-        if len(self.dirs) == 1:
-            return self.data_dir
-        counts = {d: 0 for d in self.dirs}
+        online = [d for d in self.dirs if d not in self.offline_dirs]
+        if len(online) == 1:
+            return online[0]
+        counts = {d: 0 for d in online}
         for d in self._where.values():
             counts[d] = counts.get(d, 0) + 1
-        return min(self.dirs, key=lambda d: counts[d])
+        return min(online, key=lambda d: counts[d])
 
     def _dir_for(self, topic: str, partition: int) -> Path:
         base = self._where.get((topic, partition))
         if base is None:
             name = f"{topic}-{partition}"
-            base = next((d for d in self.dirs if (d / name).exists()), None) or self._place()
+            base = next((d for d in self.dirs if d not in self.offline_dirs
+                         and (d / name).exists()), None) or self._place()
         return base / f"{topic}-{partition}"
 
     def _track(self, tp: TopicPartition, lg: Log, base: Path) -> None:
@@ -197,6 +250,9 @@ class LogManager:
         tp = (topic, partition)
         lg = self.logs.get(tp)
         if lg is None:
+            if tp in self._offline_tps:
+                raise KafkaStorageError(f"log dir {self._where.get(tp)} of {topic}-{partition} "
+                                        "is offline")
             path = self._dir_for(topic, partition)
             (path.parent / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
             lg = Log.open(path, config or self.default_config)
@@ -206,6 +262,12 @@ class LogManager:
     def delete(self, topic: str, partition: int) -> bool:
         """Close and remove a log: renamed aside first so a crash cannot resurrect it."""
         tp = (topic, partition)
+        if tp in self._offline_tps:  # on a failed disk: forgotten, its files left there
+            self._offline_tps.discard(tp)
+            self._where.pop(tp, None)
+            logger.warning("log %s-%d is on offline log dir: its files are left there",
+                           topic, partition)
+            return True
         path = self._dir_for(topic, partition)
         lg = self.logs.pop(tp, None)
         self._where.pop(tp, None)
@@ -261,6 +323,7 @@ class LogManager:
             try:
                 t.log.end_flush(t)
             except KafkaStorageError as e:
+                e.log_dir = Path(t.log.dir).parent  # type: ignore[attr-defined]
                 errors.append(e)
         if errors:
             raise errors[0]
@@ -279,16 +342,19 @@ class LogManager:
         """Persist each log's recovery point (call periodically and on shutdown)."""
         if self.offline_reason is not None:
             return  # the last good checkpoint stays; recovery starts from it
-        try:
-            for base in self.dirs:
+        for base in self.dirs:
+            if base in self.offline_dirs:
+                continue
+            try:
                 write_offset_checkpoint(
                     base / RECOVERY_POINT_CHECKPOINT,
                     {tp: lg.recovery_point for tp, lg in self.logs.items()
                      if self._where.get(tp, self.data_dir) == base},
                 )
-        except KafkaStorageError as e:
-            self.mark_offline(str(e))
-            raise
+            except KafkaStorageError as e:
+                self.mark_offline(str(e), base)
+                if base not in self.offline_dirs:
+                    raise
 
     def apply_retention_all(self, now_ms: int | None = None) -> int:
         deleted = 0
@@ -297,7 +363,7 @@ class LogManager:
                 deleted += lg.apply_retention(now_ms)
             except KafkaStorageError as e:
                 logger.exception("[partition=%s-%d] retention failed", *tp)
-                self.mark_offline(str(e))
+                self.mark_offline(str(e), self._where.get(tp))
         return deleted
 
     def close_all(self) -> None:
@@ -321,6 +387,8 @@ class LogManager:
         self._dirty.clear()
         if not failed and self.offline_reason is None:  # a failed dir is recovered
             for base in self.dirs:
+                if base in self.offline_dirs:
+                    continue
                 try:
                     (base / CLEAN_SHUTDOWN_FILE).touch()
                 except OSError:

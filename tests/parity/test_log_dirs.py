@@ -6,11 +6,16 @@ restart finds every log where it was, and kafka-log-dirs reports each directory.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from jocko_py.broker.config import build_config
+from jocko_py.client import Client, KafkaError
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.manager import (
     CLEAN_SHUTDOWN_FILE,
@@ -18,6 +23,8 @@ from jocko_py.commitlog.manager import (
     LogManager,
     read_offset_checkpoint,
 )
+from jocko_py.protocol import records as rb
+from jocko_py.protocol.errors import ErrorCode
 from tests.commitlog._util import batch
 from tests.parity import kafka_tools as kt
 from tests.support.broker import BrokerProcess
@@ -104,5 +111,80 @@ def test_broker_with_two_log_dirs(tmp_path: Path) -> None:
         finally:
             c.close()
         assert got == list(range(40))
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def small_second_dir(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs to fill a log dir needs root")
+    mnt = tmp_path / "d2"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True, timeout=10)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount tmpfs here: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], timeout=10, check=False)
+
+
+def test_a_failed_log_dir_goes_offline_and_the_others_keep_serving(
+        tmp_path: Path, small_second_dir: Path) -> None:
+    """Two log dirs on a single node, the second a 3 MiB tmpfs: once it is full, its
+    partitions answer KAFKA_STORAGE_ERROR (produce and fetch) and DescribeLogDirs marks
+    it, while the broker keeps running and the first dir's partitions keep taking and
+    serving writes; a new topic goes to the dir that still serves; after a restart with
+    space freed, the second dir's acknowledged records are all there."""
+    b = TwoDirBroker(tmp_path)
+    b.overrides = {**b.overrides, "log.segment.bytes": "1048576"}
+    b.start()
+    topic, value = "jbod", os.urandom(60_000)
+    filler = small_second_dir / "filler"
+    filler.write_bytes(b"\0" * (1 << 20))  # freed before the restart
+    try:
+        with Client(b.bootstrap) as c:
+            c.create_topic(topic, 2)  # partition 0 in d1, partition 1 in d2
+            on_d2 = [x.name for x in small_second_dir.iterdir() if x.name.startswith(topic)]
+            assert on_d2 == [f"{topic}-1"], on_d2
+            acked, error = 0, None
+            for _ in range(200):
+                try:
+                    c.produce(topic, 1, rb.build_batch([rb.NewRecord(None, value, (), 1)]),
+                              acks=1)
+                    acked += 1
+                except KafkaError as e:
+                    error = e.code
+                    break
+            assert error == ErrorCode.KAFKA_STORAGE_ERROR and acked > 5, b.log_tail()
+            assert "keep serving" in b.log_tail()
+        with Client(b.bootstrap) as c:
+            with pytest.raises(KafkaError) as ei:
+                c.fetch(topic, 1, 0)
+            assert ei.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+            with pytest.raises(KafkaError) as ei:
+                c.produce(topic, 1, rb.build_batch([rb.NewRecord(None, b"x", (), 1)]))
+            assert ei.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+            # the first dir serves on
+            for i in range(5):
+                assert c.produce(topic, 0, rb.build_batch(
+                    [rb.NewRecord(None, f"ok{i}".encode(), (), 1)])) == i
+            assert c.list_offset(topic, 0, -1)[0] == 5
+            c.create_topic("after", 2)
+            assert all((b.data_dir / f"after-{i}").is_dir() for i in range(2))
+            r = c.request(35, 4, {"topics": None})
+            errors = {x.log_dir: x.error_code for x in r.results}
+            assert errors == {str(b.data_dir.resolve()): 0,
+                              str(small_second_dir.resolve()): ErrorCode.KAFKA_STORAGE_ERROR}
+        assert b.proc is not None and b.proc.poll() is None
+        # space freed, restart: the dir serves again with every acknowledged record
+        filler.unlink()
+        b.restart()
+        with Client(b.bootstrap) as c:
+            assert c.list_offset(topic, 1, -1)[0] >= acked
+            assert c.list_offset(topic, 0, -1)[0] == 5
+            assert c.produce(topic, 1, rb.build_batch([rb.NewRecord(None, b"x", (), 1)])) >= acked
     finally:
         b.stop()

@@ -37,7 +37,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         results[path] = {"error_code": 0, "log_dir": path, "topics": [],
                          "total_bytes": -1, "usable_bytes": -1}
         by_dir[path] = {}
-        if logs.offline_reason is not None:
+        if logs.dir_offline_reason(base) is not None:
             results[path]["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
         elif ctx.version >= 4:
             try:
@@ -51,6 +51,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             if wanted is not None and pid not in wanted.get(topic, ()):
                 continue
             base = logs.dir_of(topic, pid) or logs.data_dir
+            if logs.dir_offline_reason(base) is not None:
+                continue
             p = broker.replicas.get(topic, pid)
             lag = max(p.high_watermark - lg.log_end_offset, 0) if p is not None else 0
             by_dir[os.path.abspath(base)].setdefault(topic, []).append({
