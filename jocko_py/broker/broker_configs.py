@@ -160,7 +160,7 @@ _NOT_APPLIED = frozenset({"background.threads", "log.cleaner.threads",
                           "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
                           "log.cleaner.io.buffer.load.factor", "log.cleaner.backoff.ms",
                           "producer.id.expiration.ms", "transaction.partition.verification.enable",
-                          "connections.max.idle.ms", "queued.max.requests"})
+                          "queued.max.requests"})
 
 
 def not_applied(name: str) -> bool:

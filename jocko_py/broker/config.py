@@ -117,7 +117,7 @@ _KAFKA_IGNORED = frozenset({
     "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "group.coordinator.rebalance.protocols",
     "share.coordinator.state.topic.replication.factor", "metadata.log.dir",
     "metadata.log.segment.bytes", "metadata.max.retention.bytes", "early.start.listeners",
-    "log.preallocate", "replica.socket.timeout.ms", "connections.max.idle.ms",
+    "log.preallocate", "replica.socket.timeout.ms",
     "max.connections", "max.connections.per.ip", "authorizer.class.name",
     "super.users", "sasl.enabled.mechanisms", "ssl.keystore.location",
 })

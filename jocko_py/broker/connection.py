@@ -16,6 +16,11 @@ are served before authentication (anything else closes the connection), frames
 are capped at `sasl.server.max.receive.size` until then, a connection that has not
 authenticated within `connections.max.idle.ms` is closed, and a failed
 authentication is answered after a delay and the connection closed.
+
+Idle connections: `idle_since` is the time the connection started waiting for the
+client's next bytes (None while a request is being handled, parked included); the
+server closes a connection idle for longer than `connections.max.idle.ms` (Kafka's
+default 10 minutes), as Kafka's Selector does.
 """
 
 from __future__ import annotations
@@ -95,6 +100,8 @@ class Connection:
         self.log_context: dict[str, str] = {"peer": self.peer}
         # responses handled but not yet written (see `flush`)
         self.outs: list[bytes | bytearray | memoryview] = []
+        # monotonic time since which the connection waits for the client (idle)
+        self.idle_since: float | None = time.monotonic()
 
     def flush(self) -> None:
         if self.outs:
@@ -133,7 +140,9 @@ class Connection:
                                  "within connections.max.idle.ms", self.peer, self.listener.name)
                         return
                 else:
+                    self.idle_since = time.monotonic()
                     data = await self.reader.read(READ_CHUNK)
+                    self.idle_since = None
                 if not data:
                     return
                 # Responses to the frames of one read leave in one write: a pipelining

@@ -1,5 +1,6 @@
 """The asyncio TCP servers, one per listener (`listeners`): accept connections
-(TLS for SSL and SASL_SSL listeners) and run one `Connection` each."""
+(TLS for SSL and SASL_SSL listeners) and run one `Connection` each; close the
+connections idle for longer than `connections.max.idle.ms`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import functools
 import logging
 import socket
+import time
 
 from jocko_py.broker.config import Listener
 from jocko_py.broker.connection import Connection
@@ -20,8 +22,39 @@ class Server:
         self.broker = broker
         self.servers: list[asyncio.Server] = []
         self.connections: set[asyncio.Task[None]] = set()
+        self.live: dict[asyncio.Task[None], Connection] = {}
+        self.idle_s = max(0, int(broker.config.get("connections.max.idle.ms") or 0)) / 1000
+        self._reaper: asyncio.Task[None] | None = None
+
+    def close_idle(self, now: float | None = None) -> int:
+        """Close every connection idle for longer than connections.max.idle.ms."""
+        if self.idle_s <= 0:
+            return 0
+        now = time.monotonic() if now is None else now
+        closed = 0
+        for conn in list(self.live.values()):
+            since = conn.idle_since
+            if since is not None and now - since > self.idle_s and \
+                    not conn.writer.is_closing():
+                log.info("[peer=%s listener=%s] closing connection: idle for more than "
+                         "connections.max.idle.ms (%d ms)", conn.peer, conn.listener.name,
+                         int(self.idle_s * 1000))
+                conn.writer.close()
+                closed += 1
+        return closed
+
+    async def _reap_idle(self) -> None:
+        period = min(max(self.idle_s / 4, 0.05), 30.0)
+        while True:
+            await asyncio.sleep(period)
+            try:
+                self.close_idle()
+            except Exception:
+                log.exception("closing idle connections failed")
 
     async def start(self) -> None:
+        if self.idle_s > 0:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap_idle())
         cfg = self.broker.config
         listeners = cfg.listeners or (Listener("PLAINTEXT", "PLAINTEXT", cfg.host, cfg.port),)
         try:
@@ -34,6 +67,8 @@ class Server:
         except BaseException:
             for srv in self.servers:
                 srv.close()
+            if self._reaper is not None:
+                self._reaper.cancel()
             raise
 
     async def _accept(self, listener: Listener, reader: asyncio.StreamReader,
@@ -49,16 +84,21 @@ class Server:
         self.connections.add(task)
         stats = self.broker.stats
         stats.connections_created += 1
+        conn = Connection(self.broker, reader, writer, listener)
+        self.live[task] = conn
         try:
-            await Connection(self.broker, reader, writer, listener).run()
+            await conn.run()
         except asyncio.CancelledError:
             # shutdown closes open connections; that is their normal end, not an error
             writer.close()
         finally:
             self.connections.discard(task)
+            self.live.pop(task, None)
             stats.connections_closed += 1
 
     async def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
         for srv in self.servers:
             srv.close()
         for t in list(self.connections):
