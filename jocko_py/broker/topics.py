@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jocko_py.broker.inter_broker import BrokerChannel, ClientSecurity
-from jocko_py.cluster.controller import committed_producer_block
+from jocko_py.cluster.controller import check_manual_assignments, committed_producer_block
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
     MetadataImage,
@@ -193,7 +193,11 @@ class TopicManager:
         validate_only: bool = False,
         validate_configs: Callable[[dict[str, str]], None] | None = None,
         forwarded: bool = False,
+        assignments: list[tuple[int, ...]] | None = None,
     ) -> uuid.UUID:
+        """Create a topic (decided here on the active controller, else forwarded to it);
+        `assignments` is a manual replica assignment (one replica list per partition,
+        num_partitions and replication_factor taken from it)."""
         validate_topic_name(name)
         if name in self.image.topics:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -210,15 +214,23 @@ class TopicManager:
             validate_configs(configs)
         live = [b for b in self.image.brokers.values() if not b.fenced]
         if validate_only:
-            self._check_rf(replication_factor, len(live))
+            if assignments:
+                self._check_assignments(self.image, assignments, None)
+            else:
+                self._check_rf(replication_factor, len(live))
             return uuid.UUID(int=0)
         if self.quorum.is_active_controller():
             tid: list[uuid.UUID] = []
 
             def decide(img: MetadataImage) -> tuple[int, list[MetadataRecord]]:
-                self._check_rf(replication_factor, sum(not b.fenced for b in img.brokers.values()))
+                if assignments:
+                    self._check_assignments(img, assignments, None)
+                else:
+                    self._check_rf(replication_factor,
+                                   sum(not b.fenced for b in img.brokers.values()))
                 code, recs = self.quorum.controller.create_topic(
-                    img, name, num_partitions, replication_factor, configs)
+                    img, name, num_partitions, replication_factor, configs,
+                    assignments=assignments)
                 for r in recs:
                     if hasattr(r, "name") and hasattr(r, "topic_id") and r.name == name:
                         tid.append(r.topic_id)
@@ -230,7 +242,7 @@ class TopicManager:
                 if forwarded:
                     raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
                 return await self._forward_create(name, num_partitions, replication_factor,
-                                                  configs)
+                                                  configs, assignments)
             if code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise TopicError(code, f"Topic '{name}' already exists.")
             if code:
@@ -241,7 +253,20 @@ class TopicManager:
             return tid[0]
         if forwarded:
             raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller")
-        return await self._forward_create(name, num_partitions, replication_factor, configs)
+        return await self._forward_create(name, num_partitions, replication_factor, configs,
+                                          assignments)
+
+    @staticmethod
+    def _check_assignments(img: MetadataImage, assignments: list[tuple[int, ...]],
+                           rf: int | None) -> None:
+        if check_manual_assignments(img, assignments, rf):
+            bad = sorted({b for a in assignments for b in a if b not in img.brokers})
+            raise TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Unknown broker id(s) {bad} in the replica assignment" if bad else
+                "Invalid replica assignment: every partition needs the same number of "
+                f"distinct replicas{f' ({rf})' if rf is not None else ''}, at least one of "
+                "them unfenced")
 
     @staticmethod
     def _check_rf(rf: int, live: int) -> None:
@@ -253,17 +278,20 @@ class TopicManager:
                 f"because only {live} broker(s) are registered.",
             )
 
-    async def _forward_create(self, name: str, n: int, rf: int,
-                              configs: dict[str, str]) -> uuid.UUID:
-        body = {"topics": [{"name": name, "num_partitions": n, "replication_factor": rf,
-                            "assignments": [],
+    async def _forward_create(self, name: str, n: int, rf: int, configs: dict[str, str],
+                              assignments: list[tuple[int, ...]] | None = None) -> uuid.UUID:
+        manual = [{"partition_index": i, "broker_ids": list(a)}
+                  for i, a in enumerate(assignments or ())]
+        body = {"topics": [{"name": name, "num_partitions": -1 if manual else n,
+                            "replication_factor": -1 if manual else rf,
+                            "assignments": manual,
                             "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
                 "timeout_ms": 30000, "validate_only": False}
         try:
             resp = await self._controller_request(
                 19, 7, body, ok=lambda r: r.topics[0].error_code != ErrorCode.NOT_CONTROLLER)
         except _Local:
-            return await self.create_topic(name, n, rf, configs)
+            return await self.create_topic(name, n, rf, configs, assignments=assignments)
         t = resp.topics[0]
         if t.error_code:
             raise TopicError(_err(t.error_code), t.error_message)
@@ -300,7 +328,8 @@ class TopicManager:
         return tid
 
     async def create_partitions(self, name: str, count: int, validate_only: bool = False,
-                                *, forwarded: bool = False) -> None:
+                                *, forwarded: bool = False,
+                                assignments: list[tuple[int, ...]] | None = None) -> None:
         t = self.image.topics.get(name)
         if t is None:
             raise TopicError(
@@ -318,21 +347,31 @@ class TopicManager:
             raise TopicError(
                 ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
             )
+        if assignments:
+            if len(assignments) != count - current:
+                raise TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Increasing the number of partitions by {count - current} but "
+                    f"{len(assignments)} assignments provided.")
+            rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
+            self._check_assignments(self.image, assignments, rf)
         if validate_only:
             return
         try:
             code = await self._commit(
-                lambda img: self.quorum.controller.create_partitions(img, name, count))
+                lambda img: self.quorum.controller.create_partitions(img, name, count,
+                                                                     assignments))
         except NotControllerError:
             if forwarded:
                 raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
             try:
                 resp = await self._controller_request(
-                    37, 3, {"topics": [{"name": name, "count": count, "assignments": None}],
+                    37, 3, {"topics": [{"name": name, "count": count, "assignments": [
+                        {"broker_ids": list(a)} for a in assignments] if assignments else None}],
                             "timeout_ms": 30000, "validate_only": False},
                     ok=lambda r: r.results[0].error_code != ErrorCode.NOT_CONTROLLER)
             except _Local:
-                return await self.create_partitions(name, count)
+                return await self.create_partitions(name, count, assignments=assignments)
             res = resp.results[0]
             if res.error_code:
                 raise TopicError(_err(res.error_code), res.error_message) from None

@@ -94,6 +94,7 @@ NO_REASSIGNMENT_IN_PROGRESS = 85
 INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
 TOPIC_ALREADY_EXISTS = 36
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_REQUEST = 42
@@ -226,7 +227,18 @@ class Controller:
         replication_factor: int | None = None,
         configs: dict[str, str] | None = None,
         topic_id: uuid.UUID | None = None,
+        assignments: list[tuple[int, ...]] | None = None,
     ) -> tuple[int, list[MetadataRecord]]:
+        """A new topic's records; `assignments` (manual replica assignment, one replica
+        list per partition from 0) replaces the partition count, the replication factor
+        and the placement."""
+        if assignments:
+            if name in image.topics:
+                return TOPIC_ALREADY_EXISTS, []
+            code = check_manual_assignments(image, assignments, None)
+            if code:
+                return code, []
+            num_partitions, replication_factor = len(assignments), len(assignments[0])
         n = self.config.default_partitions if num_partitions in (None, -1) else num_partitions
         rf = (
             self.config.default_replication_factor
@@ -239,26 +251,40 @@ class Controller:
         if n <= 0:
             return INVALID_PARTITIONS, []
         brokers = self._placement_order(image)
-        if rf <= 0 or rf > len(brokers):
+        if not assignments and (rf <= 0 or rf > len(brokers)):
             return INVALID_REPLICATION_FACTOR, []
         tid = topic_id or uuid.UUID(
             bytes=hashlib.sha256(f"{name}/{image.records_applied}".encode()).digest()[:16]
         )
         out: list[MetadataRecord] = [TopicRecord(name, tid)]
-        out.extend(self._place(image, tid, name, range(n), rf, brokers))
+        if assignments:
+            out.extend(manual_partitions(image, tid, 0, assignments))
+        else:
+            out.extend(self._place(image, tid, name, range(n), rf, brokers))
         for k in sorted(configs or {}):
             out.append(ConfigRecord(CONFIG_RESOURCE_TOPIC, name, k, (configs or {})[k]))
         return NONE, out
 
     def create_partitions(
-        self, image: MetadataImage, name: str, total: int
+        self, image: MetadataImage, name: str, total: int,
+        assignments: list[tuple[int, ...]] | None = None,
     ) -> tuple[int, list[MetadataRecord]]:
+        """New partitions up to `total`; `assignments` (manual replica assignment) gives
+        the replicas of each new partition, as many as there are new partitions, each
+        as long as the topic's replication factor."""
         t = image.topics.get(name)
         if t is None:
             return UNKNOWN_TOPIC_OR_PARTITION, []
         if total <= len(t.partitions):
             return INVALID_PARTITIONS, []
         rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
+        if assignments:
+            if len(assignments) != total - len(t.partitions):
+                return INVALID_REPLICA_ASSIGNMENT, []
+            code = check_manual_assignments(image, assignments, rf)
+            if code:
+                return code, []
+            return NONE, manual_partitions(image, t.topic_id, len(t.partitions), assignments)
         brokers = self._placement_order(image)
         if rf > len(brokers):
             return INVALID_REPLICATION_FACTOR, []
@@ -513,6 +539,35 @@ class Controller:
                 )
             )
         return out
+
+
+def check_manual_assignments(image: MetadataImage, assignments: list[tuple[int, ...]],
+                             rf: int | None) -> int:
+    """Kafka's checks of a manual replica assignment: every replica list non-empty, without
+    repeats, all of one length (`rf` if given), of registered brokers, each with an
+    unfenced broker to lead it; else INVALID_REPLICA_ASSIGNMENT."""
+    want = rf if rf is not None else len(assignments[0])
+    for replicas in assignments:
+        if not replicas or len(set(replicas)) != len(replicas) or len(replicas) != want:
+            return INVALID_REPLICA_ASSIGNMENT
+        if any(b not in image.brokers for b in replicas):
+            return INVALID_REPLICA_ASSIGNMENT
+        if all(image.brokers[b].fenced for b in replicas):
+            return INVALID_REPLICA_ASSIGNMENT
+    return NONE
+
+
+def manual_partitions(image: MetadataImage, tid: uuid.UUID, first: int,
+                      assignments: list[tuple[int, ...]]) -> list[MetadataRecord]:
+    """PartitionRecords for manually assigned replicas: the ISR is the unfenced replicas,
+    the leader the first of them (checked by `check_manual_assignments`)."""
+    out: list[MetadataRecord] = []
+    for i, replicas in enumerate(assignments):
+        isr = tuple(b for b in replicas if not image.brokers[b].fenced)
+        out.append(PartitionRecord(partition_id=first + i, topic_id=tid,
+                                   replicas=tuple(replicas), isr=isr, leader=isr[0],
+                                   leader_epoch=0, partition_epoch=0))
+    return out
 
 
 def committed_producer_block(

@@ -125,3 +125,68 @@ def test_settings_from_flags_are_static_broker_configs(cluster: Cluster) -> None
     assert got["controller.quorum.voters"] == (b.voters, 4)
     assert got["jocko.gossip.addr"] == (f"127.0.0.1:{b.gossip_port}", 4)
     assert got["node.id"] == ("2", 4)
+
+
+def _create(c: Client, name: str, assignments: dict[int, list[int]], n: int = -1,
+            rf: int = -1) -> tuple[int, str | None]:
+    r = c.request(19, 7, {"topics": [{
+        "name": name, "num_partitions": n, "replication_factor": rf, "configs": [],
+        "assignments": [{"partition_index": p, "broker_ids": b} for p, b in assignments.items()],
+    }], "timeout_ms": 30000, "validate_only": False})
+    return r.topics[0].error_code, r.topics[0].error_message
+
+
+def _replicas(cluster: Cluster, topic: str) -> dict[int, tuple[int, list[int]]]:
+    md = cluster.metadata(None, [topic])
+    return {p.partition_index: (p.leader_id, list(p.replica_nodes))
+            for t in md.topics for p in t.partitions}
+
+
+def test_manual_replica_assignment(cluster: Cluster) -> None:
+    """CreateTopics and CreatePartitions with manual replica assignments, sent to both
+    brokers (one of them forwards to the controller): the replicas are those asked for,
+    in that order, the first leads; Kafka's refusals for malformed assignments."""
+    for via in (1, 2):
+        topic = f"manual-{via}"
+        with Client(cluster.brokers[via].bootstrap) as c:
+            assert _create(c, topic, {0: [2, 1], 1: [1, 2], 2: [2]})[0] == 39  # lengths differ
+            assert _create(c, topic, {0: [2, 1], 1: [1, 2]}) == (0, None)
+            cluster.wait_for("the topic everywhere", lambda t=topic: all(
+                len(_replicas(cluster, t)) == 2 for _ in (1, 2)))
+            assert _replicas(cluster, topic) == {0: (2, [2, 1]), 1: (1, [1, 2])}
+            r = c.request(37, 3, {"topics": [{"name": topic, "count": 3,
+                                              "assignments": [{"broker_ids": [1, 2]}]}],
+                                  "timeout_ms": 30000, "validate_only": False})
+            assert r.results[0].error_code == 0, r.results[0].error_message
+            cluster.wait_for("the new partition", lambda t=topic: len(_replicas(cluster, t)) == 3)
+            assert _replicas(cluster, topic)[2] == (1, [1, 2])
+            # refusals, as Kafka: unknown broker, repeats, a gap in the partition numbers,
+            # a partition count beside the assignment, the wrong count or length of new ones
+            assert _create(c, "bad", {0: [1, 7]})[0] == 39
+            assert _create(c, "bad", {0: [1, 1]})[0] == 39
+            assert _create(c, "bad", {0: [1], 2: [2]})[0] == 39
+            assert _create(c, "bad", {0: [1]}, n=1)[0] == 42  # INVALID_REQUEST
+            for assignments in ([{"broker_ids": [1, 2]}], [{"broker_ids": [1]}] * 2):
+                r = c.request(37, 3, {"topics": [{"name": topic, "count": 5,
+                                                  "assignments": assignments}],
+                                      "timeout_ms": 30000, "validate_only": False})
+                assert r.results[0].error_code == 39, assignments
+            assert "bad" not in {t.name for t in cluster.metadata(None, None).topics}
+
+
+def test_kafka_topics_replica_assignment(cluster: Cluster) -> None:
+    """Kafka 4.1's kafka-topics --create --replica-assignment and --alter --partitions
+    with --replica-assignment."""
+    from tests.parity import kafka_tools as kt
+    boot = cluster.brokers[2].bootstrap
+    kt.run("4.1", kt.TOPICS, "--bootstrap-server", boot, "--create", "--topic", "kt-manual",
+           "--replica-assignment", "2:1,1:2")
+    cluster.wait_for("the topic", lambda: len(_replicas(cluster, "kt-manual")) == 2)
+    assert _replicas(cluster, "kt-manual") == {0: (2, [2, 1]), 1: (1, [1, 2])}
+    kt.run("4.1", kt.TOPICS, "--bootstrap-server", boot, "--alter", "--topic", "kt-manual",
+           "--partitions", "3", "--replica-assignment", "2:1,1:2,2:1")
+    cluster.wait_for("the new partition", lambda: len(_replicas(cluster, "kt-manual")) == 3)
+    assert _replicas(cluster, "kt-manual")[2] == (2, [2, 1])
+    out = kt.run_failing("4.1", kt.TOPICS, "--bootstrap-server", boot, "--create", "--topic",
+                         "kt-bad", "--replica-assignment", "1:9")
+    assert "InvalidReplicaAssignmentException" in out or "Unknown broker" in out, out

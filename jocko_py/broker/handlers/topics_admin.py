@@ -4,8 +4,13 @@ Topic names, partition counts, replication factors and configs are validated
 as Kafka does (INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR, INVALID_CONFIG); -1 partitions / replication factor
 take `num.partitions` / `default.replication.factor`. `validate_only` checks
-without creating. Manual replica assignments are not supported
-(INVALID_REPLICA_ASSIGNMENT). Deleting a topic removes its logs at once
+without creating. Manual replica assignments (`assignments`, Kafka's
+`--replica-assignment`) are checked as Kafka does: not with a partition count or
+replication factor (INVALID_REQUEST), partitions numbered 0..n-1, every list of the
+same length, no repeats, registered brokers, one of them unfenced
+(INVALID_REPLICA_ASSIGNMENT); the ISR is the unfenced replicas, the leader the first of
+them. CreatePartitions takes one list per new partition, of the topic's replication
+factor. Deleting a topic removes its logs at once
 (Kafka's `file.delete.delay.ms` is not applied); DeleteTopics by id (v6+) works.
 """
 
@@ -21,6 +26,21 @@ from jocko_py.broker.topics import FORWARD_CLIENT_ID, INTERNAL_TOPICS, TopicErro
 from jocko_py.protocol.errors import ErrorCode
 
 ZERO = uuid.UUID(int=0)
+
+
+def manual_assignments(t: Any) -> list[tuple[int, ...]]:
+    """A CreateTopics topic's manual assignment, one replica list per partition from 0
+    (Kafka's checks: no partition count or replication factor beside it, partitions
+    0..n-1 each once)."""
+    if t.num_partitions != -1 or t.replication_factor != -1:
+        raise TopicError(ErrorCode.INVALID_REQUEST,
+                         "Both numPartitions or replicationFactor and replicasAssignments "
+                         "were set. Both cannot be used at the same time.")
+    by_index = {a.partition_index: tuple(a.broker_ids) for a in t.assignments}
+    if len(by_index) != len(t.assignments) or sorted(by_index) != list(range(len(by_index))):
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "Partitions should be a consecutive 0-based integer sequence")
+    return [by_index[i] for i in range(len(by_index))]
 
 
 @api(19, 0, 7)
@@ -39,17 +59,19 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
             seen.add(t.name)
             if not may_create_topic(ctx, t.name):
                 raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-            if t.assignments:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 "Manual replica assignment is not supported")
-            n = t.num_partitions if t.num_partitions != -1 else broker.config.num_partitions
-            rf = (t.replication_factor if t.replication_factor != -1
-                  else broker.config.int("default.replication.factor"))
+            manual = manual_assignments(t) if t.assignments else None
+            if manual is not None:
+                n, rf = len(manual), len(manual[0])
+            else:
+                n = t.num_partitions if t.num_partitions != -1 else broker.config.num_partitions
+                rf = (t.replication_factor if t.replication_factor != -1
+                      else broker.config.int("default.replication.factor"))
             configs: dict[str, str] = {c.name: c.value for c in t.configs}
             tid = await broker.topics.create_topic(
                 t.name, n, rf, configs, validate_only=req.validate_only,
                 validate_configs=lambda c: validate_topic_configs(broker, c),
                 forwarded=ctx.header.client_id == FORWARD_CLIENT_ID,
+                assignments=manual,
             )
             entry.update(topic_id=tid if not req.validate_only else ZERO,
                          num_partitions=n, replication_factor=rf)
@@ -110,12 +132,10 @@ async def create_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
         try:
             if not authorize_topic(ctx, "ALTER", t.name):
                 raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-            if t.assignments:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 "Manual replica assignment is not supported")
+            manual = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
             await broker.topics.create_partitions(
                 t.name, t.count, req.validate_only,
-                forwarded=ctx.header.client_id == FORWARD_CLIENT_ID)
+                forwarded=ctx.header.client_id == FORWARD_CLIENT_ID, assignments=manual)
         except TopicError as e:
             entry.update(error_code=e.code, error_message=e.message)
         out.append(entry)
