@@ -152,7 +152,7 @@ QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
 QUOTA_HELP = {
     "producer_byte_rate": "set: produce bytes per second allowed (enforced)",
     "consumer_byte_rate": "set: fetch bytes per second allowed (enforced)",
-    "request_percentage": "set: share of request handler time, percent (stored, not enforced)",
+    "request_percentage": "set: share of the request thread's time, percent (enforced)",
     "controller_mutation_rate": "set: partition mutations per second (stored, not enforced)",
 }
 

@@ -34,7 +34,7 @@ from jocko_py.broker import api as api_mod
 from jocko_py.broker.api import NO_RESPONSE, RequestContext
 from jocko_py.broker.config import Listener
 from jocko_py.broker.log_context import LOG_CONTEXT
-from jocko_py.broker.purgatory import PARK_HOOK
+from jocko_py.broker.purgatory import PARK_HOOK, PARK_TIME
 from jocko_py.broker.security.sasl import SaslFailed
 from jocko_py.broker.security.session import AuthenticationError, Session
 from jocko_py.protocol import codec, messages
@@ -47,6 +47,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("jocko_py.broker.connection")
 
 API_VERSIONS = 18
+# never counted against a request_percentage quota (Kafka: connection set-up and the
+# cluster actions brokers and controllers send each other)
+QUOTA_EXEMPT = frozenset({17, 18, 36,  # SaslHandshake, ApiVersions, SaslAuthenticate
+                          4, 5, 6, 7, 27, 52, 53, 54, 56, 58, 62, 63, 67})
 READ_CHUNK = 256 * 1024
 
 # (client id, api key, version) already logged for trailing bytes; bounded
@@ -214,6 +218,8 @@ class Connection:
                                     f"{self.listener.name}")
         entry = self.entries[header.api_key]
         ctx = RequestContext(header, self.broker, self.peer, session)
+        waited = [0.0]
+        PARK_TIME.set(waited)
         t0 = time.perf_counter()
         stats = self.broker.stats
         try:
@@ -230,6 +236,15 @@ class Connection:
         if body is NO_RESPONSE:
             stats.requests[header.api_key].observe(time.perf_counter() - t0)
             return None
+        if session is not None and header.api_key not in QUOTA_EXEMPT and \
+                self.broker.security.quotas_set() and \
+                getattr(request.body, "replica_id", -1) < 0:
+            busy_us = int((time.perf_counter() - t0 - waited[0]) * 1e6)
+            ms = self.broker.security.throttle(session, header.client_id,
+                                               "request_percentage", max(busy_us, 0))
+            if ms and isinstance(body, dict) and "throttle_time_ms" in body and \
+                    ms > (body["throttle_time_ms"] or 0):
+                body["throttle_time_ms"] = ms
         try:
             out = codec.encode_response_parts(
                 header.api_key, header.api_version, header.correlation_id, body

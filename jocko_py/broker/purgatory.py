@@ -14,13 +14,31 @@ request n before it starts request n+1).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextvars import ContextVar
 
 # Set by each connection's task (each task has its own context): flushes the
 # responses that connection has queued but not yet written.
 PARK_HOOK: ContextVar[Callable[[], None] | None] = ContextVar("jocko_park_hook", default=None)
+# seconds the current request spent waiting (parked, for the disk or for other
+# replicas): a connection sets a fresh one-element list per request; request-time
+# quotas count the handler's time less this
+PARK_TIME: ContextVar[list[float] | None] = ContextVar("jocko_park_time", default=None)
+
+
+@contextlib.contextmanager
+def parked() -> Iterator[None]:
+    """Count the time spent inside as waiting, not as work of the request."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        acc = PARK_TIME.get()
+        if acc is not None:
+            acc[0] += time.perf_counter() - t0
 
 
 def before_park() -> None:
@@ -43,7 +61,8 @@ class Purgatory:
         for k in keys:
             self._waiters[k].add(fut)
         try:
-            await asyncio.wait_for(fut, timeout)
+            with parked():
+                await asyncio.wait_for(fut, timeout)
             return True
         except TimeoutError:
             return False

@@ -44,7 +44,7 @@ from jocko_py.broker.partition import (
     Role,
     now_ms,
 )
-from jocko_py.broker.purgatory import Purgatory
+from jocko_py.broker.purgatory import Purgatory, parked
 from jocko_py.broker.replica_fetcher import ReplicaFetcher
 from jocko_py.broker.stats import BrokerStats, count_records
 from jocko_py.cluster.metadata import MetadataDelta, MetadataImage, PartitionRef
@@ -341,7 +341,8 @@ class ReplicaManager:
                 barriers.append((b, r))
         for b, r in barriers:
             try:
-                await b
+                with parked():
+                    await b
             except Exception:
                 r.error = ErrorCode.KAFKA_STORAGE_ERROR
         if acks == -1:

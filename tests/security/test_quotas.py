@@ -133,6 +133,48 @@ def _with_client_id(c: Raw, client_id: str) -> tuple[int, int]:
     return sent, throttle
 
 
+def _requests_as(c: Raw, client_id: str, seconds: float) -> tuple[int, int]:
+    """(requests answered, largest throttle_time_ms) sending produce requests of 20 KB
+    under ``client_id`` for ``seconds``."""
+    from jocko_py.protocol import codec
+
+    batch = build_batch([NewRecord(None, b"y" * 20_000, (), int(time.time() * 1000))])
+    n, throttle = 0, 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        c.corr += 1
+        c.sock.sendall(codec.encode_request(0, 9, c.corr, client_id, {
+            "acks": 1, "timeout_ms": 5000, "topic_data": [
+                {"name": "quota-r", "partition_data": [{"index": 0, "records": batch}]}]}))
+        r = c.recv(0, 9)
+        assert r.responses[0].partition_responses[0].error_code == 0
+        n += 1
+        throttle = max(throttle, r.throttle_time_ms)
+    return n, throttle
+
+
+def test_request_percentage_quota_throttles_that_client_only(broker: BrokerProcess) -> None:
+    """request_percentage=1: the client's requests may use 1% of the broker's request
+    thread (10 ms of handler time per second); producing as fast as answered, it is
+    throttled within the run, and another client id is not."""
+    with Raw(broker.bootstrap) as c:
+        r = c.call(19, 7, {"topics": [{"name": "quota-r", "num_partitions": 1,
+                                       "replication_factor": 1}], "timeout_ms": 10000})
+        assert r.topics[0].error_code in (0, ErrorCode.TOPIC_ALREADY_EXISTS)
+        assert alter(c, [("client-id", "req-quota")], [
+            {"key": "request_percentage", "value": 1.0, "remove": False}]
+        ).entries[0].error_code == 0
+    with Raw(broker.bootstrap) as c:
+        n, throttle = _requests_as(c, "req-quota", 2.5)
+    assert throttle > 0, n
+    with Raw(broker.bootstrap) as c:
+        n_free, throttle_free = _requests_as(c, "req-free", 1.0)
+    assert throttle_free == 0 and n_free > 0
+    with Raw(broker.bootstrap) as c:
+        alter(c, [("client-id", "req-quota")], [
+            {"key": "request_percentage", "value": 0.0, "remove": True}])
+
+
 def test_consumer_over_its_quota_is_throttled(broker: BrokerProcess) -> None:
     with Raw(broker.bootstrap) as c:
         produce_for(c, "quota-f", 0.3)  # some data (raw-test's produce quota may apply)
@@ -178,6 +220,12 @@ def test_quota_precedence_and_rate_math() -> None:
     assert q2.record("u", "c", key, 100, now=0.0) == 0
     assert q2.record("u", "c", key, 50, now=0.5) == 5000  # 150 bytes: 5 s past 10 s worth
     assert q2.record("other", "c", key, 10**6, now=0.5) == 0  # no quota for "other"
+    # request_percentage in microseconds of handler time: 10% is 100 ms per second
+    img3 = MetadataImage()
+    img3.apply(ClientQuotaRecord((("user", "u"),), "request_percentage", 10.0))
+    q3 = QuotaManager(lambda: img3, window_num=11, window_size_s=1.0)
+    assert q3.record("u", "c", "request_percentage", 1_000_000, now=0.0) == 0  # 1 s of 10 s
+    assert q3.record("u", "c", "request_percentage", 500_000, now=0.5) == 5000
 
 
 def test_cli_quota_set_and_list(broker: BrokerProcess) -> None:

@@ -55,7 +55,7 @@ from jocko_py.broker.group.state import (
     OffsetAndMetadata,
     SyncResult,
 )
-from jocko_py.broker.purgatory import before_park
+from jocko_py.broker.purgatory import before_park, parked
 from jocko_py.protocol import messages
 from jocko_py.protocol.errors import ErrorCode
 
@@ -269,7 +269,8 @@ class GroupCoordinator:
                 self.groups.pop(group_id, None)
             return result
         before_park()
-        return await result
+        with parked():
+            return await result
 
     def _accept_joining_member(self, g: Group, member_id: str) -> bool:
         """Kafka's group.max.size rule: while rebalancing, count the members that
@@ -566,7 +567,8 @@ class GroupCoordinator:
                             mm.last_heartbeat = mono
                     log.info("[group=%s] generation %d is stable", g.group_id, gen)
         before_park()
-        return await fut
+        with parked():
+            return await fut
 
     # -- Heartbeat / LeaveGroup ------------------------------------------------------------
 

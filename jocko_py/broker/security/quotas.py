@@ -15,8 +15,13 @@ first burst). Over the quota, the request is still answered, with
 `throttle_time_ms` = the time it takes the rate to fall back to the quota (capped at
 the whole window), and the connection reads nothing more for that long (KIP-219:
 the client also waits). `producer_byte_rate` counts produced record bytes,
-`consumer_byte_rate` fetched ones. `request_percentage` and
-`controller_mutation_rate` are stored and described but not enforced.
+`consumer_byte_rate` fetched ones. `request_percentage` is the share of one
+request-handling thread (percent; jocko-py has one event loop) a client's requests
+may use: each request counts the time its handler ran, less the time it waited
+(parked in purgatory, for a rebalance, for an fsync), with the same windowed rate
+and throttling; broker-to-broker requests (replica fetches, cluster actions) and the
+connection set-up (ApiVersions, SASL) are exempt, as in Kafka.
+`controller_mutation_rate` is stored and described but not enforced.
 """
 
 from __future__ import annotations
@@ -29,8 +34,11 @@ from jocko_py.cluster.metadata import MetadataImage
 
 Entity = tuple[tuple[str, str | None], ...]
 USER, CLIENT_ID = "user", "client-id"
-ENFORCED = ("producer_byte_rate", "consumer_byte_rate")
-KEYS = ENFORCED + ("request_percentage", "controller_mutation_rate")
+ENFORCED = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+# request_percentage is recorded in microseconds of handler time: Q percent of one
+# thread is Q * 10,000 microseconds per second
+SCALE = {"request_percentage": 10_000.0}
+KEYS = ENFORCED + ("controller_mutation_rate",)
 
 
 def candidates(user: str, client_id: str) -> list[Entity]:
@@ -74,6 +82,7 @@ class QuotaManager:
         if found is None:
             return 0
         ent, limit = found
+        limit *= SCALE.get(key, 1.0)
         r = self._rates.setdefault((ent, key), _Rate())
         span = self.window_num * self.window_size_s
         while r.samples and r.samples[0][0] <= now - span:
