@@ -20,12 +20,14 @@ Rules (Kafka's):
 * Rewritten batches keep their base offset, last offset delta, leader epoch,
   producer fields and codec; records keep their offsets and timestamps.
   Batches left empty are dropped; segments left empty are dropped unless
-  first. Control batches are kept as they are.
+  first.
 * Transactions (KIP-98): cleaning stops before the first offset of the oldest open
   transaction; records of aborted transactions (found through the ``.txnindex``)
-  neither count as the latest for their key nor survive. Markers are kept (Kafka
-  drops a marker once its transaction's records are gone and its delete horizon has
-  passed; not done here).
+  neither count as the latest for their key nor survive. A marker (control batch)
+  stays while any record of its transaction does (its producer's records since that
+  producer's previous marker); once none is left, the marker is stamped with a delete
+  horizon (now + ``delete.retention.ms``, as a tombstone) and a later pass past the
+  horizon drops it, as Kafka's cleaner does.
 
 Crash safety: a cleaned segment is written to ``<base>.log.cleaned``, fsynced
 and renamed over the original (``Log.replace_segment``); leftovers ending in
@@ -64,6 +66,7 @@ class CleanStats:
     segments_dropped: int = 0
     first_dirty: int = 0
     next_horizon_ms: int | None = None
+    markers_dropped: int = 0
 
 
 def _now_ms() -> int:
@@ -169,12 +172,33 @@ def clean_log(
                     latest[rec.key] = rec.offset
     # pass 2: rewrite each segment with the survivors
     delete_retention = cfg.delete_retention_ms
+    # producer id -> a record of its current transaction survives (since its last marker)
+    retained: dict[int, bool] = {}
+
+    def note_horizon(horizon: int) -> None:
+        nh = stats.next_horizon_ms
+        stats.next_horizon_ms = horizon if nh is None else min(nh, horizon)
+
     for idx, seg in enumerate(segs):
         out = bytearray()
         changed = False
         for h, data in _segment_batches(seg):
             if h.is_control:
-                out += data
+                if retained.pop(h.producer_id, False):
+                    out += data  # its transaction still has records
+                    continue
+                horizon = h.base_timestamp if h.has_delete_horizon else None
+                if horizon is not None and now >= horizon:
+                    stats.markers_dropped += 1
+                    changed = True
+                    continue
+                if horizon is None:
+                    horizon = now + delete_retention
+                    out += _encode_batch(h, rb.decode_records(data, h), horizon)
+                    changed = True
+                else:
+                    out += data
+                note_horizon(horizon)
                 continue
             if aborted(h):
                 stats.records_read += h.records_count
@@ -193,12 +217,13 @@ def clean_log(
                     has_tombstone = True
                 kept.append(rec)
             stats.records_kept += len(kept)
+            if kept and h.is_transactional:
+                retained[h.producer_id] = True
             new_horizon = horizon
             if has_tombstone and horizon is None:
                 new_horizon = now + delete_retention
             if has_tombstone and new_horizon is not None:
-                nh = stats.next_horizon_ms
-                stats.next_horizon_ms = new_horizon if nh is None else min(nh, new_horizon)
+                note_horizon(new_horizon)
             if not has_tombstone and horizon is not None and kept:
                 new_horizon = None
             if len(kept) == len(recs) and new_horizon == horizon:
@@ -228,13 +253,14 @@ def clean_log(
         stats.segments_rewritten += 1
     logger.info(
         "[log=%s] compacted up to offset %d: kept %d of %d records, %d segment(s) "
-        "rewritten, %d dropped",
+        "rewritten, %d dropped, %d transaction marker(s) dropped",
         lg.name,
         end,
         stats.records_kept,
         stats.records_read,
         stats.segments_rewritten,
         stats.segments_dropped,
+        stats.markers_dropped,
     )
     return stats
 

@@ -216,6 +216,63 @@ def test_compaction_ignores_aborted_records_and_stops_at_open_transactions(
     lg.close()
 
 
+def _batches(lg: Log) -> list[tuple[int, bool, int]]:
+    """(base offset, is control, producer id) of every batch."""
+    out = []
+    for seg in lg.segments:
+        for _pos, h in seg.iter_headers():
+            out.append((h.base_offset, h.is_control, h.producer_id))
+    return out
+
+
+def test_compaction_drops_markers_of_emptied_transactions_after_delete_retention(
+        tmp_path: Path) -> None:
+    """A marker stays while a record of its transaction survives; once none does, the
+    first pass stamps it with a delete horizon (delete.retention.ms) and a pass past
+    the horizon drops it, as Kafka's cleaner."""
+    from jocko_py.commitlog.cleaner import clean_log
+    from jocko_py.protocol.records import NewRecord, build_batch
+
+    def rec(key: bytes, value: bytes, **kw: object) -> bytes:
+        return build_batch([NewRecord(key, value, (), NOW)], **kw)  # type: ignore[arg-type]
+
+    def txn(pid: int, key: bytes, value: bytes) -> bytes:
+        return rec(key, value, producer_id=pid, producer_epoch=0, base_sequence=0,
+                   is_transactional=True)
+
+    retention = 1000
+    cfg = LogConfig(cleanup_policy="compact", segment_bytes=10_000,
+                    delete_retention_ms=retention)
+    lg = Log.open(tmp_path / "c-0", cfg)
+    lg.append(txn(5, b"a", b"aborted"), 0, now_ms=NOW)                      # 0
+    lg.append(marker(5, ControlType.ABORT), 0, now_ms=NOW)                  # 1
+    lg.append(txn(6, b"b", b"shadowed"), 0, now_ms=NOW)                     # 2
+    lg.append(marker(6, ControlType.COMMIT), 0, now_ms=NOW)                 # 3
+    lg.append(txn(7, b"c", b"kept"), 0, now_ms=NOW)                         # 4
+    lg.append(marker(7, ControlType.COMMIT), 0, now_ms=NOW)                 # 5
+    lg.append(rec(b"b", b"newer"), 0, now_ms=NOW)                           # 6
+    lg.roll()
+    stats = clean_log(lg, NOW, force=True)
+    assert stats is not None and stats.markers_dropped == 0
+    # emptied transactions (5 aborted, 6 shadowed): markers stamped, still there
+    assert _batches(lg) == [(1, True, 5), (3, True, 6), (4, False, 7), (5, True, 7),
+                            (6, False, -1)]
+    assert stats.next_horizon_ms == NOW + retention
+    stats = clean_log(lg, NOW + retention - 1, force=True)
+    assert stats is not None and stats.markers_dropped == 0
+    stats = clean_log(lg, NOW + retention, force=True)
+    assert stats is not None and stats.markers_dropped == 2
+    # producer 7's commit marker stays: its record survives
+    assert _batches(lg) == [(4, False, 7), (5, True, 7), (6, False, -1)]
+    assert _values(lg) == [(4, b"c", b"kept"), (6, b"b", b"newer")]
+    lg.close()
+    # recovery rebuilds the same log: no transaction left open
+    lg = Log.open(tmp_path / "c-0", cfg)
+    assert lg.last_stable_offset(lg.log_end_offset) == lg.log_end_offset
+    assert lg.producer_state.first_open_offset() is None
+    lg.close()
+
+
 def test_lso_is_never_below_the_log_start(tmp_path: Path) -> None:
     lg = Log.open(tmp_path / "t-0", LogConfig())
     lg.append(txn_batch(1, 0), 0, now_ms=NOW)                 # 0-1, left open
