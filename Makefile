@@ -83,7 +83,7 @@ typecheck: venv-test
 	$(BIN)/mypy
 
 pytest: venv-test kcat chromium java-deps go-deps spark-deps
-	JOCKO_TEST_STRICT=1 $(BIN)/pytest -q -rs $(PYTEST_ARGS)
+	JOCKO_TEST_STRICT=1 $(BIN)/pytest -q -rs --durations=25 $(PYTEST_ARGS)
 
 test: venv-test kcat chromium java-deps go-deps check-generated lint typecheck pytest
 
