@@ -603,6 +603,9 @@ def add_parsers(sub: Any, epilog_formatter: type[argparse.HelpFormatter]) -> Non
     c.add_argument("--offset", default="earliest", metavar="WHERE",
                    help="where to start: earliest (default), latest, or an offset; with "
                    "--group, only where the group has no committed offset")
+    c.add_argument("--from-beginning", dest="offset", action="store_const", const="earliest",
+                   help="the same as --offset earliest (the name Kafka's console consumer "
+                   "uses)")
     c.add_argument("--follow", "-f", action="store_true",
                    help="keep waiting for new records (stop with Ctrl-C)")
     c.add_argument("--max-messages", type=int, default=-1, metavar="N",

@@ -127,6 +127,10 @@ def test_produce_json_input_and_consume_formats(kafka_broker: EmbeddedBroker) ->
     r = cli(kafka_broker, "consume", t, "--format", "json", "--encoding", "hex",
             "--offset", "1", "--max-messages", "1")
     assert json.loads(r.stdout)["key"] == b"k2".hex()
+    # Kafka's console-consumer spelling is accepted too
+    r = cli(kafka_broker, "consume", t, "--offset", "latest", "--from-beginning",
+            "--max-messages", "1")
+    assert r.returncode == 0 and r.stdout == "first\n", r.stdout + r.stderr
 
 
 def test_consume_all_partitions_stops_at_the_end(kafka_broker: EmbeddedBroker) -> None:
