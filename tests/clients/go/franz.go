@@ -5,11 +5,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -187,11 +189,15 @@ func franzGroup(ctx, stop context.Context, o options, out *printer) error {
 			}
 		}
 		if len(recs) > 0 {
-			if err := cl.CommitRecords(ctx, recs...); err != nil {
-				cl.AllowRebalance()
-				return fmt.Errorf("commit: %w", err)
+			if err := franzCommit(ctx, cl, recs); err != nil {
+				// as an at-least-once application does: the group moved on (a rebalance
+				// after a coordinator change); these records are read again from the
+				// last committed offsets by whoever owns their partitions next
+				fmt.Fprintf(os.Stderr, "gokafka: franz commit failed, records will be "+
+					"read again: %v\n", err)
+			} else {
+				out.committed(next)
 			}
-			out.committed(next)
 		}
 		cl.AllowRebalance()
 	}
@@ -202,4 +208,24 @@ func franzGroup(ctx, stop context.Context, o options, out *printer) error {
 	cl.LeaveGroupContext(ctx)
 	out.emit(map[string]any{"type": "done", "count": out.count()})
 	return nil
+}
+
+// franzCommit commits recs, retrying (for up to 30 s) what a coordinator change can
+// answer meanwhile; a generation or membership error is returned at once: the group is
+// rebalancing and the records will be delivered again.
+func franzCommit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := cl.CommitRecords(ctx, recs...)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) ||
+			errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kerr.FencedInstanceID) ||
+			ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "gokafka: franz commit failed, retrying: %v\n", err)
+		time.Sleep(500 * time.Millisecond)
+	}
 }
