@@ -153,7 +153,7 @@ QUOTA_HELP = {
     "producer_byte_rate": "set: produce bytes per second allowed (enforced)",
     "consumer_byte_rate": "set: fetch bytes per second allowed (enforced)",
     "request_percentage": "set: share of the request thread's time, percent (enforced)",
-    "controller_mutation_rate": "set: partition mutations per second (stored, not enforced)",
+    "controller_mutation_rate": "set: partitions created or deleted per second (enforced)",
 }
 
 

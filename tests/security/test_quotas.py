@@ -175,6 +175,50 @@ def test_request_percentage_quota_throttles_that_client_only(broker: BrokerProce
             {"key": "request_percentage", "value": 0.0, "remove": True}])
 
 
+def _as(c: Raw, client_id: str, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    from jocko_py.protocol import codec
+
+    c.corr += 1
+    c.sock.sendall(codec.encode_request(api_key, version, c.corr, client_id, body))
+    return c.recv(api_key, version)
+
+
+def test_controller_mutation_rate_refuses_a_client_already_over_it(broker: BrokerProcess
+                                                                     ) -> None:
+    """KIP-599: controller_mutation_rate=5 partitions/s. A CreateTopics of 40 partitions
+    is done (it overshoots) and throttled; while the client is over, CreateTopics v6+,
+    CreatePartitions v3 and DeleteTopics v5+ get THROTTLING_QUOTA_EXCEEDED, an older
+    CreateTopics (v5) is served; another client id is not affected."""
+    def create(c: Raw, cid: str, name: str, version: int, n: int = 1) -> Any:
+        return _as(c, cid, 19, version, {"topics": [
+            {"name": name, "num_partitions": n, "replication_factor": 1}],
+            "timeout_ms": 10000})
+
+    with Raw(broker.bootstrap) as c:
+        assert alter(c, [("client-id", "mut")], [
+            {"key": "controller_mutation_rate", "value": 5.0, "remove": False}]
+        ).entries[0].error_code == 0
+        r = create(c, "mut", "mut-big", 7, n=40)
+        assert r.topics[0].error_code == 0 and r.throttle_time_ms > 0
+    with Raw(broker.bootstrap) as c:  # a fresh connection: the first one is muted
+        assert create(c, "mut", "mut-refused", 7).topics[0].error_code == \
+            ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        r = _as(c, "mut", 37, 3, {"topics": [{"name": "mut-big", "count": 41,
+                                              "assignments": None}],
+                                  "timeout_ms": 10000, "validate_only": False})
+        assert r.results[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        r = _as(c, "mut", 20, 5, {"topic_names": ["mut-big"], "timeout_ms": 10000})
+        assert r.responses[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    with Raw(broker.bootstrap) as c:
+        r = create(c, "mut", "mut-old", 5)  # v5 cannot carry the error: served, throttled
+        assert r.topics[0].error_code == 0 and r.throttle_time_ms > 0
+    with Raw(broker.bootstrap) as c:
+        r = create(c, "other", "mut-other", 7, n=40)
+        assert r.topics[0].error_code == 0 and r.throttle_time_ms == 0
+        alter(c, [("client-id", "mut")], [
+            {"key": "controller_mutation_rate", "value": 0.0, "remove": True}])
+
+
 def test_consumer_over_its_quota_is_throttled(broker: BrokerProcess) -> None:
     with Raw(broker.bootstrap) as c:
         produce_for(c, "quota-f", 0.3)  # some data (raw-test's produce quota may apply)

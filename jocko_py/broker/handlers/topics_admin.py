@@ -43,10 +43,32 @@ def manual_assignments(t: Any) -> list[tuple[int, ...]]:
     return [by_index[i] for i in range(len(by_index))]
 
 
+MUTATION = "controller_mutation_rate"
+THROTTLED = "The throttling quota has been exceeded."
+
+
+def mutation_quota_exceeded(ctx: RequestContext, strict: bool) -> bool:
+    """KIP-599: a client already over its controller_mutation_rate gets
+    THROTTLING_QUOTA_EXCEEDED from the versions that know it (`strict`); requests
+    forwarded by another broker were counted there."""
+    return strict and ctx.header.client_id != FORWARD_CLIENT_ID and \
+        ctx.broker.security.over_quota(ctx.session, ctx.header.client_id, MUTATION) > 0
+
+
+def count_mutations(ctx: RequestContext, partitions: int) -> int:
+    """Record `partitions` created or deleted against the client's mutation quota; the
+    throttle time (ms) of the response."""
+    if ctx.header.client_id == FORWARD_CLIENT_ID or partitions <= 0:
+        return 0
+    return ctx.broker.security.throttle(ctx.session, ctx.header.client_id, MUTATION,
+                                        partitions)
+
+
 @api(19, 0, 7)
 async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     out = []
+    throttle = 0
     seen: set[str] = set()
     for t in req.topics:
         entry: dict[str, Any] = {"name": t.name, "topic_id": ZERO, "error_code": 0,
@@ -59,6 +81,8 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
             seen.add(t.name)
             if not may_create_topic(ctx, t.name):
                 raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            if mutation_quota_exceeded(ctx, ctx.version >= 6):
+                raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             manual = manual_assignments(t) if t.assignments else None
             if manual is not None:
                 n, rf = len(manual), len(manual[0])
@@ -75,6 +99,8 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
             )
             entry.update(topic_id=tid if not req.validate_only else ZERO,
                          num_partitions=n, replication_factor=rf)
+            if not req.validate_only:
+                throttle = max(throttle, count_mutations(ctx, n))
             if ctx.version >= 5:
                 entry["configs"] = [
                     {"name": c["name"], "value": c["value"], "read_only": False,
@@ -84,7 +110,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
         except TopicError as e:
             entry.update(error_code=e.code, error_message=e.message)
         out.append(entry)
-    return {"throttle_time_ms": 0, "topics": out}
+    return {"throttle_time_ms": throttle, "topics": out}
 
 
 @api(20, 0, 6)
@@ -97,6 +123,7 @@ async def delete_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
     else:
         wanted = [(n, ZERO) for n in req.topic_names]
     out = []
+    throttle = 0
     for name, tid in wanted:
         entry: dict[str, Any] = {"name": name, "topic_id": tid, "error_code": 0,
                                  "error_message": None}
@@ -115,28 +142,40 @@ async def delete_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
             if name in INTERNAL_TOPICS:
                 raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                  f"Internal topic {name} cannot be deleted")
+            if mutation_quota_exceeded(ctx, ctx.version >= 5):
+                raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+            known = image.topics.get(name)
+            parts = len(known.partitions) if known is not None else 0
             entry["topic_id"] = await broker.topics.delete_topic(
                 name, forwarded=ctx.header.client_id == FORWARD_CLIENT_ID)
+            throttle = max(throttle, count_mutations(ctx, parts))
         except TopicError as e:
             entry.update(error_code=e.code, error_message=e.message)
         out.append(entry)
-    return {"throttle_time_ms": 0, "responses": out}
+    return {"throttle_time_ms": throttle, "responses": out}
 
 
 @api(37, 0, 3)
 async def create_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     out = []
+    throttle = 0
     for t in req.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:
             if not authorize_topic(ctx, "ALTER", t.name):
                 raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            if mutation_quota_exceeded(ctx, ctx.version >= 3):
+                raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             manual = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
+            known = broker.topics.image.topics.get(t.name)
+            before = len(known.partitions) if known is not None else 0
             await broker.topics.create_partitions(
                 t.name, t.count, req.validate_only,
                 forwarded=ctx.header.client_id == FORWARD_CLIENT_ID, assignments=manual)
+            if not req.validate_only:
+                throttle = max(throttle, count_mutations(ctx, t.count - before))
         except TopicError as e:
             entry.update(error_code=e.code, error_message=e.message)
         out.append(entry)
-    return {"throttle_time_ms": 0, "results": out}
+    return {"throttle_time_ms": throttle, "results": out}

@@ -21,7 +21,12 @@ may use: each request counts the time its handler ran, less the time it waited
 (parked in purgatory, for a rebalance, for an fsync), with the same windowed rate
 and throttling; broker-to-broker requests (replica fetches, cluster actions) and the
 connection set-up (ApiVersions, SASL) are exempt, as in Kafka.
-`controller_mutation_rate` is stored and described but not enforced.
+`controller_mutation_rate` (KIP-599) counts the partitions a client creates (topics,
+new partitions) and deletes: a CreateTopics v6+, CreatePartitions v3+ or DeleteTopics
+v5+ while the client's rate is already over the quota gets THROTTLING_QUOTA_EXCEEDED
+for each topic; otherwise the mutation is done (it may overshoot) and the response is
+throttled until the rate is back under the quota; older versions are always served
+and throttled.
 """
 
 from __future__ import annotations
@@ -34,11 +39,12 @@ from jocko_py.cluster.metadata import MetadataImage
 
 Entity = tuple[tuple[str, str | None], ...]
 USER, CLIENT_ID = "user", "client-id"
-ENFORCED = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+ENFORCED = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
+            "controller_mutation_rate")
 # request_percentage is recorded in microseconds of handler time: Q percent of one
 # thread is Q * 10,000 microseconds per second
 SCALE = {"request_percentage": 10_000.0}
-KEYS = ENFORCED + ("controller_mutation_rate",)
+KEYS = ENFORCED
 
 
 def candidates(user: str, client_id: str) -> list[Entity]:
@@ -87,8 +93,11 @@ class QuotaManager:
         span = self.window_num * self.window_size_s
         while r.samples and r.samples[0][0] <= now - span:
             r.total -= r.samples.popleft()[1]
-        r.samples.append((now, nbytes))
-        r.total += nbytes
+        if nbytes:
+            r.samples.append((now, nbytes))
+            r.total += nbytes
+        if not r.samples:
+            return 0
         elapsed = max(now - r.samples[0][0], (self.window_num - 1) * self.window_size_s)
         if limit <= 0 or r.total <= limit * elapsed:
             return 0

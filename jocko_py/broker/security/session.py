@@ -215,6 +215,14 @@ class SecurityManager:
             ctx_session.muted_until = max(ctx_session.muted_until, now + ms / 1000)
         return ms
 
+    def over_quota(self, ctx_session: Session | None, client_id: str | None, key: str) -> int:
+        """How long (ms) the client's ``key`` rate is already over its quota (0: not over);
+        nothing is recorded and the connection is not muted."""
+        if ctx_session is None or not self.image or not self.image().quotas:
+            return 0
+        user = ctx_session.principal.partition(":")[2]
+        return self.quotas.record(user, client_id or "", key, 0, time.monotonic())
+
     def check_certificates(self) -> None:
         for r in self.tls.values():
             r.check()
