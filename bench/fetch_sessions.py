@@ -58,6 +58,7 @@ from bench.run import (  # noqa: E402
     run_tool,
     wait_first_produce,
     wait_topic_ready,
+    write_tool_log4j,
 )
 
 OUT = WORK / "fetch-sessions"
@@ -204,13 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=["jocko-py", "kafka"], help="one broker kind only")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
     args = ap.parse_args(argv)
+    write_tool_log4j()
     OUT.mkdir(parents=True, exist_ok=True)
-    (WORK / "log4j-tools.properties").write_text(
-        "log4j.rootLogger=WARN, stderr\n"
-        "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
-        "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
-        "log4j.appender.stderr.layout.ConversionPattern=%p %m%n\n"
-        "log4j.appender.stderr.Target=System.err\n")
     kinds = [args.only] if args.only else ["jocko-py", "kafka"]
     order = [(k, s) for k in kinds for s in (ON, OFF)]
     cases: list[dict[str, Any]] = []

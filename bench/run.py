@@ -1478,6 +1478,17 @@ def render_only(path: Path) -> int:
     return 0
 
 
+def write_tool_log4j() -> None:
+    """The log4j settings `java_tool` points the Java tools at (warnings, to stderr)."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    (WORK / "log4j-tools.properties").write_text(
+        "log4j.rootLogger=WARN, e\nlog4j.appender.e=org.apache.log4j.ConsoleAppender\n"
+        "log4j.appender.e.Target=System.err\n"
+        "log4j.appender.e.layout=org.apache.log4j.PatternLayout\n"
+        "log4j.appender.e.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+    )
+
+
 @contextlib.contextmanager
 def cleanup_guard() -> Iterator[None]:
     old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -1501,13 +1512,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (LIBS / ".fetched").exists() or not (CLASSES / "BenchTool.class").exists():
         print("run `make -C bench fetch` first", file=sys.stderr)
         return 2
-    WORK.mkdir(parents=True, exist_ok=True)
-    (WORK / "log4j-tools.properties").write_text(
-        "log4j.rootLogger=WARN, e\nlog4j.appender.e=org.apache.log4j.ConsoleAppender\n"
-        "log4j.appender.e.Target=System.err\n"
-        "log4j.appender.e.layout=org.apache.log4j.PatternLayout\n"
-        "log4j.appender.e.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
-    )
+    write_tool_log4j()
     scs = scenarios(scale)
     if args.only:
         subs = args.only.split(",")

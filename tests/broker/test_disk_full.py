@@ -7,7 +7,6 @@ Mounting needs root (CI runs as root); elsewhere the test is skipped.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,22 +16,13 @@ from jocko_py.client import Client, KafkaError
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode
 from tests.support.broker import BrokerProcess
+from tests.support.tmpfs import small_tmpfs
 
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs to fill the disk needs root")
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
-                       capture_output=True, text=True, timeout=10)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount tmpfs here: {r.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", "3m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], timeout=10, check=False)
 
 
 def test_full_disk_gets_storage_error_and_broker_keeps_serving(small_disk: Path,

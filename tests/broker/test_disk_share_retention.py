@@ -4,7 +4,6 @@ directory is a small tmpfs that producers keep filling."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from jocko_py.client import Client
 from jocko_py.commitlog.disk_retention import SegmentInfo, disk_usage, plan
 from jocko_py.protocol import records as rb
 from tests.support.broker import BrokerProcess
+from tests.support.tmpfs import small_tmpfs
 
 
 def segs(n: int, size: int = 100, start_ts: int = 0) -> list[SegmentInfo]:
@@ -39,18 +39,8 @@ def test_plan_is_fair_by_weight_and_respects_floors() -> None:
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)],
-                       capture_output=True, text=True, timeout=10)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount tmpfs here: {r.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", "16m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], timeout=10, check=False)
 
 
 def test_filling_disk_stays_under_its_share(small_disk: Path, tmp_path: Path) -> None:

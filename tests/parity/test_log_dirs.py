@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from tests.commitlog._util import batch
 from tests.parity import kafka_tools as kt
 from tests.support.broker import BrokerProcess
 from tests.support.e2e import create_topics
+from tests.support.tmpfs import small_tmpfs
 
 
 def test_config_reads_every_log_dir(tmp_path: Path) -> None:
@@ -117,18 +117,8 @@ def test_broker_with_two_log_dirs(tmp_path: Path) -> None:
 
 @pytest.fixture
 def small_second_dir(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs to fill a log dir needs root")
-    mnt = tmp_path / "d2"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
-                       capture_output=True, text=True, timeout=10)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount tmpfs here: {r.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "d2", "3m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], timeout=10, check=False)
 
 
 def test_a_failed_log_dir_goes_offline_and_the_others_keep_serving(

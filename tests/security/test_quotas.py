@@ -136,17 +136,12 @@ def _with_client_id(c: Raw, client_id: str) -> tuple[int, int]:
 def _requests_as(c: Raw, client_id: str, seconds: float) -> tuple[int, int]:
     """(requests answered, largest throttle_time_ms) sending produce requests of 20 KB
     under ``client_id`` for ``seconds``."""
-    from jocko_py.protocol import codec
-
     batch = build_batch([NewRecord(None, b"y" * 20_000, (), int(time.time() * 1000))])
     n, throttle = 0, 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        c.corr += 1
-        c.sock.sendall(codec.encode_request(0, 9, c.corr, client_id, {
-            "acks": 1, "timeout_ms": 5000, "topic_data": [
-                {"name": "quota-r", "partition_data": [{"index": 0, "records": batch}]}]}))
-        r = c.recv(0, 9)
+        r = _as(c, client_id, 0, 9, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": "quota-r", "partition_data": [{"index": 0, "records": batch}]}]})
         assert r.responses[0].partition_responses[0].error_code == 0
         n += 1
         throttle = max(throttle, r.throttle_time_ms)
