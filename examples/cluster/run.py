@@ -27,8 +27,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def _wait_port(port: int, deadline: float) -> bool:
-    while time.monotonic() < deadline:
+def _wait_port(port: int, proc: subprocess.Popen[bytes], deadline: float) -> bool:
+    """Whether the broker's Kafka port accepts connections before the deadline (False at
+    once when the broker exits, a port of its being taken, say)."""
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return True
@@ -80,9 +82,12 @@ def main() -> int:
             procs[i] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
             log.close()
         deadline = time.monotonic() + 60
-        for i in procs:
-            if not _wait_port(base + i - 1, deadline):
-                print(f"broker {i} did not start; see {root / f'broker-{i}.log'}",
+        for i, p in procs.items():
+            if not _wait_port(base + i - 1, p, deadline):
+                log_path = root / f"broker-{i}.log"
+                tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+                how = "exited" if p.poll() is not None else "did not open its port in 60 s"
+                print(f"broker {i} {how}; the end of {log_path}:", *tail, sep="\n  ",
                       file=sys.stderr)
                 return 1
         bootstrap = ",".join(f"127.0.0.1:{base + i - 1}" for i in procs)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker import REPO, free_port
+from tests.support.broker import REPO, free_port_block
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -22,24 +22,28 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_example_cluster_boots_and_serves(tmp_path: Path) -> None:
-    base = free_port()
-    while base > 65000 - 300:
-        base = free_port()
+    # run.py derives every port from the base: Kafka base+0..2, raft base+100..102 and
+    # gossip (UDP) base+200..202
+    base = free_port_block((0, 1, 2, 100, 101, 102), udp=(200, 201, 202))
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "examples/cluster/run.py"), "--base-port", str(base),
          "--data-dir", str(tmp_path / "data")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     try:
         assert proc.stdout is not None
-        bootstrap = ""
-        deadline = time.monotonic() + 60
+        bootstrap, seen = "", []
+        deadline = time.monotonic() + 90  # run.py gives up (and says why) after 60 s
         while time.monotonic() < deadline and not bootstrap:
             line = proc.stdout.readline()
             if not line:
                 break
+            seen.append(line)
             if line.startswith("bootstrap: "):
                 bootstrap = line.split(": ", 1)[1].strip()
-        assert bootstrap == ",".join(f"127.0.0.1:{base + i}" for i in range(3)), bootstrap
+        logs = "".join(f"--- {p.name}\n{p.read_text()[-3000:]}"
+                       for p in sorted((tmp_path / "data").glob("broker-*.log")))
+        assert bootstrap == ",".join(f"127.0.0.1:{base + i}" for i in range(3)), \
+            "".join(seen) + logs
         first = bootstrap.split(",")[0]
         deadline = time.monotonic() + 60
         while True:  # the brokers register within seconds of starting

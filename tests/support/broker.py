@@ -9,6 +9,7 @@ the process (SIGTERM, then SIGKILL after a bounded wait).
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,6 +26,31 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_port_block(offsets: tuple[int, ...], udp: tuple[int, ...] = (),
+                    lo: int = 20000, hi: int = 32000) -> int:
+    """A base port B such that B+o is free for TCP for every o in ``offsets`` and for UDP
+    for every o in ``udp``, for a program that derives its ports from one base (as
+    examples/cluster/run.py does). Drawn below the kernel's ephemeral range (32768+), so
+    no outgoing connection of another test takes one of the ports between this check
+    and the program's bind."""
+    for _ in range(200):
+        base = random.randrange(lo, hi - max((*offsets, *udp)))
+        socks: list[socket.socket] = []
+        try:
+            for o, kind in [(o, socket.SOCK_STREAM) for o in offsets] + \
+                    [(o, socket.SOCK_DGRAM) for o in udp]:
+                s = socket.socket(socket.AF_INET, kind)
+                socks.append(s)
+                s.bind(("127.0.0.1", base + o))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no free block of ports for offsets {offsets} in {lo}-{hi}")
 
 
 def terminate(
