@@ -19,6 +19,7 @@ import logging
 import random
 import signal
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -91,6 +92,19 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if rep["invalid_runs"] else 0
 
 
+def code_version() -> str:
+    """The commit the campaign runs (``+dirty`` when jocko_py/ has uncommitted changes)."""
+    here = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, text=True,
+                              capture_output=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "jocko_py"], cwd=here,
+                               text=True, capture_output=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head or "unknown") + ("+dirty" if dirty else "")
+
+
 def write_report(out: Path, base: int, names: list[str], a: argparse.Namespace,
                  results: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     errors = {k: sum(r.get("check", {}).get("errors", {}).get(k, 0) for r in results)
@@ -113,7 +127,8 @@ def write_report(out: Path, base: int, names: list[str], a: argparse.Namespace,
             d["without_ack"] += f.get("partitions_without_ack", 0)
             d["restarts"] += f.get("producer_restarts", 0)
     rep: dict[str, Any] = {
-        "base_seed": base, "nemeses": names, "brokers": a.brokers, "partitions": a.partitions,
+        "base_seed": base, "commit": code_version(), "nemeses": names, "brokers": a.brokers,
+        "partitions": a.partitions,
         "wall_s": round(wall, 1), "runs": len(results),
         "invalid_runs": sum(1 for r in results if not r["valid"]),
         "faults": sum(len(r["faults"]) for r in results),
@@ -128,7 +143,8 @@ def write_report(out: Path, base: int, names: list[str], a: argparse.Namespace,
     }
     (out / "report.json").write_text(json.dumps(rep, indent=1, default=str))
     lines = [f"# Fault campaign {out.name}", "",
-             f"Base seed {base}; {len(results)} runs, {rep['faults']} faults in "
+             f"Code {rep['commit']}; base seed {base}; {len(results)} runs, "
+             f"{rep['faults']} faults in "
              f"{wall / 60:.1f} min of wall time; {a.brokers} brokers, {a.partitions} "
              f"partitions (RF 3, min.insync.replicas 2), 3 idempotent acks=all producers, "
              f"1 assign + 2 subscribe consumers. Replay one run: "
