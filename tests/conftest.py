@@ -53,6 +53,11 @@ def _compat_record(item: pytest.Item, rep: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # py4j (the Spark tests' gateway) logs "Closing down clientserver connection" from
+    # __del__ at interpreter exit, after pytest closed the streams: a "Logging error"
+    # traceback at the end of every run that had Spark in it. Nothing to say by then.
+    import logging
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     if not _COMPAT:
         return
     import json

@@ -98,6 +98,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory, target: TargetBroker) -> Ite
     try:
         yield session
     finally:
+        # Spark keeps its cached Kafka producers (and their reconnect warnings) until
+        # the JVM exits, after the brokers stopped: only errors from here on
+        session.sparkContext.setLogLevel("ERROR")
         session.stop()
 
 
