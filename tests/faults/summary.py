@@ -20,17 +20,18 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-FAMILIES = ("kill", "pause", "partition", "power-loss", "disk-full", "matrix")
+from tests.faults.nemesis import FAMILIES as PREFIXES
+from tests.faults.nemesis import MATRIX
+
+FAMILIES = (*PREFIXES, "matrix")
 
 
 def family(nemesis: str) -> str:
-    """The family of a nemesis name (see tests/faults/nemesis.py)."""
-    if nemesis.startswith(("clean-", "hard-")):
+    """The family of a nemesis name: nemesis.py's families, and its replication_test
+    matrix."""
+    if nemesis in MATRIX:
         return "matrix"
-    for f in FAMILIES:
-        if nemesis.startswith(f + "-"):
-            return f
-    return nemesis
+    return next((f for f, prefix in PREFIXES.items() if nemesis.startswith(prefix)), nemesis)
 
 
 def add_up(reports: list[dict[str, Any]]) -> dict[str, Any]:
