@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -50,33 +49,49 @@ def _chunks(total: int) -> list[tuple[int, int]]:
 # that held the committed tail truncate to it. Kafka 3.9 does the same; Kafka 4.x's
 # eligible leader replicas (KIP-966: replicas caught up to the HW when they left the ISR
 # stay electable, an uncleanly restarted last member does not) are the fix.
-LAST_ISR_POWER_LOSS = re.compile(r"b(\d+) loses power[\s\S]*b\1 p\d+: leader at epoch \d+ "
-                                 r"ISR \[\1\]")
-
-
-def known_last_isr_power_loss(failure: str) -> bool:
-    return "lost committed records" in failure and bool(LAST_ISR_POWER_LOSS.search(failure))
-
-
 @pytest.mark.xfail(strict=True, reason="known gap: no eligible leader replicas (KIP-966); "
                    "the last ISR member, uncleanly restarted, is elected with a cut-back log")
 def test_regression_last_isr_member_power_loss_seed_942727566() -> None:
     run_replication_schedule(942727566)
 
 
+# CI, 2026-11-27: the same gap reached another way. The leader's AlterPartition shrinking
+# the ISR to itself was in flight when it lost power (the follower still in the ISR, so
+# the fault model allowed it); the controller applied it afterwards, leaving the
+# damaged replica the last ISR member. The known-gap check then read the trace's last
+# 25 events, where the power loss no longer was, and failed the run; it now asks the
+# schedule's state (InvariantViolation.known_gap).
+@pytest.mark.xfail(strict=True, reason="known gap: no eligible leader replicas (KIP-966); "
+                   "a shrink in flight leaves the powered-off leader the last ISR member")
+def test_regression_last_isr_member_power_loss_seed_753185220() -> None:
+    run_replication_schedule(753185220)
+
+
+def test_the_known_gap_is_told_from_the_state_not_the_trace(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOCKO_SIM_TRACE", "25")
+    with pytest.raises(InvariantViolation) as e:
+        run_replication_schedule(753185220)
+    assert e.value.known_gap == "last_isr_power_loss"
+    assert "loses power" not in str(e.value)  # fell out of the printed tail
+
+
 @pytest.mark.parametrize(("start", "count"), _chunks(N))
 def test_replication_schedules(start: int, count: int) -> None:
     failures: list[str] = []
+    known: list[bool] = []
     for seed in range(start, start + count):
         try:
             run_replication_schedule(seed)
         except InvariantViolation as e:
             failures.append(str(e))
+            known.append(e.known_gap == "last_isr_power_loss")
         except Exception as e:  # a crash in a core fails the seed too
             failures.append(f"seed={seed}: {type(e).__name__}: {e}")
+            known.append(False)
         if len(failures) >= 2:
             break
-    if failures and all(known_last_isr_power_loss(f) for f in failures):
+    if failures and all(known):
         pytest.xfail("only the known gap (last ISR member elected after a power loss, "
                      "KIP-966 not implemented): " + "; ".join(f[:300] for f in failures))
     if failures:
