@@ -71,6 +71,7 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
     cc = ControllerConfig(
         default_replication_factor=max(1, config.int("default.replication.factor")),
         default_partitions=max(1, config.num_partitions),
+        min_insync_replicas=max(1, config.int("min.insync.replicas")),
     )
     if not config.voters:
         me = BrokerInfo(config.broker_id, config.advertised_host, config.advertised_port,

@@ -17,7 +17,10 @@ Rules (Kafka's `Partition.scala`, followed here)
   (NOT_ENOUGH_REPLICAS); the write is acknowledged once the HW passes it.
 - The HW is the minimum log end offset over the maximal ISR (committed ISR plus
   a pending expansion; a pending shrink keeps the larger, committed set). It
-  never goes back while leading.
+  never goes back while leading, and does not advance while the committed ISR is
+  smaller than the effective min ISR (min of `min.insync.replicas` and the replica
+  count; Kafka 4.x, KIP-966): a replica that left the ISR then, an eligible leader
+  replica, still holds everything committed.
 - A follower's LEO is the offset it fetches from. It is caught up when it
   fetches at or past the leader's LEO (or past the LEO the leader had at its
   previous fetch, at that fetch's time). A follower outside the ISR that reaches
@@ -320,6 +323,8 @@ class Partition:
         """HW = min LEO over the maximal ISR (leader); True if it moved."""
         if self.role is not Role.LEADER:
             return False
+        if len(self.isr) < min(self.log.config.min_insync_replicas, max(1, len(self.replicas))):
+            return False  # under min ISR (KIP-966)
         hw = self.log.log_end_offset
         for r in self.maximal_isr():
             if r == self.broker_id:

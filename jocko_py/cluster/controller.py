@@ -12,13 +12,27 @@ Rules
   or changed endpoints/rack, is (re-)registered with a new broker epoch, fenced, and
   then unfenced. A registered broker that membership reports alive is unfenced.
 - Fencing. A registered, unfenced broker that membership no longer reports alive is
-  fenced, and removed from the ISR of every partition; a partition it led gets a new
-  leader chosen from the remaining ISR members that are unfenced (first in replica
-  order). If the ISR would become empty the broker stays in it (it holds the latest
-  data) and the partition goes leaderless (leader -1). Only when the topic has
-  ``unclean.leader.election.enable=true`` may a live replica outside the ISR be elected
-  (its ISR then becomes just that replica).
-- A leaderless partition whose ISR holds an unfenced broker gets that broker as leader.
+  fenced, and removed from the ISR of every partition (the ISR may become empty); a
+  partition it led gets a new leader chosen from the remaining ISR members that are
+  unfenced (first in replica order). Only when the topic has
+  ``unclean.leader.election.enable=true`` may a live replica outside the ISR and ELR be
+  elected (its ISR then becomes just that replica).
+- Eligible leader replicas (KIP-966, as Kafka 4.x's ``PartitionChangeBuilder``). The
+  leader does not advance the HW while the ISR is smaller than the effective
+  ``min.insync.replicas`` (min of it and the replica count), so a replica that leaves the
+  ISR then still holds everything committed. Every ISR change computes the ELR: empty
+  when the new ISR has at least min ISR members; else (old ELR + old ISR) - new ISR -
+  replicas that restarted uncleanly. A leader is elected from the ISR, or from the ELR
+  when the ISR is empty (its ISR becomes that replica alone). When the ISR becomes
+  empty, the last leader is kept as ``last_known_elr``; with ISR and ELR both empty it
+  may be elected again when it returns (Kafka's balanced recovery: with nothing better,
+  the last leader's log).
+- Restarts. A broker registering with a new incarnation restarted, and may have lost
+  what it had not flushed (Kafka treats every new incarnation so): it leaves the ISR and
+  the ELR of every partition, even as their last member, and leads nothing in that
+  round; it rejoins the ISR by catching up, as any follower.
+- A leaderless partition whose ISR (or, when empty, ELR) holds an unfenced broker gets
+  that broker as leader.
 - Every leader change bumps the leader epoch (``PartitionChangeRecord`` with a leader).
 - Placement. New partitions get ``replication_factor`` distinct unfenced brokers. The
   first is taken round-robin from a list of brokers interleaved by rack, starting at a
@@ -84,6 +98,7 @@ from jocko_py.cluster.metadata import (
 log = logging.getLogger("jocko_py.cluster.controller")
 
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 # Kafka error codes returned by admin operations.
 NONE = 0
@@ -126,6 +141,9 @@ class ControllerConfig:
     default_replication_factor: int = 1
     default_partitions: int = 1
     producer_id_block_size: int = 1000
+    # the broker's static min.insync.replicas: the default when neither the topic nor
+    # the cluster-wide dynamic config sets one
+    min_insync_replicas: int = 1
 
 
 class Controller:
@@ -183,39 +201,117 @@ class Controller:
             b = image.brokers[bid]
             if bid not in live and not b.fenced:
                 out.append(FenceBrokerRecord(bid, b.broker_epoch))
-        out.extend(self._repair_partitions(image, usable - restarted))
+        out.extend(self._repair_partitions(image, usable, restarted))
         if not out:
             out.extend(self._complete_reassignments(image, usable))
         return out
 
-    def _repair_partitions(self, image: MetadataImage, usable: set[int]) -> list[MetadataRecord]:
+    def _repair_partitions(self, image: MetadataImage, usable: set[int],
+                           restarted: set[int]) -> list[MetadataRecord]:
+        """Drop fenced and restarted brokers from every ISR (restarted ones from every ELR
+        too) and elect where the leader is gone."""
         out: list[MetadataRecord] = []
+        eligible = usable - restarted
         for name in sorted(image.topics):
             t = image.topics[name]
             unclean = unclean_election_enabled(image, name)
             for pid in sorted(t.partitions):
                 p = t.partitions[pid]
-                isr = tuple(r for r in p.isr if r in usable)
-                if not isr:
-                    isr = p.isr  # keep the last replicas: they hold the newest data
-                leader = p.leader
-                if leader not in usable:
-                    leader = next((r for r in p.replicas if r in isr and r in usable), NO_LEADER)
-                    if leader == NO_LEADER and unclean:
-                        leader = next((r for r in p.replicas if r in usable), NO_LEADER)
-                        if leader != NO_LEADER:
-                            isr = (leader,)
-                if leader == p.leader and isr == p.isr:
-                    continue
-                out.append(
-                    PartitionChangeRecord(
-                        partition_id=pid,
-                        topic_id=t.topic_id,
-                        isr=isr if isr != p.isr else None,
-                        leader=leader if leader != p.leader else NO_LEADER_CHANGE,
-                    )
-                )
+                rec = self.partition_change(
+                    image, t, pid, isr=tuple(r for r in p.isr if r in eligible),
+                    eligible=eligible, unclean_shutdown=restarted, unclean=unclean)
+                if rec is not None:
+                    out.append(rec)
         return out
+
+    def min_insync_replicas(self, image: MetadataImage, topic: str, replicas: int) -> int:
+        """The effective min ISR of a partition: the topic's ``min.insync.replicas``, else
+        the cluster-wide dynamic default, else this controller's static one; at most the
+        replica count (Kafka's getTopicEffectiveMinIsr)."""
+        value = image.topic_configs(topic).get(MIN_INSYNC_REPLICAS)
+        if value is None:
+            value = image.configs(CONFIG_RESOURCE_BROKER, "").get(MIN_INSYNC_REPLICAS)
+        try:
+            n = int(value) if value is not None else self.config.min_insync_replicas
+        except ValueError:
+            n = self.config.min_insync_replicas
+        return max(1, min(n, max(1, replicas)))
+
+    def partition_change(
+        self,
+        image: MetadataImage,
+        t: TopicImage,
+        pid: int,
+        *,
+        isr: tuple[int, ...] | None = None,
+        eligible: set[int],
+        unclean_shutdown: set[int] | frozenset[int] = frozenset(),
+        unclean: bool = False,
+        replicas: tuple[int, ...] | None = None,
+        adding_replicas: tuple[int, ...] | None = None,
+        removing_replicas: tuple[int, ...] | None = None,
+    ) -> PartitionChangeRecord | None:
+        """The one place a partition's ISR, ELR and leader change together (KIP-966 rules
+        in the module docstring): ``isr`` is the target ISR (default: unchanged),
+        ``eligible`` the brokers that may lead, ``unclean_shutdown`` the brokers that
+        restarted (out of the ISR and ELR), ``unclean`` allows a leader from outside the
+        ISR and ELR. None when nothing changes."""
+        p = t.partitions[pid]
+        reps = p.replicas if replicas is None else replicas
+        new_isr = tuple(r for r in (p.isr if isr is None else isr)
+                        if r in reps and r not in unclean_shutdown)
+        min_isr = self.min_insync_replicas(image, t.name, len(reps))
+        if len(new_isr) >= min_isr:
+            elr: tuple[int, ...] = ()
+        else:
+            was = set(p.elr) | set(p.isr)
+            elr = tuple(r for r in reps
+                        if r in was and r not in new_isr and r not in unclean_shutdown)
+
+        def valid(r: int) -> bool:
+            return (r in new_isr or (not new_isr and r in elr)) and r in eligible
+
+        leader = p.leader
+        if leader < 0 or not valid(leader):
+            leader = next((r for r in reps if valid(r)), NO_LEADER)
+            lke = p.last_known_elr
+            if leader != NO_LEADER and leader in elr:  # from the ELR: it alone is in sync
+                new_isr, elr = (leader,), tuple(r for r in elr if r != leader)
+            elif (leader == NO_LEADER and not new_isr and not elr and len(lke) == 1
+                  and lke[0] in reps and lke[0] in eligible):
+                leader, new_isr = lke[0], (lke[0],)  # balanced recovery: the last leader
+                log.warning("[controller] %s-%d: ISR and ELR empty; electing the last "
+                            "known leader %d", t.name, pid, leader)
+            elif leader == NO_LEADER and unclean:
+                leader = next((r for r in reps if r in eligible), NO_LEADER)
+                if leader != NO_LEADER:
+                    new_isr, elr = (leader,), ()
+                    log.warning("[controller] %s-%d: unclean election of %d (outside the "
+                                "ISR and ELR): records may be lost", t.name, pid, leader)
+        last_known = p.last_known_elr
+        if not new_isr and p.isr:
+            if p.leader >= 0:
+                last_known = (p.leader,)
+            elif len(p.isr) == 1:
+                last_known = p.isr
+        elif leader >= 0:
+            last_known = ()
+        rec = PartitionChangeRecord(
+            partition_id=pid,
+            topic_id=t.topic_id,
+            isr=new_isr if new_isr != p.isr else None,
+            leader=leader if leader != p.leader else NO_LEADER_CHANGE,
+            replicas=reps if reps != p.replicas else None,
+            adding_replicas=(adding_replicas if adding_replicas is not None
+                             and adding_replicas != p.adding_replicas else None),
+            removing_replicas=(removing_replicas if removing_replicas is not None
+                               and removing_replicas != p.removing_replicas else None),
+            elr=elr if elr != p.elr else None,
+            last_known_elr=last_known if last_known != p.last_known_elr else None,
+        )
+        if rec == PartitionChangeRecord(pid, t.topic_id):
+            return None
+        return rec
 
     # ------------------------------------------------------------------ admin
 
@@ -365,7 +461,9 @@ class Controller:
                 return INELIGIBLE_REPLICA, []
         if isr == p.isr:
             return NONE, []
-        return NONE, [PartitionChangeRecord(partition_id, topic_id, isr=isr)]
+        usable = {b for b, bi in image.brokers.items() if not bi.fenced} | {leader_id}
+        rec = self.partition_change(image, t, partition_id, isr=isr, eligible=usable)
+        return NONE, [] if rec is None else [rec]
 
     # ------------------------------------------------------------------ leaders
 
@@ -386,16 +484,11 @@ class Controller:
                 if p.leader != NO_LEADER and p.leader in usable:
                     results[(topic, pid)] = ELECTION_NOT_NEEDED
                     continue
-                leader = next((r for r in p.replicas if r in p.isr and r in usable), None)
-                isr = p.isr
-                if leader is None:
-                    leader = next((r for r in p.replicas if r in usable), None)
-                    isr = (leader,) if leader is not None else p.isr
-                if leader is None:
+                rec = self.partition_change(image, t, pid, eligible=usable, unclean=True)
+                if rec is None or rec.leader < 0:
                     results[(topic, pid)] = ELIGIBLE_LEADERS_NOT_AVAILABLE
                     continue
-                out.append(PartitionChangeRecord(pid, t.topic_id, isr=isr if isr != p.isr
-                                                 else None, leader=leader))
+                out.append(rec)
                 results[(topic, pid)] = NONE
                 continue
             preferred = p.replicas[0] if p.replicas else NO_LEADER
@@ -427,13 +520,16 @@ class Controller:
             if not p.adding_replicas and not p.removing_replicas:
                 return NO_REASSIGNMENT_IN_PROGRESS, []
             original = tuple(r for r in p.replicas if r not in p.adding_replicas)
-            isr = tuple(r for r in p.isr if r in original) or p.isr
-            leader = p.leader if p.leader in original else next(
-                (r for r in original if r in isr), NO_LEADER)
-            return NONE, [PartitionChangeRecord(
-                pid, t.topic_id, isr=isr if isr != p.isr else None,
-                leader=leader if leader != p.leader else NO_LEADER_CHANGE,
-                replicas=original, adding_replicas=(), removing_replicas=())]
+            isr = tuple(r for r in p.isr if r in original)
+            unclean = unclean_election_enabled(image, topic)
+            if not isr and not unclean:
+                # Kafka: reverting would need an unclean election
+                return INVALID_REPLICA_ASSIGNMENT, []
+            usable = {b for b, bi in image.brokers.items() if not bi.fenced}
+            rec = self.partition_change(
+                image, t, pid, isr=isr, eligible=usable, unclean=unclean, replicas=original,
+                adding_replicas=(), removing_replicas=())
+            return NONE, [] if rec is None else [rec]
         if not target or len(set(target)) != len(target):
             return INVALID_REPLICA_ASSIGNMENT, []
         for r in target:
@@ -465,15 +561,13 @@ class Controller:
                 isr = tuple(r for r in p.isr if r in target)
                 if not isr:
                     continue
-                leader = p.leader
-                if leader not in target:
-                    leader = next((r for r in target if r in isr and r in usable), NO_LEADER)
-                    if leader == NO_LEADER:
-                        continue
-                out.append(PartitionChangeRecord(
-                    pid, t.topic_id, isr=isr if isr != p.isr else None,
-                    leader=leader if leader != p.leader else NO_LEADER_CHANGE,
-                    replicas=target, adding_replicas=(), removing_replicas=()))
+                if p.leader not in target and not any(r in usable for r in isr):
+                    continue
+                rec = self.partition_change(
+                    image, t, pid, isr=isr, eligible=usable | ({p.leader} & set(isr)),
+                    replicas=target, adding_replicas=(), removing_replicas=())
+                if rec is not None:
+                    out.append(rec)
         return out
 
     # ------------------------------------------------------------------ placement
@@ -594,7 +688,8 @@ def unclean_election_enabled(image: MetadataImage, topic: str) -> bool:
 def check_leader_in_isr(image: MetadataImage, rec: MetadataRecord) -> str | None:
     """The controller's safety rule as a predicate over one record about to be applied:
     a new leader must be in the resulting ISR and, unless unclean election is enabled
-    for the topic, in the ISR before the change; and an ISR-only change (no new leader)
+    for the topic, in the ISR or the ELR before the change (or, with both empty, be the
+    last known leader); and an ISR-only change (no new leader)
     must keep the sitting leader in the ISR, unless unclean election is enabled for the
     topic. So, for a clean topic, a partition's leader is in its ISR after every record.
     Returns a description when violated."""
@@ -622,5 +717,10 @@ def check_leader_in_isr(image: MetadataImage, rec: MetadataRecord) -> str | None
     if rec.leader not in new_isr:
         return f"{t.name}-{rec.partition_id}: leader {rec.leader} not in new ISR {new_isr}"
     if rec.leader not in p.isr and not unclean:
+        # KIP-966: an eligible leader replica (once the ISR is emptied), or with ISR
+        # and ELR empty the last known leader (balanced recovery), may lead
+        if rec.leader in p.elr or (not p.isr and not p.elr
+                                   and p.last_known_elr == (rec.leader,)):
+            return None
         return f"{t.name}-{rec.partition_id}: leader {rec.leader} outside ISR {p.isr}"
     return None

@@ -18,10 +18,14 @@ Records (frozen dataclasses; list-valued fields are tuples):
   in_controlled_shutdown=0)`` (fenced: 1 fence, -1 unfence, 0 no change)
 - ``TopicRecord(name, topic_id)``, ``RemoveTopicRecord(topic_id)``
 - ``PartitionRecord(partition_id, topic_id, replicas, isr, leader=-1, leader_epoch=0,
-  partition_epoch=0, removing_replicas=(), adding_replicas=(), leader_recovery_state=0)``
+  partition_epoch=0, removing_replicas=(), adding_replicas=(), leader_recovery_state=0,
+  elr=(), last_known_elr=())``
 - ``PartitionChangeRecord(partition_id, topic_id, isr=None, leader=NO_LEADER_CHANGE,
-  replicas=None, removing_replicas=None, adding_replicas=None, leader_recovery_state=-1)``
-  (``None`` / ``NO_LEADER_CHANGE`` mean "unchanged"; ``leader=-1`` means no leader)
+  replicas=None, removing_replicas=None, adding_replicas=None, leader_recovery_state=-1,
+  elr=None, last_known_elr=None)``
+  (``None`` / ``NO_LEADER_CHANGE`` mean "unchanged"; ``leader=-1`` means no leader;
+  ``elr`` / ``last_known_elr`` are KIP-966's eligible leader replicas, see controller.py,
+  encoded only when not empty)
 - ``ConfigRecord(resource_type, resource_name, name, value)`` (``value=None`` deletes;
   resource types ``CONFIG_RESOURCE_TOPIC`` = 2, ``CONFIG_RESOURCE_BROKER`` = 4)
 - ``ProducerIdsRecord(broker_id, broker_epoch, next_producer_id)``: applied only if it
@@ -183,6 +187,9 @@ class PartitionRecord:
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     leader_recovery_state: int = 0
+    # KIP-966: replicas out of the ISR that still hold everything up to the HW
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +214,8 @@ class PartitionChangeRecord:
     removing_replicas: tuple[int, ...] | None = None
     adding_replicas: tuple[int, ...] | None = None
     leader_recovery_state: int = -1
+    elr: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,13 +375,19 @@ RECORD_TYPES: dict[int, type[Any]] = {
 
 _UUID_FIELDS = {"incarnation_id", "topic_id", "id"}
 _BYTES_FIELDS = {"salt", "stored_key", "server_key"}
-_INT_TUPLE_FIELDS = {"replicas", "isr", "removing_replicas", "adding_replicas"}
+_INT_TUPLE_FIELDS = {"replicas", "isr", "removing_replicas", "adding_replicas", "elr",
+                     "last_known_elr"}
+# fields added after the first records were written: left out while at their default,
+# so records without them encode as before
+_OMITTED_AT_DEFAULT = {"elr", "last_known_elr"}
 
 
 def _to_json(rec: MetadataRecord) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(rec):
         v = getattr(rec, f.name)
+        if f.name in _OMITTED_AT_DEFAULT and v == f.default:
+            continue
         if isinstance(v, uuid.UUID):
             out[f.name] = v.hex
         elif isinstance(v, bytes):
@@ -506,6 +521,8 @@ class PartitionImage:
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     leader_recovery_state: int = 0
+    elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966)
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -728,6 +745,8 @@ class MetadataImage:
             removing_replicas=r.removing_replicas,
             adding_replicas=r.adding_replicas,
             leader_recovery_state=r.leader_recovery_state,
+            elr=r.elr,
+            last_known_elr=r.last_known_elr,
         )
         self.topics[t.name] = TopicImage(t.name, t.topic_id, parts)
 
@@ -753,6 +772,8 @@ class MetadataImage:
             leader_recovery_state=(
                 p.leader_recovery_state if r.leader_recovery_state < 0 else r.leader_recovery_state
             ),
+            elr=p.elr if r.elr is None else r.elr,
+            last_known_elr=p.last_known_elr if r.last_known_elr is None else r.last_known_elr,
         )
         parts = dict(t.partitions)
         parts[r.partition_id] = new
@@ -843,6 +864,8 @@ class MetadataImage:
                         removing_replicas=p.removing_replicas,
                         adding_replicas=p.adding_replicas,
                         leader_recovery_state=p.leader_recovery_state,
+                        elr=p.elr,
+                        last_known_elr=p.last_known_elr,
                     )
                 )
         for rtype, rname in sorted(self._configs):

@@ -73,6 +73,27 @@ def test_min_insync_replicas(tmp_path: Path) -> None:
     assert p.append_as_leader(_batch(), 1, 1 << 20, now=0).error == ErrorCode.NONE
 
 
+def test_the_high_watermark_holds_while_the_isr_is_under_min_isr(tmp_path: Path) -> None:
+    """KIP-966 (Kafka 4.x): replicas that left the ISR under min ISR stay eligible to
+    lead, so the HW must not pass what they hold; acks=1 records wait, unseen."""
+    p = _leader(tmp_path, isr=(1,), min_isr=2)
+    assert p.append_as_leader(_batch(2), 1, 1 << 20, now=0).error == ErrorCode.NONE
+    assert p.high_watermark == 0 and p.log.log_end_offset == 2
+    p.update_follower_fetch(2, 2, now=10)  # caught up: asks to rejoin the ISR
+    assert p.high_watermark == 0
+    p.make_leader(PartitionImage((1, 2, 3), (1, 2), 1, 0, 1), now=20)
+    assert p.high_watermark == 2  # back at min ISR: both members hold it
+
+
+def test_min_isr_beyond_the_replica_count_does_not_hold_the_high_watermark(
+        tmp_path: Path) -> None:
+    lg = Log.open(tmp_path / "t-0", LogConfig(min_insync_replicas=2))
+    p = Partition("t", 0, TID, lg, broker_id=1)
+    p.make_leader(PartitionImage((1,), (1,), 1, 0, 0), 0)  # RF 1: effective min ISR 1
+    p.append_as_leader(_batch(), 1, 1 << 20, now=0)
+    assert p.high_watermark == 1
+
+
 def test_follower_refuses_produce_and_reports_divergence(tmp_path: Path) -> None:
     p = _leader(tmp_path)
     p.append_as_leader(_batch(3), 1, 1 << 20, now=0)  # epoch 0: offsets 0-2

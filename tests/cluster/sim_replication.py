@@ -25,12 +25,14 @@ last flush), sometimes leaving a torn partial batch behind, while the fsynced
 leader-epoch checkpoint survives as it was. Restarts are fast (often before the
 controller noticed the crash) and register a new incarnation. Elections are clean only.
 The fault model (``fault_allowed``) is the one under which Kafka promises that an
-acknowledged acks=all write survives: a fault that takes a broker out of an ISR (a
-crash of either kind, a cut from the controller) is only scheduled while that ISR keeps
-another *sound* member (up, reaching the controller, and not one that lost data while
-in the ISR and is still counted in it); a sole ISR member may be killed or fenced but
-never lose data. (Losing every in-sync copy, e.g. a power-lost replica elected because
-the only intact one was fenced, is beyond it: the case KIP-966 addresses.)
+acknowledged acks=all write survives: a fault that takes a broker out of the replicas
+holding everything committed, the ISR and the eligible leader replicas (KIP-966; a crash
+of either kind, a cut from the controller), is only scheduled while another *sound* one
+remains (up, reaching the controller, and not one that lost data while in the ISR or ELR
+and is still counted in them); a sole such replica may be killed or fenced but never
+lose data. With ``min.insync.replicas=1`` there is no ELR while the ISR is not empty, so a
+power loss is also refused when the victim's own ISR shrink, still in flight, would leave
+it the last member: one replica losing data is beyond what Kafka promises at min ISR 1.
 
 Invariants, checked after every event (``checks`` selects them, for the mutation
 tests):
@@ -39,8 +41,9 @@ tests):
   committed prefix of a partition is what some replica held below its HW; every
   replica's log below its own HW must equal it, and the sitting leader (the leader of
   the controller's current epoch, once it applied it) must hold all of it.
-- ``isr``: ISR members agree up to the HW: every live member of the current ISR that
-  follows the current epoch has at least the leader's HW and the same batches below it.
+- ``isr``: ISR members agree up to the HW: every live member of the current ISR (and
+  ELR, unless it lost data) that follows the current epoch has at least the leader's HW
+  and the same batches below it.
 - ``epochs``: at most one leader per partition epoch (a broker acting as leader at an
   epoch the controller gave to another, or two brokers at one epoch), and a batch of a
   given (leader epoch, offset) is the same in every log that ever held it.
@@ -86,12 +89,9 @@ _TMP_ROOT = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os
 
 
 class InvariantViolation(AssertionError):
-    def __init__(self, kind: str, message: str, known_gap: str | None = None) -> None:
+    def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
-        # set when the schedule's state shows a gap known and not fixed (see
-        # test_replication_sim.py), decided from the state, not from the trace's tail
-        self.known_gap = known_gap
 
 
 # (base offset, last offset, leader epoch, crc): a batch's identity. The CRC covers the
@@ -194,7 +194,7 @@ class ReplicationSim:
         self._q: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
         self._req = 0
-        self.ctl = Controller(ControllerConfig())
+        self.ctl = Controller(ControllerConfig(min_insync_replicas=params.min_isr))
         self.cimg = MetadataImage()
         self.meta_log: list[list[MetadataRecord]] = []
         self.brokers = {b: Broker(b, root / f"broker-{b}") for b in range(1, params.brokers + 1)}
@@ -222,11 +222,10 @@ class ReplicationSim:
 
     # ------------------------------------------------------------------ plumbing
 
-    def fail(self, kind: str, why: str, known_gap: str | None = None) -> None:
+    def fail(self, kind: str, why: str) -> None:
         tail = "\n  ".join(self.trace[-int(os.environ.get("JOCKO_SIM_TRACE", "25")):])
         raise InvariantViolation(
-            kind, f"seed={self.seed} t={self.now}ms [{kind}] {why}\n  last events:\n  {tail}",
-            known_gap)
+            kind, f"seed={self.seed} t={self.now}ms [{kind}] {why}\n  last events:\n  {tail}")
 
     def note(self, s: str) -> None:
         self.trace.append(f"{self.now}: {s}")
@@ -271,7 +270,8 @@ class ReplicationSim:
         t = self.cimg.topics.get(TOPIC)
         if t is not None:
             self.damaged = {(b, pid) for b, pid in self.damaged
-                            if pid in t.partitions and b in t.partitions[pid].isr}
+                            if pid in t.partitions and (b in t.partitions[pid].isr
+                                                        or b in t.partitions[pid].elr)}
             for pid, p in t.partitions.items():
                 key = (pid, p.leader_epoch)
                 if p.leader >= 0 and key not in self.ctl_epoch_leader:
@@ -523,17 +523,27 @@ class ReplicationSim:
         return (self.brokers[r].up and self.ctl_link[r] and (r, part) not in self.damaged)
 
     def fault_allowed(self, victim: int, *, loses_data: bool) -> bool:
-        """The fault model: a fault that takes ``victim`` out of an ISR (crash, fencing)
-        leaves a sound member in it; a replica that lost data stays out of the count
-        until the controller removed it from the ISR. A sole ISR member may be killed
-        or fenced (it keeps its log and stays in the ISR), never lose data."""
+        """The fault model: a fault that takes ``victim`` out of the replicas holding
+        everything committed (the ISR and the ELR; a crash, a fencing) leaves a sound one
+        of them; a replica that lost data stays out of the count until the controller
+        removed it from both. A sole such replica may be killed or fenced (it keeps its
+        log, and the controller elects it again as the last known leader), never lose
+        data. With min ISR 1 there is no ELR to fall back on, so a power loss is also
+        refused when an ISR shrink the victim sent (the controller may apply it after
+        the crash) would leave it alone in the ISR: that is one replica losing data,
+        beyond what Kafka promises."""
         for part in range(self.params.partitions):
-            isr = self.partition_image(part).isr
-            if victim not in isr:
+            img = self.partition_image(part)
+            holders = set(img.isr) | set(img.elr)
+            if victim not in holders:
                 continue
-            if any(r != victim and self.sound(r, part) for r in isr):
+            if loses_data and self.params.min_isr == 1:
+                p = self.brokers[victim].parts.get(part)
+                if p is not None and p.role is Role.LEADER and p.pending_isr is not None:
+                    holders &= set(p.pending_isr) | set(img.elr)
+            if any(r != victim and self.sound(r, part) for r in holders):
                 continue
-            if loses_data or len(isr) > 1:
+            if loses_data or len(holders) > 1:
                 return False
         return True
 
@@ -766,26 +776,23 @@ class ReplicationSim:
                 self.fail("committed", f"p{part}: the leader {img.leader} (epoch "
                                        f"{img.leader_epoch}) lost committed records: has "
                                        f"{have[-3:]} (LEO {lp.log.log_end_offset}), "
-                                       f"committed up to {end}: {committed[-3:]}",
-                          # elected while still in the ISR after losing data to a
-                          # power loss: the last-ISR-member gap
-                          "last_isr_power_loss" if (img.leader, part) in self.damaged
-                          else None)
+                                       f"committed up to {end}: {committed[-3:]}")
         if sitting and "isr" in self.checks:
             assert leader is not None
             lp, lv = leader
             hw = lp.high_watermark
             want = lv.batches[:bisect.bisect_left(lv.lasts, hw)]
-            for r in img.isr:
+            for r in img.isr + img.elr:
                 fv = views.get(r)
-                if r == img.leader or fv is None:
+                if r == img.leader or fv is None or (r in img.elr and (r, part) in self.damaged):
                     continue
                 fp, fl = fv
                 if fp.role is not Role.FOLLOWER or fp.leader_epoch != img.leader_epoch:
                     continue
                 got = fl.batches[:bisect.bisect_left(fl.lasts, hw)]
                 if fp.log.log_end_offset < hw or got != want:
-                    self.fail("isr", f"p{part}: ISR member {r} (LEO {fp.log.log_end_offset})"
+                    self.fail("isr", f"p{part}: {'ISR' if r in img.isr else 'ELR'} member {r} "
+                                     f"(LEO {fp.log.log_end_offset})"
                                      f" differs from leader {img.leader} below HW {hw}: "
                                      f"{got[-3:]} vs {want[-3:]}")
         if "acked" in self.checks:

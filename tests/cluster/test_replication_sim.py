@@ -43,57 +43,18 @@ def _chunks(total: int) -> list[tuple[int, int]]:
     return [(base + s, min(CHUNK, total - s)) for s in range(0, max(total, 1), CHUNK)]
 
 
-# Known gap, not fixed yet (found by a random schedule on 2026-11-24, seed 942727566):
-# the ISR shrinks to the leader alone, the leader loses power (its unflushed tail is
-# gone) and, as the last ISR member, is elected again when it returns, so the followers
-# that held the committed tail truncate to it. Kafka 3.9 does the same; Kafka 4.x's
-# eligible leader replicas (KIP-966: replicas caught up to the HW when they left the ISR
-# stay electable, an uncleanly restarted last member does not) are the fix.
-@pytest.mark.xfail(strict=True, reason="known gap: no eligible leader replicas (KIP-966); "
-                   "the last ISR member, uncleanly restarted, is elected with a cut-back log")
-def test_regression_last_isr_member_power_loss_seed_942727566() -> None:
-    run_replication_schedule(942727566)
-
-
-# CI, 2026-11-27: the same gap reached another way. The leader's AlterPartition shrinking
-# the ISR to itself was in flight when it lost power (the follower still in the ISR, so
-# the fault model allowed it); the controller applied it afterwards, leaving the
-# damaged replica the last ISR member. The known-gap check then read the trace's last
-# 25 events, where the power loss no longer was, and failed the run; it now asks the
-# schedule's state (InvariantViolation.known_gap).
-@pytest.mark.xfail(strict=True, reason="known gap: no eligible leader replicas (KIP-966); "
-                   "a shrink in flight leaves the powered-off leader the last ISR member")
-def test_regression_last_isr_member_power_loss_seed_753185220() -> None:
-    run_replication_schedule(753185220)
-
-
-def test_the_known_gap_is_told_from_the_state_not_the_trace(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("JOCKO_SIM_TRACE", "25")
-    with pytest.raises(InvariantViolation) as e:
-        run_replication_schedule(753185220)
-    assert e.value.known_gap == "last_isr_power_loss"
-    assert "loses power" not in str(e.value)  # fell out of the printed tail
-
-
 @pytest.mark.parametrize(("start", "count"), _chunks(N))
 def test_replication_schedules(start: int, count: int) -> None:
     failures: list[str] = []
-    known: list[bool] = []
     for seed in range(start, start + count):
         try:
             run_replication_schedule(seed)
         except InvariantViolation as e:
             failures.append(str(e))
-            known.append(e.known_gap == "last_isr_power_loss")
         except Exception as e:  # a crash in a core fails the seed too
             failures.append(f"seed={seed}: {type(e).__name__}: {e}")
-            known.append(False)
         if len(failures) >= 2:
             break
-    if failures and all(known):
-        pytest.xfail("only the known gap (last ISR member elected after a power loss, "
-                     "KIP-966 not implemented): " + "; ".join(f[:300] for f in failures))
     if failures:
         pytest.fail(
             f"replication: failing schedule(s) of the run with base seed {BASE_SEED}; replay "
@@ -132,6 +93,16 @@ REGRESSIONS = [
     # test_an_isr_expansion_naming_a_stale_broker_epoch_is_refused). 555002442 showed
     # the same bug under the mutation below once the fix had changed the schedules.
     987075179, 555002442,
+    # Random schedule, 2026-11-24: the ISR shrank to the leader alone, the leader lost
+    # power (its unflushed tail gone) and, as the last ISR member, was elected again when
+    # it returned; the followers holding the committed tail truncated to it (Kafka 3.9
+    # does the same). CI, 2026-11-27, the same reached another way: the leader's
+    # AlterPartition shrinking the ISR to itself was in flight when it lost power, and the
+    # controller applied it afterwards. Fixed with KIP-966's eligible leader replicas: the
+    # HW stays while the ISR is under min ISR, a replica leaving the ISR then stays
+    # electable (ELR), and a restarted broker leaves the ISR and ELR even as the last
+    # member, so the ELR replica holding the tail leads.
+    942727566, 753185220,
 ]
 
 
@@ -199,8 +170,9 @@ def _elect_outside_isr() -> contextlib.AbstractContextManager[None]:
     """A new leader is any live replica, in the ISR or not (with its ISR unchanged)."""
     orig = Controller._repair_partitions
 
-    def repair(self: Controller, image: MetadataImage, usable: set[int]) -> list[MetadataRecord]:
-        out = orig(self, image, usable)
+    def repair(self: Controller, image: MetadataImage, usable: set[int],
+               restarted: set[int]) -> list[MetadataRecord]:
+        out = orig(self, image, usable, restarted)
         for i, rec in enumerate(out):
             if isinstance(rec, PartitionChangeRecord) and rec.leader >= 0:
                 t = image.topic_by_id(rec.topic_id)
@@ -246,7 +218,27 @@ def _stale_member_epoch_accepted() -> contextlib.AbstractContextManager[None]:
     return _patched(Controller, "alter_partition", alter)
 
 
+def _hw_advances_under_min_isr() -> contextlib.AbstractContextManager[None]:
+    """The leader advances the HW with the ISR under min ISR, past what the replicas that
+    left it (the ELR) hold."""
+    def advance(self: Partition) -> bool:
+        if self.role is not Role.LEADER:
+            return False
+        hw = self.log.log_end_offset
+        for r in self.maximal_isr():
+            if r != self.broker_id:
+                f = self.followers.get(r)
+                hw = min(hw, f.log_end_offset if f is not None else -1)
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            self.log.producer_state.on_high_watermark(hw)
+            return True
+        return False
+    return _patched(Partition, "maybe_advance_high_watermark", advance)
+
+
 MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
+    "hw_advances_under_min_isr": _hw_advances_under_min_isr,
     "hw_past_followers": _hw_past_followers,
     "no_truncation_on_divergence": _no_truncation_on_divergence,
     "epoch_not_bumped": _epoch_not_bumped,
@@ -268,6 +260,7 @@ CAUGHT_BY = [
     ("elect_outside_isr", "acked"),
     ("unconfirmed_expansion_dropped", "isr"),
     ("stale_member_epoch_accepted", "isr"),
+    ("hw_advances_under_min_isr", "isr"),
 ]
 
 
@@ -275,7 +268,8 @@ CAUGHT_BY = [
 # seeds; the two bugs the simulation found are rarer, so their seeds come first.
 SEEDS: dict[str, list[int]] = {
     "unconfirmed_expansion_dropped": [91, 239, *range(20)],
-    "epoch_entry_kept_at_log_end": [127, 133, *range(20)],
+    # KIP-966 changed the schedules; 176/186 show it since (127/133 did before)
+    "epoch_entry_kept_at_log_end": [176, 186, 127, 133, *range(20)],
     "stale_member_epoch_accepted": [555002442],
 }
 

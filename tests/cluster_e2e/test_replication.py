@@ -140,6 +140,56 @@ def test_min_insync_replicas_refuses_acks_all(cluster: Cluster) -> None:
         cluster.brokers[b].start()
 
 
+def test_under_min_isr_the_high_watermark_holds_and_the_elr_is_reported(
+        cluster: Cluster) -> None:
+    """KIP-966 on real processes: min.insync.replicas=3, a follower killed. The ISR
+    shrinks to two, the follower is an eligible leader replica (DescribeTopicPartitions),
+    acks=all is refused and an acks=1 record is appended but stays above the high
+    watermark (unseen) until the follower, restarted, is back in the ISR; its restart
+    (a new incarnation, maybe unflushed data lost) takes it out of the ELR."""
+    topic = "held"
+    _create(cluster, topic, partitions=1, configs={"min.insync.replicas": "3"})
+    leader = cluster.partition_state(topic)[0]
+    controller = cluster.metadata().controller_id
+    followers = [b for b in cluster.brokers if b != leader]
+    victim = next((b for b in followers if b != controller), followers[0])
+    lb = cluster.brokers[leader]
+
+    def batch(v: bytes) -> bytes:
+        return rb.build_batch([rb.NewRecord(None, v, (), int(time.time() * 1000))])
+
+    def elr() -> list[int]:
+        with Client(lb.bootstrap) as cl:
+            r = cl.request(75, 0, {"topics": [{"name": topic}],
+                                   "response_partition_limit": 10, "cursor": None})
+            return sorted(r.topics[0].partitions[0].eligible_leader_replicas)
+
+    def hw() -> int:
+        with Client(lb.bootstrap) as cl:
+            return cl.list_offset(topic, 0, -1)[0]
+
+    with Client(lb.bootstrap) as cl:
+        assert cl.produce(topic, 0, batch(b"first"), acks=-1) == 0
+    cluster.wait_for("HW 1", lambda: hw() == 1)
+    cluster.brokers[victim].kill()
+    cluster.wait_for("ISR without the killed follower", lambda: cluster.partition_state(
+        topic, via=lb)[1] == sorted(b for b in cluster.brokers if b != victim), timeout=90)
+    cluster.wait_for("the killed follower in the ELR", lambda: elr() == [victim])
+    with Client(lb.bootstrap) as cl:
+        with pytest.raises(JockoError) as e:
+            cl.produce(topic, 0, batch(b"refused"), acks=-1)
+        assert e.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert cl.produce(topic, 0, batch(b"held"), acks=1) == 1
+        time.sleep(1.0)  # followers fetch it; the HW must still not move
+        assert hw() == 1
+        assert cl.fetch(topic, 0, 1).records in (b"", None)
+    cluster.brokers[victim].start()
+    cluster.wait_for("full ISR again", lambda: len(cluster.partition_state(
+        topic, via=lb)[1]) == 3, timeout=90)
+    cluster.wait_for("HW past the held record", lambda: hw() == 2)
+    assert elr() == []
+
+
 def test_sigterm_moves_leadership_before_exit(cluster: Cluster) -> None:
     """Controlled shutdown: the leader asks the controller to move its partitions."""
     topic = "moving"

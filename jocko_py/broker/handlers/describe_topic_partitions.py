@@ -6,9 +6,9 @@ partition its leader, leader epoch, replicas, ISR and offline replicas, in pages
 most `ResponsePartitionLimit` partitions (capped by Kafka's
 `max.request.partition.size.limit`, 2000) per response, and a `NextCursor` (topic and
 partition) where the next page starts, given back as `Cursor`. Unknown or illegal
-names get UNKNOWN_TOPIC_OR_PARTITION (no auto-creation, as in Kafka). Eligible leader
-replicas (KIP-966) are not implemented: both ELR lists are empty. No authorizer:
-the authorized operations are every topic operation.
+names get UNKNOWN_TOPIC_OR_PARTITION (no auto-creation, as in Kafka). The eligible
+leader replicas and last known ELR (KIP-966) come from the metadata image. No
+authorizer: the authorized operations are every topic operation.
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             parts = parts[:budget]
         budget -= len(parts)
         for p in parts:
-            p["eligible_leader_replicas"] = []
-            p["last_known_elr"] = []
+            img = t.partitions.get(p["partition_index"])
+            p["eligible_leader_replicas"] = list(img.elr) if img is not None else []
+            p["last_known_elr"] = list(img.last_known_elr) if img is not None else []
         entry["partitions"] = parts
         out.append(entry)
         if next_cursor is not None:
