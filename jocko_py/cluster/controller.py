@@ -157,10 +157,10 @@ class Controller:
                   fence_restarted: bool = True,
                   caught_up: set[int] | None = None) -> list[MetadataRecord]:
         """Records that bring the image in line with the live broker set. A broker that
-        comes back with a new incarnation before membership noticed it was gone is, for
-        its partitions, treated as fenced once (``fence_restarted``): it leaves the ISR
-        and its leaderships move (with a new leader epoch), since it may have lost what
-        it had not flushed; it rejoins the ISR by catching up, as any follower. With
+        comes back with a new incarnation (``fence_restarted``) restarted uncleanly as far
+        as the controller knows: it may have lost what it had not flushed, so it leaves
+        the ISR and the ELR of every partition (even as the last member) and leads
+        nothing in this round; it rejoins the ISR by catching up, as any follower. With
         ``caught_up`` given (broker heartbeats), a fenced broker is unfenced only once it
         is in that set (its heartbeat showed it caught up with the metadata log)."""
         out: list[MetadataRecord] = []
@@ -688,8 +688,8 @@ def unclean_election_enabled(image: MetadataImage, topic: str) -> bool:
 def check_leader_in_isr(image: MetadataImage, rec: MetadataRecord) -> str | None:
     """The controller's safety rule as a predicate over one record about to be applied:
     a new leader must be in the resulting ISR and, unless unclean election is enabled
-    for the topic, in the ISR or the ELR before the change (or, with both empty, be the
-    last known leader); and an ISR-only change (no new leader)
+    for the topic, in the ISR or the ELR before the change (or, with the ISR empty and
+    the ELR empty after it, be the last known leader); and an ISR-only change (no new leader)
     must keep the sitting leader in the ISR, unless unclean election is enabled for the
     topic. So, for a clean topic, a partition's leader is in its ISR after every record.
     Returns a description when violated."""
@@ -719,7 +719,8 @@ def check_leader_in_isr(image: MetadataImage, rec: MetadataRecord) -> str | None
     if rec.leader not in p.isr and not unclean:
         # KIP-966: an eligible leader replica (once the ISR is emptied), or with ISR
         # and ELR empty the last known leader (balanced recovery), may lead
-        if rec.leader in p.elr or (not p.isr and not p.elr
+        new_elr = p.elr if rec.elr is None else rec.elr
+        if rec.leader in p.elr or (not p.isr and not new_elr
                                    and p.last_known_elr == (rec.leader,)):
             return None
         return f"{t.name}-{rec.partition_id}: leader {rec.leader} outside ISR {p.isr}"

@@ -99,9 +99,10 @@ def test_a_leader_change_without_a_leader_epoch_bump_is_caught(
 def test_a_fenced_broker_left_in_the_isr_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     orig = Controller._repair_partitions
 
-    def keeps_isr(self: Controller, image: MetadataImage, usable: set[int]) -> list[MetadataRecord]:
+    def keeps_isr(self: Controller, image: MetadataImage, usable: set[int],
+                  restarted: set[int]) -> list[MetadataRecord]:
         out: list[MetadataRecord] = []
-        for r in orig(self, image, usable):
+        for r in orig(self, image, usable, restarted):
             if isinstance(r, PartitionChangeRecord) and r.isr is not None:
                 if r.leader == NO_LEADER_CHANGE:
                     continue  # an ISR-only change: dropped

@@ -217,3 +217,23 @@ def test_describe_topic_partitions_reports_the_elr() -> None:
     part = out["topics"][0]["partitions"][0]
     assert part["eligible_leader_replicas"] == list(k.p.elr) == sorted({a, b})
     assert part["last_known_elr"] == []
+
+
+def test_when_every_eligible_replica_restarted_the_last_leader_leads_again() -> None:
+    """Every ELR member restarted (each may have lost data): ISR and ELR are empty, and
+    the last known leader, back already, is elected in the very record that takes the
+    last ELR member out; the safety predicate (checked on every record by
+    ``Cluster.reconcile``) must accept that (the whole-cluster simulation's seed
+    60521458)."""
+    k, leader, a, b = _leader_first()
+    k.shrink_to(leader)
+    k.die(a)
+    k.die(b)
+    k.die(leader)
+    assert k.p.leader == -1 and k.p.isr == () and k.p.last_known_elr == (leader,)
+    k.restart(leader)  # back, but out of the ELR: a and b (fenced) are still eligible
+    assert k.p.leader == -1 and set(k.p.elr) == {a, b}
+    k.restart(a)
+    assert k.p.leader == -1
+    k.restart(b)
+    assert k.p.leader == leader and k.p.isr == (leader,) and k.p.elr == ()

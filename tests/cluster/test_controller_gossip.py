@@ -92,9 +92,10 @@ def test_failed_leader_is_replaced_from_isr_and_never_from_outside() -> None:
     del live[old.leader]
     _apply_checked(img, ctl.reconcile(img, live))
     p = img.topics["t"].partitions[0]
-    # The only ISR member is gone: no clean candidate, so the partition is leaderless and
-    # keeps its last ISR member.
-    assert p.leader == -1 and p.isr == old.isr
+    # The only ISR member is gone: no clean candidate, so the partition is leaderless;
+    # its last ISR member stays electable (KIP-966: in the ELR, the last known leader).
+    assert p.leader == -1 and p.isr == () and p.elr == old.isr
+    assert p.last_known_elr == (old.leader,)
     assert img.brokers[old.leader].fenced
     # Unclean election allowed: a live replica outside the ISR takes over.
     _apply_checked(img, [ConfigRecord(CONFIG_RESOURCE_TOPIC, "t", UNCLEAN_LEADER_ELECTION, "true")])
@@ -167,9 +168,10 @@ def test_cluster_simulation_catches_an_isr_change_that_drops_the_sitting_leader(
 
     orig = Controller._repair_partitions
 
-    def buggy(self: Controller, image: MetadataImage, usable: set[int]) -> list[MetadataRecord]:
+    def buggy(self: Controller, image: MetadataImage, usable: set[int],
+              restarted: set[int]) -> list[MetadataRecord]:
         out: list[MetadataRecord] = []
-        for r in orig(self, image, usable):
+        for r in orig(self, image, usable, restarted):
             if isinstance(r, PartitionChangeRecord) and r.leader == -2 and r.isr is not None:
                 t = image.topic_by_id(r.topic_id)
                 assert t is not None

@@ -136,6 +136,19 @@ GOSSIP_REGRESSIONS = [
 ]
 
 
+CLUSTER_REGRESSIONS = [
+    # 2026-11-28, with KIP-966: an ELR member restarted and, in the same record, the
+    # last known leader was elected (Kafka's rule); the simulation's safety predicate
+    # (check_leader_in_isr) looked at the ELR before the record and called it unsafe.
+    60521458,
+]
+
+
+@pytest.mark.parametrize("seed", CLUSTER_REGRESSIONS)
+def test_cluster_regression_seeds(seed: int) -> None:
+    run_cluster_schedule(seed)
+
+
 @pytest.mark.parametrize(("seed", "extras"), RAFT_REGRESSIONS)
 def test_raft_regression_seeds(seed: int, extras: bool) -> None:
     run_schedule(seed, schedule_params(seed, extras=extras))
