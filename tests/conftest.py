@@ -1,11 +1,19 @@
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.broker import BrokerProcess
+
+# A run started in the background of a non-interactive shell (`nohup make test &`)
+# inherits SIGINT ignored, and so would every tool the tests start: the tests that stop a
+# CLI consumer with Ctrl-C (SIGINT, exit 130) would wait for it in vain. A handler here
+# is reset to the default on exec, so the children take SIGINT as a user's Ctrl-C.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
