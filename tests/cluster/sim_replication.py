@@ -271,7 +271,8 @@ class ReplicationSim:
         if t is not None:
             self.damaged = {(b, pid) for b, pid in self.damaged
                             if pid in t.partitions and (b in t.partitions[pid].isr
-                                                        or b in t.partitions[pid].elr)}
+                                                        or b in t.partitions[pid].elr
+                                                        or b in t.partitions[pid].last_known_elr)}
             for pid, p in t.partitions.items():
                 key = (pid, p.leader_epoch)
                 if p.leader >= 0 and key not in self.ctl_epoch_leader:
@@ -528,7 +529,9 @@ class ReplicationSim:
         of them; a replica that lost data stays out of the count until the controller
         removed it from both. A sole such replica may be killed or fenced (it keeps its
         log, and the controller elects it again as the last known leader), never lose
-        data. With min ISR 1 there is no ELR to fall back on, so a power loss is also
+        data, and not while the last known leader is a replica that lost data (the
+        victim's restart takes it out of the ELR, and the controller would fall back on
+        that one: two unclean failures, beyond Kafka's promise; seed 978810423). With min ISR 1 there is no ELR to fall back on, so a power loss is also
         refused when an ISR shrink the victim sent (the controller may apply it after
         the crash) would leave it alone in the ISR: that is one replica losing data,
         beyond what Kafka promises."""
@@ -543,7 +546,11 @@ class ReplicationSim:
                     holders &= set(p.pending_isr) | set(img.elr)
             if any(r != victim and self.sound(r, part) for r in holders):
                 continue
-            if loses_data or len(holders) > 1:
+            # the last known leader is what the controller falls back on once the
+            # victim, restarted (unclean), leaves the ELR: a damaged one would lead
+            lke_damaged = any(r != victim and (r, part) in self.damaged
+                              for r in img.last_known_elr)
+            if loses_data or len(holders) > 1 or lke_damaged:
                 return False
         return True
 
