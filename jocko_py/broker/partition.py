@@ -319,12 +319,18 @@ class Partition:
             log_start_offset=self.log.log_start_offset,
         )
 
+    def under_min_isr(self) -> bool:
+        """The committed ISR is smaller than the effective min ISR (min of
+        `min.insync.replicas` and the replica count)."""
+        return len(self.isr) < min(self.log.config.min_insync_replicas,
+                                   max(1, len(self.replicas)))
+
     def maybe_advance_high_watermark(self) -> bool:
         """HW = min LEO over the maximal ISR (leader); True if it moved."""
         if self.role is not Role.LEADER:
             return False
-        if len(self.isr) < min(self.log.config.min_insync_replicas, max(1, len(self.replicas))):
-            return False  # under min ISR (KIP-966)
+        if self.under_min_isr():
+            return False  # KIP-966: the replicas that left the ISR must hold the HW
         hw = self.log.log_end_offset
         for r in self.maximal_isr():
             if r == self.broker_id:

@@ -216,20 +216,7 @@ def _epoch_entry_kept_at_log_end() -> contextlib.AbstractContextManager[None]:
 def _hw_advances_under_min_isr() -> contextlib.AbstractContextManager[None]:
     """The leader advances the HW with the ISR under min ISR, past what the replicas that
     left it (the ELR) hold."""
-    def advance(self: Partition) -> bool:
-        if self.role is not Role.LEADER:
-            return False
-        hw = self.log.log_end_offset
-        for r in self.maximal_isr():
-            if r != self.broker_id:
-                f = self.followers.get(r)
-                hw = min(hw, f.log_end_offset if f is not None else -1)
-        if hw > self.high_watermark:
-            self.high_watermark = hw
-            self.log.producer_state.on_high_watermark(hw)
-            return True
-        return False
-    return _patched(Partition, "maybe_advance_high_watermark", advance)
+    return _patched(Partition, "under_min_isr", lambda self: False)
 
 
 MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
