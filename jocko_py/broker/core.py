@@ -15,6 +15,7 @@ from typing import Any
 from jocko_py.broker.broker_configs import BrokerConfigView
 from jocko_py.broker.config import BrokerConfig
 from jocko_py.broker.fetch_session import FetchSessionCache
+from jocko_py.broker.metadata_cache import MetadataCache
 from jocko_py.broker.metadata_publisher import MetadataPublisher
 from jocko_py.broker.replica_manager import ReplicaManager
 from jocko_py.broker.security.session import SecurityManager
@@ -46,6 +47,8 @@ class Broker:
         # in a cluster a failed data dir takes this broker out (others lead instead)
         self.replicas.logs.offline_on_failure = bool(config.voters)
         self.replicas.incarnation = str(quorum.incarnation)
+        # encoded Metadata topic entries, kept up to date by the publisher
+        self.metadata_cache = MetadataCache()
         # set once the metadata publisher is live (caught up): requests wait for it
         self.serving = asyncio.Event()
         self.publisher = MetadataPublisher(self)

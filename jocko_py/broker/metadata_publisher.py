@@ -92,6 +92,7 @@ class MetadataPublisher:
         if any(rtype == CONFIG_RESOURCE_BROKER and name in ("", str(self.broker.broker_id))
                for rtype, name in delta.configs):
             self.broker.apply_dynamic_configs(image)
+        self.broker.metadata_cache.apply_delta(delta)
         self.broker.replicas.apply_delta(image, delta)
         if not self._strays_removed and self.broker.quorum.caught_up():
             # Only against a complete image: logs of partitions no longer placed here

@@ -15,6 +15,8 @@ from bisect import bisect_left
 from collections import defaultdict
 from typing import Any
 
+from jocko_py.protocol.wire import Encoded
+
 # upper bounds (seconds) of the request latency histogram's buckets (le="+Inf" last)
 LATENCY_BUCKETS: tuple[float, ...] = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -117,7 +119,10 @@ class BrokerStats:
                 errors[(api_key, int(code))] += 1
             for k in node.keys() & STRUCT_ARRAYS:
                 items = node[k]
-                if items:
+                if type(items) is Encoded:  # cached bytes: their codes were counted then
+                    for code, n in items.errors.items():
+                        errors[(api_key, int(code))] += n
+                elif items:
                     stack.extend(x for x in items if isinstance(x, dict))
 
 

@@ -66,7 +66,9 @@ Image:
   broker_epoch, incarnation_id, endpoints, in_controlled_shutdown)``.
 - ``next_producer_id: int``, ``features: dict[str, int]``, ``scram: dict[(user,
   mechanism), UserScramCredentialRecord]``, ``acls: dict[uuid, AccessControlEntryRecord]``
-  (``acls_version`` counts ACL changes, for caches).
+  (``acls_version`` counts ACL changes, for caches). ``topics_version``: a number that
+  changes whenever a topic or partition changes (unique in the process, also across
+  ``restore``), for caches of what is derived from ``topics``.
 - ``apply_batch(records) -> MetadataDelta``: apply records in order and return what they
   changed (partitions with their image before and after, deleted topics, brokers,
   configs); ``delta.local_changes(broker_id)`` sorts the partition changes into the
@@ -82,6 +84,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import itertools
 import json
 import logging
 import uuid
@@ -96,6 +99,9 @@ NO_LEADER_CHANGE = -2
 
 CONFIG_RESOURCE_TOPIC = 2
 CONFIG_RESOURCE_BROKER = 4
+
+# process-wide, so two images (or one image before and after `restore`) never share a value
+_TOPICS_VERSIONS = itertools.count(1)
 
 
 class MetadataRecordError(ValueError):
@@ -559,6 +565,7 @@ class MetadataImage:
         self.scram: dict[tuple[str, int], UserScramCredentialRecord] = {}
         self.acls: dict[uuid.UUID, AccessControlEntryRecord] = {}
         self.acls_version: int = 0
+        self.topics_version: int = next(_TOPICS_VERSIONS)
         # client quotas: entity -> {key: value}
         self.quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
         self.records_applied: int = 0
@@ -721,6 +728,7 @@ class MetadataImage:
             return
         self.topics[r.name] = TopicImage(r.name, r.topic_id, {})
         self._topics_by_id[r.topic_id] = r.name
+        self.topics_version = next(_TOPICS_VERSIONS)
 
     def _apply_remove_topic(self, r: RemoveTopicRecord) -> None:
         name = self._topics_by_id.pop(r.topic_id, None)
@@ -729,6 +737,7 @@ class MetadataImage:
             return
         del self.topics[name]
         self._configs.pop((CONFIG_RESOURCE_TOPIC, name), None)
+        self.topics_version = next(_TOPICS_VERSIONS)
 
     def _apply_partition(self, r: PartitionRecord) -> None:
         t = self.topic_by_id(r.topic_id)
@@ -749,6 +758,7 @@ class MetadataImage:
             last_known_elr=r.last_known_elr,
         )
         self.topics[t.name] = TopicImage(t.name, t.topic_id, parts)
+        self.topics_version = next(_TOPICS_VERSIONS)
 
     def _apply_partition_change(self, r: PartitionChangeRecord) -> None:
         t = self.topic_by_id(r.topic_id)
@@ -778,6 +788,7 @@ class MetadataImage:
         parts = dict(t.partitions)
         parts[r.partition_id] = new
         self.topics[t.name] = TopicImage(t.name, t.topic_id, parts)
+        self.topics_version = next(_TOPICS_VERSIONS)
 
     def _apply_config(self, r: ConfigRecord) -> None:
         key = (r.resource_type, r.resource_name)

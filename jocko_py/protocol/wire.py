@@ -388,10 +388,38 @@ def r_cnarray(r: Reader, elem: Callable[[Reader], Any]) -> list[Any] | None:
     return [elem(r) for _ in range(n)]
 
 
+class Encoded:
+    """An array's elements already encoded for the version being written: `count`
+    elements in `data`. Written as they are, without looking at them: a response part
+    cached as bytes (see broker/metadata_cache.py). `errors` counts the non-zero error
+    codes inside, for the broker's error statistics, which cannot read them from bytes."""
+
+    __slots__ = ("count", "data", "errors")
+
+    def __init__(self, count: int, data: bytes | bytearray | memoryview,
+                 errors: dict[int, int] | None = None) -> None:
+        self.count = count
+        self.data = data
+        self.errors = errors or {}
+
+    def __len__(self) -> int:
+        return self.count
+
+
+def _w_encoded(v: Encoded, out: bytearray) -> None:
+    if len(v.data) >= OUT_OF_LINE_BYTES and type(out) is Chunked:
+        out.detach(v.data)
+    else:
+        out += v.data
+
+
 def w_array(v: Any, out: bytearray, elem: Callable[[Any, bytearray], None]) -> None:
     if v is None:
         raise ValueError("None in a non-nullable array")
     out += _I32.pack(len(v))
+    if type(v) is Encoded:
+        _w_encoded(v, out)
+        return
     for x in v:
         elem(x, out)
 
@@ -407,6 +435,9 @@ def w_carray(v: Any, out: bytearray, elem: Callable[[Any, bytearray], None]) -> 
     if v is None:
         raise ValueError("None in a non-nullable array")
     w_uvarint(len(v) + 1, out)
+    if type(v) is Encoded:
+        _w_encoded(v, out)
+        return
     for x in v:
         elem(x, out)
 

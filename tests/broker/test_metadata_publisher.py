@@ -13,6 +13,7 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
+from jocko_py.broker.metadata_cache import MetadataCache
 from jocko_py.broker.metadata_publisher import MetadataPublisher
 from jocko_py.cluster.controller import BrokerInfo, Controller, ControllerConfig
 from jocko_py.cluster.metadata import MetadataDelta, MetadataImage
@@ -33,7 +34,8 @@ def setup() -> tuple[Any, MetadataPublisher, MetadataImage, list[MetadataDelta]]
     img = MetadataImage()
     quorum = SimpleNamespace(caught_up=lambda: False, image=img, incarnation=uuid.uuid4())
     broker: Any = SimpleNamespace(broker_id=1, quorum=quorum, replicas=Replicas(),
-                                  serving=asyncio.Event(), config=SimpleNamespace(voters=""))
+                                  serving=asyncio.Event(), config=SimpleNamespace(voters=""),
+                                  metadata_cache=MetadataCache())
     pub = MetadataPublisher(broker)
     ctl = Controller(ControllerConfig())
     live = {b: BrokerInfo(b, "h", b, None, uuid.uuid4()) for b in (1, 2, 3)}

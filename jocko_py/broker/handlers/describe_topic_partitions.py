@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
-from jocko_py.broker.handlers.metadata import error_entry, topic_entry
+from jocko_py.broker.metadata_cache import error_entry, topic_entry
 from jocko_py.protocol.errors import ErrorCode
 
 MAX_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit default

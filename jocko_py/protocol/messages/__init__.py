@@ -95,6 +95,17 @@ def response_schema(api_key: int, version: int) -> Schema:
 
 
 @cache
+def response_element_schema(api_key: int, version: int, field: str) -> Schema:
+    """The compiled schema of one element of the response's top-level array `field`
+    (to encode array elements on their own, e.g. to cache them; see `wire.Encoded`)."""
+    struct = response_schema(api_key, version).struct
+    for f in struct.fields:
+        if f.name == field and f.subcon is not None and hasattr(f.subcon, "elem"):
+            return Schema(f.subcon.elem)
+    raise UnsupportedVersionError(f"{api_name(api_key)} response v{version} has no array {field}")
+
+
+@cache
 def data_schema(name: str, version: int) -> Schema:
     return _schema(DATA[name], "SCHEMA", version, name)
 
