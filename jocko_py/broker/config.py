@@ -77,6 +77,8 @@ DEFAULTS: dict[str, str] = {
     # retention by share of disk (commitlog/disk_retention.py): -1 off
     "jocko.log.retention.disk.percent": "-1",
     "jocko.log.retention.disk.protect.committed.offsets": "false",
+    # segment files kept open at most (commitlog/fd_cache.py): -1 = 3/4 of `ulimit -n`
+    "jocko.log.max.open.files": "-1",
     "connection.failed.authentication.delay.ms": "100",
     "connections.max.reauth.ms": "0",
     "connections.max.idle.ms": "600000",

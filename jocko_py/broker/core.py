@@ -24,6 +24,7 @@ from jocko_py.broker.topics import TopicManager
 from jocko_py.cluster.metadata import CONFIG_RESOURCE_BROKER, MetadataImage
 from jocko_py.cluster.quorum import MetadataQuorum
 from jocko_py.commitlog.config import LogConfig
+from jocko_py.commitlog.fd_cache import HANDLES
 
 log = logging.getLogger("jocko_py.broker")
 
@@ -35,6 +36,7 @@ class Broker:
         self.cluster_id = cluster_id
         self.quorum = quorum
         self.log_config = LogConfig.from_broker_properties(config.properties)
+        HANDLES.configure(config.int("jocko.log.max.open.files"))
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self.topics = TopicManager(quorum, config.broker_id)
         # what the broker counts as it serves (requests, bytes, ...): see broker/metrics.py

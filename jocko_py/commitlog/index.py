@@ -22,8 +22,12 @@ On-disk format (big-endian, entries only, no header; file length is exactly
   appended before the entry was written has a timestamp above t, so a search
   for timestamp T may start at the last entry whose t < T.
 
-Entries are kept in memory (``array``) and appended to the file; ``flush``
-pushes them to disk with fsync.
+Entries are kept in memory (``array``); new ones are buffered and appended to the
+file with an open-write-close when the buffer reaches ``SPILL_BYTES``, on
+``begin_flush``/``flush`` (then fsynced) and on ``close``. No descriptor is held
+between writes: a segment costs one descriptor, its ``.log`` (see fd_cache.py).
+What a crash loses of an index is at most what an fsync had not covered, as before
+(the buffered writer kept up to 8 KiB in the process too); indexes are rebuildable.
 """
 
 from __future__ import annotations
@@ -35,13 +39,14 @@ import struct
 import sys
 from array import array
 from pathlib import Path
-from typing import BinaryIO
 
 __all__ = ["IndexCorruptError", "OffsetIndex", "TimeIndex"]
 
 log = logging.getLogger(__name__)
 
 _OFFSET_ENTRY = struct.Struct(">ii")
+# entries buffered in the process before they are appended to the file
+SPILL_BYTES = 8192
 _TIME_ENTRY = struct.Struct(">qi")
 
 
@@ -58,10 +63,8 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // self.entry_size)
-        # Opened on first write and closed once a segment is rolled, so that
-        # inactive segments cost one file descriptor (their .log), not three.
-        self._file: BinaryIO | None = None
-        self._dirty = False
+        self._pending = bytearray()  # entries not yet written to the file
+        self._dirty = False  # written to the file (or pending) since the last fsync
 
     @property
     def entries(self) -> int:
@@ -75,10 +78,23 @@ class _IndexFile:
     def size_bytes(self) -> int:
         return self.entries * self.entry_size
 
-    def _handle(self) -> BinaryIO:
-        if self._file is None or self._file.closed:
-            self._file = open(self.path, "ab")  # noqa: SIM115 - closed by close()
-        return self._file
+    def _write_file(self, raw: bytes | bytearray, *, truncate: bool = False,
+                    fsync: bool = False) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else os.O_APPEND)
+        fd = os.open(self.path, flags, 0o644)
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view):]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _spill(self) -> None:
+        if self._pending:
+            self._write_file(self._pending)
+            self._pending = bytearray()
 
     def create_file(self) -> None:
         """Make sure the file exists (empty), so its absence always means damage."""
@@ -96,41 +112,40 @@ class _IndexFile:
         return data
 
     def _write_raw(self, raw: bytes) -> None:
-        self._handle().write(raw)
+        self._pending += raw
         self._dirty = True
+        if len(self._pending) >= SPILL_BYTES:
+            self._spill()
 
     def _rewrite(self, raw: bytes) -> None:
-        f = self._handle()
-        f.flush()
-        os.ftruncate(f.fileno(), 0)
-        f.write(raw)
+        self._pending = bytearray()
+        self._write_file(raw, truncate=True)
         self._dirty = True
 
-    def begin_flush(self) -> int | None:
-        """Write buffered entries to the OS; the file descriptor to fsync (None when
-        nothing changed). The fsync itself may run on another thread."""
+    def begin_flush(self) -> Path | None:
+        """Write buffered entries to the OS; the file to fsync (None when nothing
+        changed). The fsync itself may run on another thread (``log.run_flush``)."""
         if not self._dirty:
             return None
-        f = self._handle()
-        f.flush()
+        self._spill()
         self._dirty = False
-        return f.fileno()
+        return self.path
 
     def flush(self) -> None:
         """Write buffered entries and fsync them (no-op when nothing changed)."""
         if not self._dirty:
             return
-        f = self._handle()
-        f.flush()
-        os.fsync(f.fileno())
+        self._write_file(self._pending, fsync=True)
+        self._pending = bytearray()
         self._dirty = False
 
     def close(self) -> None:
-        """Release the file handle (buffered entries are written, not fsynced)."""
-        if self._file is not None and not self._file.closed:
-            self._file.flush()
-            self._file.close()
-        self._file = None
+        """Write buffered entries (not fsynced); the index holds no descriptor."""
+        try:
+            self._spill()
+        except OSError as exc:  # rebuildable: a shorter index only costs a longer scan
+            log.warning("[index=%s] entries not written on close: %s", self.path, exc)
+            self._pending = bytearray()
 
     def delete(self) -> None:
         self.close()

@@ -65,6 +65,7 @@ from pathlib import Path
 
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
+from jocko_py.commitlog.fd_cache import HANDLES
 from jocko_py.commitlog.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCache
 from jocko_py.commitlog.producer_state import (
     PRODUCER_SNAPSHOT_FILE,
@@ -124,21 +125,46 @@ class FlushTicket:
 
     log: Log
     log_end_offset: int
-    fds: list[int]
+    # segment descriptors (kept open until fsynced: fd_cache.HANDLES) and index paths
+    fds: list[int | Path]
     error: OSError | None = None
+    released: bool = False
 
 
 def run_flush(ticket: FlushTicket) -> None:
-    """fsync a ticket's descriptors; safe on a thread other than the log owner's. A
-    descriptor closed meanwhile (its segment was deleted or rolled and closed) is
-    skipped; any other failure is kept in the ticket for ``end_flush``."""
-    for fd in ticket.fds:
-        try:
-            os.fsync(fd)
-        except OSError as e:
-            if e.errno != errno.EBADF:
-                ticket.error = e
-                return
+    """fsync a ticket's descriptors and files; safe on a thread other than the log
+    owner's. A descriptor closed meanwhile (its segment was deleted or rolled and
+    closed) or a file gone (deleted) is skipped; any other failure is kept in the
+    ticket for ``end_flush``."""
+    try:
+        for fd in ticket.fds:
+            try:
+                if isinstance(fd, int):
+                    os.fsync(fd)
+                else:
+                    _fsync_path(fd)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                if e.errno != errno.EBADF:
+                    ticket.error = e
+                    return
+    finally:
+        _release(ticket)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _release(ticket: FlushTicket) -> None:
+    if not ticket.released:
+        ticket.released = True
+        HANDLES.flush_done([fd for fd in ticket.fds if isinstance(fd, int)])
 
 
 def _aborted(t: CompletedTxn) -> AbortedTxn:
@@ -850,13 +876,14 @@ class Log:
         ``run_flush(ticket)`` (any thread: only fsyncs) and ``end_flush(ticket)`` (the
         owner's thread: the recovery point moves to the ticket's log end). Appends may
         continue meanwhile; they are covered by the next flush."""
-        fds: list[int] = []
+        fds: list[int | Path] = []
         for seg in reversed(self.segments):
             if seg.dirty:
                 fds.extend(seg.begin_flush())
             elif seg.next_offset <= self._recovery_point:
                 break
         ticket = FlushTicket(self, self.log_end_offset, fds)
+        HANDLES.flush_started([fd for fd in fds if isinstance(fd, int)])
         self.unflushed_messages = 0
         self.needs_flush = False
         self._dirty_reported = False
@@ -864,6 +891,7 @@ class Log:
         return ticket
 
     def end_flush(self, ticket: FlushTicket) -> None:
+        _release(ticket)  # run_flush did, unless it never ran
         if ticket.error is not None:
             for seg in self.segments:  # flush everything again next time
                 seg.dirty = True

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.errors import KafkaStorageError
+from jocko_py.commitlog.fd_cache import HANDLES
 from jocko_py.commitlog.index import IndexCorruptError, OffsetIndex, TimeIndex
 from jocko_py.commitlog.txn_index import TXN_INDEX_SUFFIX, TxnIndex
 from jocko_py.protocol.records import (
@@ -95,7 +96,7 @@ class LogSegment:
         """A new, empty segment (files created; an existing .log is emptied)."""
         seg = cls(directory, base_offset, config)
         try:
-            seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            seg._fd = HANDLES.open(seg, seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
             seg.index_path.unlink(missing_ok=True)
             seg.time_index_path.unlink(missing_ok=True)
             seg.txn_index.path.unlink(missing_ok=True)
@@ -103,10 +104,13 @@ class LogSegment:
             seg.time_index = TimeIndex(seg.time_index_path, base_offset, config.segment_index_bytes)
             seg.offset_index.create_file()
             seg.time_index.create_file()
-        except OSError as exc:
+        except (OSError, KafkaStorageError) as exc:
             seg._close_quietly()
             for p in (seg.log_path, seg.index_path, seg.time_index_path):
                 p.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise HANDLES.storage_error(f"cannot create segment {seg.log_path}",
+                                            exc) from exc
             raise KafkaStorageError(f"cannot create segment {seg.log_path}: {exc}") from exc
         return seg
 
@@ -121,9 +125,10 @@ class LogSegment:
         recovery if they fail) and only the tail past the last index entry is scanned.
         """
         seg = cls(directory, base_offset, config)
-        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        seg.size = os.fstat(seg._fd).st_size
-        seg.created_ms = int(os.fstat(seg._fd).st_mtime * 1000)
+        seg._fd = HANDLES.open(seg, seg.log_path, os.O_RDWR | os.O_CREAT)
+        st = os.fstat(seg._fd)
+        seg.size = st.st_size
+        seg.created_ms = int(st.st_mtime * 1000)
         seg.txn_index = TxnIndex.load(seg.txn_index.path)
         if recover:
             return seg, seg.recover()
@@ -211,7 +216,7 @@ class LogSegment:
         self.offset_of_max_timestamp = -1
         self.first_batch_timestamp = None
         self._bytes_since_index = 0
-        file_size = os.fstat(self._fd).st_size
+        file_size = os.fstat(self._fdesc()).st_size
         pos = 0
         reason = ""
         # Read in large chunks: one pread per batch would make recovery of a
@@ -225,7 +230,7 @@ class LogSegment:
                 break
             off = pos - chunk_start
             if off + HEADER_SIZE > len(chunk):
-                chunk = os.pread(self._fd, min(_RECOVERY_CHUNK, remaining), pos)
+                chunk = os.pread(self._fdesc(), min(_RECOVERY_CHUNK, remaining), pos)
                 chunk_start, off = pos, 0
             h = parse_header(chunk, off)
             if h.batch_length < MIN_BATCH_LENGTH or h.magic != CURRENT_MAGIC:
@@ -241,7 +246,7 @@ class LogSegment:
                 reason = f"offset {h.last_offset} too far from segment base"
                 break
             if off + h.size > len(chunk):
-                chunk = os.pread(self._fd, min(max(h.size, _RECOVERY_CHUNK), remaining), pos)
+                chunk = os.pread(self._fdesc(), min(max(h.size, _RECOVERY_CHUNK), remaining), pos)
                 chunk_start, off = pos, 0
             if compute_crc(chunk, off, h.size) != h.crc:
                 reason = f"CRC mismatch in batch at offset {h.base_offset}"
@@ -259,7 +264,7 @@ class LogSegment:
                 pos,
                 reason,
             )
-            os.ftruncate(self._fd, pos)
+            os.ftruncate(self._fdesc(), pos)
         self.size = pos
         self.dirty = True
         return truncated
@@ -288,10 +293,10 @@ class LogSegment:
         written = 0
         try:
             while written < len(view):
-                written += os.pwrite(self._fd, view[written:], start + written)
+                written += os.pwrite(self._fdesc(), view[written:], start + written)
         except OSError as exc:
             try:
-                os.ftruncate(self._fd, start)
+                os.ftruncate(self._fdesc(), start)
             except OSError:
                 log.exception("[segment=%s] cannot truncate after failed write", self.log_path)
             raise KafkaStorageError(f"write to {self.log_path} failed: {exc}") from exc
@@ -311,7 +316,7 @@ class LogSegment:
     # --- reading --------------------------------------------------------------
 
     def _header_at(self, pos: int) -> RecordBatchHeader:
-        return parse_header(os.pread(self._fd, HEADER_SIZE, pos))
+        return parse_header(os.pread(self._fdesc(), HEADER_SIZE, pos))
 
     def iter_headers(self, pos: int = 0) -> Iterator[tuple[int, RecordBatchHeader]]:
         """(position, header) of every batch from ``pos``, read in chunks."""
@@ -321,7 +326,7 @@ class LogSegment:
         while pos + HEADER_SIZE <= end:
             off = pos - buf_start
             if off + HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf = os.pread(self._fdesc(), min(_SCAN_CHUNK, end - pos), pos)
                 buf_start = pos
                 off = 0
                 if len(buf) < HEADER_SIZE:
@@ -366,7 +371,7 @@ class LogSegment:
         # in memory: a single syscall and a single header walk
         want = min(max(max_bytes, first.size), self.size - start)
         try:
-            data = os.pread(self._fd, want, start)
+            data = os.pread(self._fdesc(), want, start)
         except OSError as exc:
             raise KafkaStorageError(f"read from {self.log_path} failed: {exc}") from exc
         total = 0
@@ -385,7 +390,7 @@ class LogSegment:
         return memoryview(data)[:total]
 
     def read_batch_at(self, position: int, header: RecordBatchHeader) -> bytes:
-        return os.pread(self._fd, header.size, position)
+        return os.pread(self._fdesc(), header.size, position)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record >= ``start_offset`` with ts >= ``timestamp``."""
@@ -457,7 +462,7 @@ class LogSegment:
         if self.max_timestamp >= 0:
             return self.max_timestamp
         try:
-            return int(os.fstat(self._fd).st_mtime * 1000)
+            return int(os.fstat(self._fdesc()).st_mtime * 1000)
         except OSError:
             return self.created_ms
 
@@ -471,7 +476,7 @@ class LogSegment:
         pos, first_removed = found
         removed = self.size - pos
         try:
-            os.ftruncate(self._fd, pos)
+            os.ftruncate(self._fdesc(), pos)
         except OSError as exc:
             raise KafkaStorageError(f"truncate of {self.log_path} failed: {exc}") from exc
         self.size = pos
@@ -492,19 +497,20 @@ class LogSegment:
             self._track(h)
         return removed
 
-    def begin_flush(self) -> list[int]:
-        """The file descriptors whose fsync makes this segment durable (the log and its
-        indexes, buffers written out); clears ``dirty``. See ``Log.begin_flush``."""
+    def begin_flush(self) -> list[int | Path]:
+        """What to fsync to make this segment durable: the log's descriptor and the
+        paths of its indexes (buffers written out; they hold no descriptor); clears
+        ``dirty``. See ``Log.begin_flush``."""
         if not self.dirty:
             return []
-        fds = [self._fd]
+        fds: list[int | Path] = [self._fdesc()]
         for idx in (self.offset_index, self.time_index):
-            fd = idx.begin_flush()
-            if fd is not None:
-                fds.append(fd)
-        fd = self.txn_index.begin_flush()
-        if fd is not None:
-            fds.append(fd)
+            path = idx.begin_flush()
+            if path is not None:
+                fds.append(path)
+        txn = self.txn_index.begin_flush()
+        if txn is not None:
+            fds.append(txn)
         self.dirty = False
         return fds
 
@@ -512,7 +518,7 @@ class LogSegment:
         if not self.dirty:
             return
         try:
-            os.fsync(self._fd)
+            os.fsync(self._fdesc())
             self.offset_index.flush()
             self.time_index.flush()
             self.txn_index.flush()
@@ -520,8 +526,29 @@ class LogSegment:
             raise KafkaStorageError(f"fsync of {self.log_path} failed: {exc}") from exc
         self.dirty = False
 
+    def _fdesc(self) -> int:
+        """The `.log` descriptor, reopened if the open-file bound closed it (fd_cache.py)."""
+        fd = self._fd
+        if fd >= 0:
+            HANDLES.touch(self)
+            return fd
+        self._fd = fd = HANDLES.open(self, self.log_path, os.O_RDWR)
+        return fd
+
+    def release_fd(self) -> None:
+        """Close the `.log` descriptor (the open-file bound needs it); reopened on use.
+        Written data stays in the page cache: a later fsync through a new descriptor
+        makes it durable (Linux reports an unseen writeback error to it, too)."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     def _close_quietly(self) -> None:
         if self._fd >= 0:
+            HANDLES.forget(self)
             try:
                 os.close(self._fd)
             except OSError:

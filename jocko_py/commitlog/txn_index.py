@@ -76,14 +76,15 @@ class TxnIndex:
             idx._rewrite()
         return idx
 
-    def _open(self) -> int:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        return self._fd
-
     def append(self, txn: AbortedTxn) -> None:
+        # open-write-close: aborted transactions are rare, and a segment holds no
+        # descriptor but its .log's (fd_cache.py)
         try:
-            os.write(self._open(), _ENTRY.pack(0, *txn))
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, _ENTRY.pack(0, *txn))
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise KafkaStorageError(f"write to {self.path} failed: {exc}") from exc
         self.entries.append(txn)
@@ -116,16 +117,21 @@ class TxnIndex:
         return [e for e in self.entries
                 if e.last_offset >= fetch_offset and e.first_offset < upper_bound]
 
-    def begin_flush(self) -> int | None:
-        if not self.dirty or self._fd < 0:
+    def begin_flush(self) -> Path | None:
+        """The file to fsync (on any thread), None when nothing changed."""
+        if not self.dirty or not self.entries:
             return None
         self.dirty = False
-        return self._fd
+        return self.path
 
     def flush(self) -> None:
-        if self.dirty and self._fd >= 0:
+        if self.dirty and self.entries:
             try:
-                os.fsync(self._fd)
+                fd = os.open(self.path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             except OSError as exc:
                 raise KafkaStorageError(f"fsync of {self.path} failed: {exc}") from exc
         self.dirty = False

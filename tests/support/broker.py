@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -100,6 +100,8 @@ class BrokerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.last_stop_forced = False
         self.host = "127.0.0.1"  # where it listens (a fault-lab broker has its own address)
+        # run in the child before exec (e.g. resource.setrlimit for a low open-file limit)
+        self.preexec_fn: Callable[[], None] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -121,7 +123,8 @@ class BrokerProcess:
         log = open(self.log_path, "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env
+            self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env,
+            preexec_fn=self.preexec_fn,
         )
         log.close()
         try:

@@ -1,0 +1,145 @@
+"""The bound on open segment files (fd_cache.py): segments closed least recently used
+first and reopened on use, nothing lost or misread across a close, a descriptor in a
+flush never closed under it, and a clear KafkaStorageError when no descriptor is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jocko_py.commitlog import KafkaStorageError, Log, LogConfig
+from jocko_py.commitlog.fd_cache import HANDLES
+from jocko_py.commitlog.log import run_flush
+from jocko_py.protocol.records import decode_records, split_batches
+from tests.commitlog._util import batch
+
+NOW = 1_700_000_000_000
+LIMIT = 8
+
+
+@pytest.fixture(autouse=True)
+def low_limit() -> Iterator[None]:
+    saved = HANDLES.limit
+    before = set(HANDLES._open)
+    HANDLES.limit = LIMIT
+    try:
+        yield
+    finally:
+        HANDLES.limit = saved
+        for key in set(HANDLES._open) - before:  # the segments a test left open
+            seg = HANDLES._open.pop(key)
+            seg.release_fd()
+
+
+def segment_fds(under: Path) -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(under)):
+            out.append(target)
+    return out
+
+
+def values(lg: Log) -> list[bytes]:
+    out: list[bytes] = []
+    offset = lg.log_start_offset
+    while offset < lg.log_end_offset:
+        batches = split_batches(lg.read(offset, 1 << 20).records, validate_crc=True)
+        assert batches
+        for h, mv in batches:
+            out += [r.value or b"" for r in decode_records(mv)]
+            offset = h.last_offset + 1
+    return out
+
+
+def fill(tmp_path: Path, logs: int, segments: int) -> list[Log]:
+    size = len(batch(1, ts=NOW))
+    out = []
+    for i in range(logs):
+        lg = Log.open(tmp_path / f"t-{i}", LogConfig(segment_bytes=size))
+        for _ in range(segments):
+            lg.append(batch(1, ts=NOW), 0, now_ms=NOW)
+        out.append(lg)
+    return out
+
+
+def test_many_segments_stay_under_the_bound_and_read_back(tmp_path: Path) -> None:
+    logs = fill(tmp_path, logs=6, segments=5)  # 30 segments, 8 descriptors
+    assert sum(len(lg.segments) for lg in logs) == 30
+    held = segment_fds(tmp_path)
+    assert len(held) <= LIMIT and all(f.endswith(".log") for f in held), held
+    for lg in logs:  # every segment, most of them reopened
+        assert len(values(lg)) == 5
+        lg.append(batch(1, ts=NOW), 0, now_ms=NOW)  # the active one, reopened if closed
+        assert lg.segments[-1].find_position(lg.log_end_offset - 1) is not None
+        assert len(segment_fds(tmp_path)) <= LIMIT
+    lg = logs[0]
+    lg.truncate_to(2)  # truncation through reopened files
+    assert lg.log_end_offset == 2
+    for lg in logs:
+        lg.flush()
+        lg.close()
+    assert segment_fds(tmp_path) == []
+
+
+def test_unclean_stop_with_closed_segments_recovers_everything(tmp_path: Path) -> None:
+    logs = fill(tmp_path, logs=4, segments=4)
+    for lg in logs:
+        lg.flush()
+    ends = [lg.log_end_offset for lg in logs]
+    for lg in logs:  # a crash: nothing closed properly, indexes partly buffered
+        for seg in lg.segments:
+            seg.release_fd()
+            HANDLES.forget(seg)
+    size = len(batch(1, ts=NOW))
+    for i, end in enumerate(ends):
+        lg = Log.open(tmp_path / f"t-{i}", LogConfig(segment_bytes=size))
+        assert lg.log_end_offset == end
+        assert len(values(lg)) == end
+        lg.close()
+
+
+def test_a_descriptor_being_flushed_is_not_closed_until_the_fsync(tmp_path: Path) -> None:
+    size = len(batch(1, ts=NOW))
+    first = Log.open(tmp_path / "first", LogConfig(segment_bytes=1 << 20))
+    first.append(batch(1, ts=NOW), 0, now_ms=NOW)
+    ticket = first.begin_flush()
+    fd = ticket.fds[0]
+    assert isinstance(fd, int)
+    fill(tmp_path, logs=3, segments=4)  # 12 more segments: the LRU turns over
+    assert first.segments[0]._fd == fd  # kept: an fsync is waiting for it
+    os.fstat(fd)
+    run_flush(ticket)
+    assert ticket.error is None
+    first.end_flush(ticket)
+    assert first.recovery_point == 1
+    Log.open(tmp_path / "more", LogConfig(segment_bytes=size)).append(
+        batch(1, ts=NOW), 0, now_ms=NOW)
+    fill(tmp_path / "x", logs=2, segments=5)
+    assert first.segments[0]._fd == -1  # closed like any other once flushed
+
+
+def test_no_descriptor_left_is_a_storage_error_said_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    logs = fill(tmp_path, logs=LIMIT, segments=1)
+    tickets = [lg.begin_flush() for lg in logs]  # every open descriptor in a flush
+    HANDLES._warned = False
+    with caplog.at_level(logging.ERROR, logger="jocko_py.commitlog.fd_cache"):
+        with pytest.raises(KafkaStorageError, match="out of file descriptors"):
+            Log.open(tmp_path / "one-more", LogConfig())
+        with pytest.raises(KafkaStorageError, match="out of file descriptors"):
+            Log.open(tmp_path / "two-more", LogConfig())
+    said = [r for r in caplog.records if "jocko.log.max.open.files" in r.getMessage()]
+    assert len(said) == 1
+    for t in tickets:
+        run_flush(t)
+        t.log.end_flush(t)
+    Log.open(tmp_path / "after", LogConfig()).close()  # room again
