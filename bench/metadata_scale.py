@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,14 +57,37 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def timed_metadata(sock: socket.socket, corr: int) -> tuple[float, int]:
-    req = codec.encode_request(3, 12, corr, "bench", {
-        "topics": None, "allow_auto_topic_creation": False})
+def timed(sock: socket.socket, req: bytes) -> tuple[float, int]:
     t0 = time.perf_counter()
     sock.sendall(req)
     (size,) = struct.unpack(">i", recv_exact(sock, 4))
     recv_exact(sock, size)
     return time.perf_counter() - t0, size
+
+
+def timed_metadata(sock: socket.socket, corr: int, topics: list[str] | None = None,
+                   ) -> tuple[float, int]:
+    return timed(sock, codec.encode_request(3, 12, corr, "bench", {
+        "topics": None if topics is None else [{"name": t} for t in topics],
+        "allow_auto_topic_creation": False}))
+
+
+def timed_list_offsets(sock: socket.socket, corr: int, topic: str) -> tuple[float, int]:
+    return timed(sock, codec.encode_request(2, 9, corr, "bench", {
+        "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}))
+
+
+def median_ms(fn: Callable[[int], tuple[float, int]], reps: int) -> tuple[list[float], int]:
+    for i in range(5):
+        fn(i)
+    times = []
+    size = 0
+    for i in range(reps):
+        dt, size = fn(100 + i)
+        times.append(dt * 1000)
+    times.sort()
+    return times, size
 
 
 def fd_count(pid: int) -> int:
@@ -122,20 +146,17 @@ def run_size(n: int, reps: int, repo: Path, nofile: int, workdir: Path,
                 if bad:
                     raise RuntimeError(f"produce to {name} failed: {bad[:3]}")
         with socket.create_connection(("127.0.0.1", port), timeout=600) as s:
-            for i in range(5):
-                timed_metadata(s, i)
-            times = []
-            size = 0
-            for i in range(reps):
-                dt, size = timed_metadata(s, 100 + i)
-                times.append(dt * 1000)
-        times.sort()
+            times, size = median_ms(lambda i: timed_metadata(s, i), reps)
+            one, _ = median_ms(lambda i: timed_metadata(s, i, ["t00000"]), reps)
+            lo, _ = median_ms(lambda i: timed_list_offsets(s, i, "t00000"), reps)
         return {
             "partitions": n, "reps": reps,
             "median_ms": round(statistics.median(times), 2),
             "p90_ms": round(times[int(len(times) * 0.9) - 1], 2),
             "min_ms": round(times[0], 2), "max_ms": round(times[-1], 2),
             "response_bytes": size, "create_s": round(create_s, 2),
+            "one_topic_median_ms": round(statistics.median(one), 3),
+            "list_offsets_median_ms": round(statistics.median(lo), 3),
             "open_fds": fd_count(proc.pid), "rss_mib": round(rss_mib(proc.pid), 1),
             "loadavg": os.getloadavg()[0],
         }

@@ -83,9 +83,13 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, A
 
 def _topic_partitions(ctx: RequestContext, tps: frozenset[TopicPartition]
                       ) -> list[dict[str, Any]]:
-    names: dict[uuid.UUID, str] = {
-        t.topic_id: name for name, t in ctx.broker.topics.image.topics.items()}
-    return [{"topic_id": tid, "topic_name": names.get(tid, ""), "partitions": sorted(ps)}
+    image = ctx.broker.topics.image  # by id: proportional to the answer, not the cluster
+
+    def name(tid: uuid.UUID) -> str:
+        t = image.topic_by_id(tid)
+        return "" if t is None else t.name
+
+    return [{"topic_id": tid, "topic_name": name(tid), "partitions": sorted(ps)}
             for tid, ps in sorted(group_assignment(tps).items(), key=lambda kv: str(kv[0]))]
 
 

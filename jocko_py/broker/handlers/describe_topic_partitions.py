@@ -13,6 +13,7 @@ authorizer: the authorized operations are every topic operation.
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
@@ -44,15 +45,17 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if budget == 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
-        entry = topic_entry(t, live)
+        # only the partitions of this page are built: a page costs its size, not the topic's
+        pids = sorted(t.partitions)
+        if cursor is not None and name == cursor.topic_name:
+            pids = pids[bisect.bisect_left(pids, cursor.partition_index):]
+        if len(pids) > budget:
+            next_cursor = {"topic_name": name, "partition_index": pids[budget]}
+            pids = pids[:budget]
+        budget -= len(pids)
+        entry = topic_entry(t, live, pids)
         entry["topic_authorized_operations"] = TOPIC_OPERATIONS
         parts = entry["partitions"]
-        if cursor is not None and name == cursor.topic_name:
-            parts = [p for p in parts if p["partition_index"] >= cursor.partition_index]
-        if len(parts) > budget:
-            next_cursor = {"topic_name": name, "partition_index": parts[budget]["partition_index"]}
-            parts = parts[:budget]
-        budget -= len(parts)
         for p in parts:
             img = t.partitions.get(p["partition_index"])
             p["eligible_leader_replicas"] = list(img.elr) if img is not None else []
