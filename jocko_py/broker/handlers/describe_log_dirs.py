@@ -13,11 +13,14 @@ directories); a failed directory takes every directory offline.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import time
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.metadata_cache import YIELD_S
 from jocko_py.protocol.errors import ErrorCode
 
 
@@ -47,9 +50,17 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             except OSError:
                 pass
     if logs.offline_reason is None:
-        for (topic, pid), lg in sorted(logs.logs.items()):
-            if wanted is not None and pid not in wanted.get(topic, ()):
-                continue
+        if wanted is None:
+            items = sorted(logs.logs.items())
+        else:  # what was named, not every log
+            items = sorted(((t, p), lg) for t, ps in wanted.items() for p in ps
+                           if (lg := logs.get(t, p)) is not None)
+        since = time.perf_counter()
+        for i, ((topic, pid), lg) in enumerate(items):
+            if i & 255 == 255 and time.perf_counter() - since > YIELD_S:
+                # every log of a big broker: let other requests through meanwhile
+                await asyncio.sleep(0)
+                since = time.perf_counter()
             base = logs.dir_of(topic, pid) or logs.data_dir
             if logs.dir_offline_reason(base) is not None:
                 continue
