@@ -15,9 +15,10 @@ at least 64, for sockets, checkpoints and the metadata log. RLIMIT_NOFILE is a p
 A descriptor handed to a flush that runs on another thread (`Log.begin_flush`) is
 not closed until that fsync is done (`flushing`): closing it meanwhile would skip
 the fsync of data the recovery point then claims to be on disk. When nothing can be
-closed (every open one is being flushed) or the OS refuses a descriptor (EMFILE),
-opening fails with KafkaStorageError and one clear log line, not an OSError escaping
-a handler.
+closed (every open one is being flushed) the bound is exceeded for that moment (it
+is a target: the OS's limit is the hard one). When the OS refuses a descriptor
+(EMFILE, ENFILE), opening fails with KafkaStorageError and one clear log line (which
+limit to raise), not an OSError escaping a handler.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class FileHandles:
         self._lock = threading.Lock()  # guards _flushing (the flush thread updates it)
         self.closed_by_limit = 0
         self._warned = False
+        self._warned_over = False
 
     def configure(self, limit: int) -> None:
         """`limit` <= 0: the default (from RLIMIT_NOFILE)."""
@@ -117,9 +119,10 @@ class FileHandles:
             self.closed_by_limit += 1
             if len(self._open) < self.limit:
                 return
-        self._out_of_descriptors(
-            f"{len(self._open)} segment files are open, the most {CONFIG_NAME} allows "
-            f"({self.limit}), and none can be closed now (all being flushed)")
+        if not self._warned_over:
+            self._warned_over = True
+            log.warning("%d segment files open, more than %s=%d: none can be closed now "
+                        "(all being flushed)", len(self._open), CONFIG_NAME, self.limit)
 
     def storage_error(self, what: str, exc: OSError) -> KafkaStorageError:
         """The error for a failed open of a segment's file: out of descriptors (EMFILE,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,19 +128,37 @@ def test_a_descriptor_being_flushed_is_not_closed_until_the_fsync(tmp_path: Path
     assert first.segments[0]._fd == -1  # closed like any other once flushed
 
 
-def test_no_descriptor_left_is_a_storage_error_said_once(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_all_open_ones_being_flushed_exceeds_the_bound_for_the_moment(
+        tmp_path: Path) -> None:
     logs = fill(tmp_path, logs=LIMIT, segments=1)
     tickets = [lg.begin_flush() for lg in logs]  # every open descriptor in a flush
-    HANDLES._warned = False
-    with caplog.at_level(logging.ERROR, logger="jocko_py.commitlog.fd_cache"):
-        with pytest.raises(KafkaStorageError, match="out of file descriptors"):
-            Log.open(tmp_path / "one-more", LogConfig())
-        with pytest.raises(KafkaStorageError, match="out of file descriptors"):
-            Log.open(tmp_path / "two-more", LogConfig())
-    said = [r for r in caplog.records if "jocko.log.max.open.files" in r.getMessage()]
-    assert len(said) == 1
+    extra = Log.open(tmp_path / "one-more", LogConfig())  # opened over the bound
+    assert HANDLES.open_count == LIMIT + 1
     for t in tickets:
         run_flush(t)
         t.log.end_flush(t)
-    Log.open(tmp_path / "after", LogConfig()).close()  # room again
+    Log.open(tmp_path / "after", LogConfig()).close()  # back under it
+    assert HANDLES.open_count <= LIMIT
+    extra.close()
+
+
+def test_out_of_descriptors_is_a_storage_error_said_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    HANDLES.limit = 1000  # the bound is not what stops it here: the OS is
+    HANDLES._warned = False
+    opened: list[Log] = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 4, hard))
+    try:
+        with caplog.at_level(logging.ERROR, logger="jocko_py.commitlog.fd_cache"):
+            with pytest.raises(KafkaStorageError, match="out of file descriptors"):
+                for i in range(20):
+                    opened.append(Log.open(tmp_path / f"t-{i}", LogConfig()))
+            with pytest.raises(KafkaStorageError, match="out of file descriptors"):
+                Log.open(tmp_path / "again", LogConfig())
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    said = [r for r in caplog.records if "ulimit -n" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in caplog.records]
+    for lg in opened:
+        lg.close()
