@@ -47,6 +47,14 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     image = broker.topics.image
     cache = broker.metadata_cache
     live = frozenset(b.broker_id for b in image.brokers.values() if not b.fenced)
+    # taken before any await: encoding many topics yields to the loop, and the brokers
+    # must be those the topics' leaders were checked against
+    brokers = []
+    for _, b in sorted(image.brokers.items()):
+        addr = None if b.fenced else ctx.address_of(b)
+        if addr is not None:
+            brokers.append({"node_id": b.broker_id, "host": addr[0], "port": addr[1],
+                            "rack": b.rack})
     want_ops = ctx.version >= 8 and req.include_topic_authorized_operations
     items: list[TopicImage | dict[str, Any]] = []
     topics: Encoded | None = None
@@ -94,12 +102,6 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         topics = await cache.encode_topics(
             ctx.version, items, live,
             (lambda name: authorized_operations(ctx, TOPIC, name)) if want_ops else None)
-    brokers = []
-    for _, b in sorted(image.brokers.items()):
-        addr = None if b.fenced else ctx.address_of(b)
-        if addr is not None:
-            brokers.append({"node_id": b.broker_id, "host": addr[0], "port": addr[1],
-                            "rack": b.rack})
     cluster_ops = AUTHORIZED_OPS_NOT_REQUESTED
     if 8 <= ctx.version <= 10 and req.include_cluster_authorized_operations:
         cluster_ops = authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
