@@ -9,6 +9,7 @@ codec); only the broker around it is a namespace with the four attributes it rea
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 import types
 import uuid
@@ -186,13 +187,20 @@ async def test_full_metadata_at_5000_partitions_does_not_hold_the_loop() -> None
         done.set()
         return sizes
 
-    p = asyncio.create_task(probe())
-    await asyncio.sleep(0)  # the probe's first turn: it takes its first reading
-    sizes = await serve()
-    await p
+    # a full collection of the test's own heap (the image it just built) is not the
+    # handler's work: collected and frozen before the clock starts
+    gc.collect()
+    gc.freeze()
+    try:
+        p = asyncio.create_task(probe())
+        await asyncio.sleep(0)  # the probe's first turn: it takes its first reading
+        sizes = await serve()
+        await p
+    finally:
+        gc.unfreeze()
     assert sizes[0] == sizes[1] == sizes[2] > 5000 * 20
     assert max(held) < LOOP_BUDGET_S, f"the loop was held for {max(held) * 1000:.1f} ms"
-    assert cache.misses == 50 and cache.hits >= 0
+    assert cache.misses == 50  # each topic encoded once; then the whole answer is kept
 
 
 def test_real_broker_next_metadata_shows_new_partitions_and_deleted_topic(
