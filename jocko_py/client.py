@@ -276,11 +276,13 @@ class Client:
         return p.offset, p.timestamp
 
     def fetch_partitions(self, topic: str, offsets: dict[int, int], max_wait_ms: int = 500,
-                         max_bytes: int = 1 << 20) -> list[Any]:
-        """One Fetch for several partitions of a topic: their partition responses."""
+                         max_bytes: int = 1 << 20, isolation_level: int = 0) -> list[Any]:
+        """One Fetch for several partitions of a topic: their partition responses
+        (`isolation_level` 1 = read_committed: up to the last stable offset, with the
+        aborted transactions listed)."""
         r = self.request(1, 12, {
             "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1,
-            "max_bytes": max_bytes * max(1, len(offsets)), "isolation_level": 0,
+            "max_bytes": max_bytes * max(1, len(offsets)), "isolation_level": isolation_level,
             "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": [{
                 "partition": p, "fetch_offset": o, "current_leader_epoch": -1,
