@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
 2 a usage error, 130 interrupted.""")
     ap.add_argument("--version", action="version", version=f"jocko-py {_version()}")
-    ap.add_argument("--log-level", default="INFO",
+    ap.add_argument("--log-level", default="INFO", type=_log_level, metavar="LEVEL",
                     help="DEBUG, INFO (default), WARNING or ERROR")
     ap.add_argument("--log-format", choices=["text", "json"], default="text",
                     help="text (default) or JSON lines with context fields, for log shippers")
@@ -360,12 +360,26 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
     return ap
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _log_level(text: str) -> str:
+    """A log level in any case; anything else is a usage error (not silently INFO)."""
+    level = text.strip().upper()
+    if level == "WARN":
+        level = "WARNING"
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"invalid level {text!r} (choose from {', '.join(LOG_LEVELS)})")
+    return level
+
+
 def _global_options_everywhere(p: argparse.ArgumentParser, top: bool = False) -> None:
     """--log-level/--log-format are also accepted after the command (`jocko-py broker
     --log-format json`); there they only override what was given before it."""
     if not top:
-        p.add_argument("--log-level", default=argparse.SUPPRESS,
-                       help="DEBUG, INFO (default), WARNING or ERROR")
+        p.add_argument("--log-level", default=argparse.SUPPRESS, type=_log_level,
+                       metavar="LEVEL", help="DEBUG, INFO (default), WARNING or ERROR")
         p.add_argument("--log-format", choices=["text", "json"], default=argparse.SUPPRESS,
                        help="text (default) or JSON lines with context fields")
     for action in p._actions:

@@ -464,10 +464,31 @@ def _checked_addr(addr: str, what: str, default_port: int | None = None) -> tupl
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+# TLS / SASL settings, read per listener by jocko_py/broker/security (each also as
+# `listener.name.<listener>.<name>`; SASL's JAAS also per mechanism,
+# `listener.name.<listener>.<mechanism>.sasl.jaas.config`).
+SECURITY_PROPERTIES = frozenset({
+    "ssl.keystore.location", "ssl.keystore.type", "ssl.keystore.certificate.chain",
+    "ssl.keystore.key", "ssl.key.password", "ssl.truststore.location",
+    "ssl.truststore.type", "ssl.truststore.certificates", "ssl.enabled.protocols",
+    "ssl.cipher.suites", "ssl.client.auth", "ssl.principal.mapping.rules",
+    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.mechanism.inter.broker.protocol",
+    "sasl.server.max.receive.size", "jocko.sasl.plain.users.file",
+})
+_MECHANISMS = ("plain.", "scram-sha-256.", "scram-sha-512.")
+
+
 def known_property(name: str) -> bool:
     from jocko_py.commitlog.config import TOPIC_CONFIGS, broker_property_names
 
+    if name.startswith("listener.name."):
+        rest = name[len("listener.name."):].partition(".")[2]
+        for mech in _MECHANISMS:
+            if rest.startswith(mech) and rest[len(mech):] == "sasl.jaas.config":
+                return True
+        return rest in SECURITY_PROPERTIES or rest in DEFAULTS
     return (name in DEFAULTS or name in _READ_ELSEWHERE or name in _KAFKA_IGNORED
+            or name in SECURITY_PROPERTIES
             or name in broker_property_names() or name in TOPIC_CONFIGS)
 
 
