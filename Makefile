@@ -13,7 +13,7 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: docs compat-matrix chaos txn-soak scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
+.PHONY: dist docs compat-matrix chaos txn-soak scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
 
 # setuptools' build-time notices (editable install layout) say nothing to a user
 PIP := PYTHONWARNINGS=ignore $(BIN)/pip
@@ -135,6 +135,10 @@ scale-sim: venv-test
 # recorded in build/compat-results.json (tests/compat.py: which tests verify which cell).
 compat-matrix: venv
 	$(BIN)/python tools/compat_matrix.py --write README.md
+
+# an sdist and a wheel (built from the sdist) in dist/
+dist: venv-test
+	rm -rf dist && PYTHONWARNINGS=ignore $(BIN)/python -m build --outdir dist .
 
 # the reference pages in docs/ as a static site in build/site (broken links fail)
 docs: venv-test
