@@ -427,7 +427,10 @@ def _run_tool(args: argparse.Namespace) -> int:
         raise
     except (ConnectionError, TimeoutError, OSError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
-        print(f"error: cannot reach {args.bootstrap_server}: {reason}", file=sys.stderr)
+        if reason.split(" ", 1)[0] in args.bootstrap_server.split(","):
+            print(f"error: {reason}", file=sys.stderr)  # it names the broker already
+        else:
+            print(f"error: cannot reach {args.bootstrap_server}: {reason}", file=sys.stderr)
     return 1
 
 

@@ -111,6 +111,7 @@ class Client:
         for host, port in addrs:
             try:
                 self.sock = socket.create_connection((host, port), timeout=timeout)
+                self.addr = f"{host}:{port}"
                 break
             except OSError as e:
                 err = e
@@ -177,6 +178,14 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _security_hint(self, what: str) -> str:
+        proto = self.config.get("security.protocol", "PLAINTEXT").upper()
+        if proto == "PLAINTEXT":
+            return (f"{self.addr} {what} at the first request: it may be an SSL or SASL "
+                    "listener; set security.protocol (and its TLS/SASL settings) in a "
+                    "--command-config file")
+        return f"{self.addr} {what} at the first request ({proto}): check the credentials"
+
     def _recv_exact(self, n: int) -> bytes:
         buf = bytearray()
         while len(buf) < n:
@@ -189,7 +198,15 @@ class Client:
     def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         corr = next(self._corr)
         self.sock.sendall(codec.encode_request(api_key, version, corr, self.client_id, body))
-        (size,) = struct.unpack(">i", self._recv_exact(4))
+        try:
+            head = self._recv_exact(4)
+        except ConnectionError:
+            if corr == 1:  # closed at the first request: a listener that wants more
+                raise ConnectionError(self._security_hint("closed the connection")) from None
+            raise
+        if corr == 1 and head[0] in (0x15, 0x16) and head[1] == 3:
+            raise ConnectionError(self._security_hint("answered with TLS"))
+        (size,) = struct.unpack(">i", head)
         frame = self._recv_exact(size)
         got, resp = codec.decode_response(api_key, version, frame)
         if got != corr:
