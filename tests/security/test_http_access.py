@@ -3,8 +3,9 @@ real embedded brokers whose listeners are secured:
 
 - `acl_broker`: SASL_PLAINTEXT as the inter-broker listener (PLAIN, the console's own
   Kafka calls authenticate as `admin`), StandardAuthorizer, `super.users=User:admin`;
-  the console over HTTPS (test CA) with `jocko.console.read.only=false`; /metrics over
-  plain HTTP; both with the default authentication once listeners are secured (Basic).
+  the console over HTTPS (test CA) with `jocko.console.read.only=false` and
+  `jocko.console.auth=basic,mtls` (a client certificate is requested); /metrics over
+  plain HTTP with the default authentication once listeners are secured (Basic).
 - `default_broker`: a SASL listener and nothing else set: the console (plain HTTP)
   requires Basic and is read-only; /metrics over HTTPS with `jocko.metrics.auth=mtls`.
 
@@ -18,9 +19,12 @@ from __future__ import annotations
 import base64
 import http.client
 import logging
+import os
 import re
+import shutil
 import ssl
 import subprocess
+import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -63,27 +67,7 @@ class Site:
     def request(self, url: str, method: str = "GET", auth: tuple[str, str] | None = None,
                 form: dict[str, str] | None = None, ctx: ssl.SSLContext | None = None,
                 ) -> tuple[int, dict[str, str], str]:
-        """(status, headers, body) of one request; no redirect is followed."""
-        u = urllib.parse.urlsplit(url)
-        assert u.hostname is not None and u.port is not None
-        conn: http.client.HTTPConnection = (
-            http.client.HTTPSConnection(u.hostname, u.port, timeout=15, context=ctx or self.ca)
-            if u.scheme == "https" else http.client.HTTPConnection(u.hostname, u.port,
-                                                                   timeout=15))
-        headers = {}
-        if auth is not None:
-            headers["Authorization"] = "Basic " + base64.b64encode(
-                f"{auth[0]}:{auth[1]}".encode()).decode()
-        body = None
-        if form is not None:
-            body = urllib.parse.urlencode(form).encode()
-            headers["Content-Type"] = "application/x-www-form-urlencoded"
-        try:
-            conn.request(method, u.path + (f"?{u.query}" if u.query else ""), body, headers)
-            r = conn.getresponse()
-            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
-        finally:
-            conn.close()
+        return request(url, method, auth, form, ctx or self.ca)
 
     def token(self, auth: tuple[str, str]) -> str:
         status, _, body = self.request(self.console + "/produce", auth=auth)
@@ -94,6 +78,31 @@ class Site:
 
     def topics(self) -> set[str]:
         return set(self.broker.broker.quorum.image.topics)
+
+
+def request(url: str, method: str = "GET", auth: tuple[str, str] | None = None,
+            form: dict[str, str] | None = None, ctx: ssl.SSLContext | None = None,
+            ) -> tuple[int, dict[str, str], str]:
+    """(status, headers, body) of one request; no redirect is followed."""
+    u = urllib.parse.urlsplit(url)
+    assert u.hostname is not None and u.port is not None
+    conn: http.client.HTTPConnection = (
+        http.client.HTTPSConnection(u.hostname, u.port, timeout=15, context=ctx)
+        if u.scheme == "https" else http.client.HTTPConnection(u.hostname, u.port, timeout=15))
+    headers = {}
+    if auth is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(
+            f"{auth[0]}:{auth[1]}".encode()).decode()
+    body = None
+    if form is not None:
+        body = urllib.parse.urlencode(form).encode()
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+    try:
+        conn.request(method, u.path + (f"?{u.query}" if u.query else ""), body, headers)
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
+    finally:
+        conn.close()
 
 
 def add_scram_users(sasl_addr: str) -> None:
@@ -148,6 +157,7 @@ def acl_site(tmp_path_factory: pytest.TempPathFactory, pki: TestPki) -> Iterator
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin",
         "jocko.console.ssl.enable": "true",
+        "jocko.console.auth": "basic,mtls",
         "jocko.console.read.only": "false",
     })
     try:
@@ -262,6 +272,12 @@ def test_acls_decide_who_may_create_a_topic(acl_site: Site) -> None:
     status, _, body = s.request(s.console + "/produce", "POST", auth=BOB, form={
         "topic": "alice-orders", "value": "v", "csrf": s.token(BOB)})
     assert status == 403 and "WRITE topic alice-orders" in body
+    # DELETE: nobody but the super user
+    for auth in (ALICE, BOB):
+        status, _, body = s.request(s.console + "/topics/alice-orders/delete", "POST",
+                                    auth=auth, form={"csrf": s.token(auth)})
+        assert status == 403 and "DELETE topic alice-orders" in body
+    assert "alice-orders" in s.topics()
     # bob cannot see alice's topic in the list, nor browse its messages
     status, _, body = s.request(s.console + "/topics", auth=BOB)
     assert status == 200 and "alice-orders" not in body
@@ -280,6 +296,20 @@ def test_form_token_missing_wrong_or_another_users_is_refused(acl_site: Site) ->
     assert "alice-csrf" not in s.topics()
 
 
+def test_console_client_certificate_is_the_principal(acl_site: Site, pki: TestPki) -> None:
+    s = acl_site
+    ctx = ca_context(pki, client_cert=True)
+    status, _, body = s.request(s.console + "/topics", ctx=ctx)  # no Basic credentials
+    assert status == 200 and "<h1>Topics</h1>" in body
+    m = re.search(r'name="csrf" value="([^"]+)"', body)
+    assert m is not None
+    status, _, body = s.request(s.console + "/topics", "POST", ctx=ctx, form={
+        "name": "alice-cert", "partitions": "1", "csrf": m.group(1)})
+    assert status == 403
+    assert "User:CN=client,OU=test,O=jocko,C=US is not authorized to CREATE" in body
+    assert "alice-cert" not in s.topics()
+
+
 def test_metrics_over_mutual_tls(default_site: Site, pki: TestPki) -> None:
     s = default_site
     status, _, body = s.request(s.metrics + "/metrics", ctx=ca_context(pki, True))
@@ -287,6 +317,30 @@ def test_metrics_over_mutual_tls(default_site: Site, pki: TestPki) -> None:
     # without a client certificate the handshake fails (ssl.client.auth=required)
     with pytest.raises((ssl.SSLError, ConnectionError)):
         s.request(s.metrics + "/metrics", auth=ALICE)
+
+
+def test_console_certificate_reloads_with_the_brokers(tmp_path: Path, pki: TestPki) -> None:
+    keystore = tmp_path / "console.pem"
+    shutil.copy(pki.broker.both, keystore)
+    port = free_port()
+    with EmbeddedBroker(tmp_path / "data", overrides={
+            "jocko.console.addr": f"127.0.0.1:{port}", "jocko.console.ssl.enable": "true",
+            "jocko.console.ssl.keystore.location": str(keystore),
+            "jocko.ssl.reload.check.interval.ms": "50"}):
+        url = f"https://127.0.0.1:{port}/"
+        status, _, body = request(url, ctx=ca_context(pki))
+        assert status == 200 and "<h1>Overview</h1>" in body  # all PLAINTEXT: no auth
+        shutil.copy(pki.expired_broker.both, keystore)
+        os.utime(keystore, (1, 1))
+        deadline = time.monotonic() + 10
+        while True:  # the next handshakes present the new (expired) certificate
+            try:
+                request(url, ctx=ca_context(pki))
+            except ssl.SSLCertVerificationError as e:
+                assert "expired" in str(e)
+                break
+            assert time.monotonic() < deadline, "the console's certificate was not reloaded"
+            time.sleep(0.05)
 
 
 # -- headless Chromium -----------------------------------------------------------------
