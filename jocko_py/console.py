@@ -74,6 +74,7 @@ _REQUEST: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
 class Denied(Exception):
     """The signed-in principal may not do this (answered 403)."""
 
+
 CSS = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222}
 header{background:#1f3a5f;color:#fff;padding:.6em 1em}
