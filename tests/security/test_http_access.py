@@ -278,6 +278,10 @@ def test_acls_decide_who_may_create_a_topic(acl_site: Site) -> None:
                                     auth=auth, form={"csrf": s.token(auth)})
         assert status == 403 and "DELETE topic alice-orders" in body
     assert "alice-orders" in s.topics()
+    # READ on the group to reset its offsets
+    status, _, body = s.request(s.console + "/groups/g1/reset", "POST", auth=BOB,
+                                form={"to": "earliest", "csrf": s.token(BOB)})
+    assert status == 403 and "User:bob is not authorized to READ group g1" in body
     # bob cannot see alice's topic in the list, nor browse its messages
     status, _, body = s.request(s.console + "/topics", auth=BOB)
     assert status == 200 and "alice-orders" not in body
