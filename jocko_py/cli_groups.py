@@ -65,7 +65,8 @@ class GroupAdmin:
         c = self._clients.get((host, port))
         if c is None:
             c = self._clients[(host, port)] = Client(f"{host}:{port}", self.c.client_id,
-                                                     self.c.timeout)
+                                                     self.c.timeout, self.c.config,
+                                                     self.c.ssl_context)
         return c
 
     def close(self) -> None:

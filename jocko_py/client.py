@@ -103,8 +103,10 @@ def load_command_config(path: str) -> dict[str, str]:
 
 class Client:
     def __init__(self, bootstrap: str, client_id: str = "jocko-py-cli", timeout: float = 30.0,
-                 config: dict[str, str] | None = None):
+                 config: dict[str, str] | None = None, ssl_context: ssl.SSLContext | None = None):
         self.config = dict(_DEFAULT_CONFIG if config is None else config)
+        # a ready TLS context (the broker's own, for its console) instead of ssl.* properties
+        self.ssl_context = ssl_context
         # a comma-separated list: the first broker that answers
         err: OSError | None = None
         addrs = [parse_addr(a) for a in bootstrap.split(",") if a.strip()]
@@ -131,12 +133,15 @@ class Client:
         cfg = self.config
         proto = cfg.get("security.protocol", "PLAINTEXT").upper()
         if proto in ("SSL", "SASL_SSL"):
-            ctx = ssl.create_default_context(cafile=cfg.get("ssl.truststore.location") or None)
-            if cfg.get("ssl.endpoint.identification.algorithm", "https") == "":
-                ctx.check_hostname = False
-            if cfg.get("ssl.keystore.location"):
-                ctx.load_cert_chain(cfg["ssl.keystore.location"],
-                                    password=cfg.get("ssl.key.password") or None)
+            ctx = self.ssl_context
+            if ctx is None:
+                ctx = ssl.create_default_context(
+                    cafile=cfg.get("ssl.truststore.location") or None)
+                if cfg.get("ssl.endpoint.identification.algorithm", "https") == "":
+                    ctx.check_hostname = False
+                if cfg.get("ssl.keystore.location"):
+                    ctx.load_cert_chain(cfg["ssl.keystore.location"],
+                                        password=cfg.get("ssl.key.password") or None)
             self.sock = ctx.wrap_socket(self.sock, server_hostname=host)
         if proto.startswith("SASL"):
             self._sasl()
@@ -257,7 +262,7 @@ class Client:
                 if b is not None and (b.host, b.port) != peer[:2] and \
                         f"{b.host}:{b.port}" != self.bootstrap:
                     return Client(f"{b.host}:{b.port}", self.client_id, self.timeout,
-                                  self.config)
+                                  self.config, self.ssl_context)
         return self
 
     def produce(self, topic: str, partition: int, records: bytes, acks: int = -1) -> Any:

@@ -74,6 +74,28 @@ DEFAULTS: dict[str, str] = {
     # the web console (console.py): host:port, empty: off; read-only hides every action
     "jocko.console.addr": "",
     "jocko.console.read.only": "false",
+    # who may use the console and the metrics endpoint (broker/security/http_access.py):
+    # auth none | basic | mtls | basic,mtls (empty: none while every listener is
+    # PLAINTEXT, else basic, and the console read-only unless read.only is set); TLS
+    # with the broker's ssl.* PEM settings unless jocko.<console|metrics>.ssl.* has its own
+    "jocko.console.auth": "",
+    "jocko.console.ssl.enable": "false",
+    "jocko.console.ssl.client.auth": "",
+    "jocko.console.ssl.keystore.location": "",
+    "jocko.console.ssl.keystore.certificate.chain": "",
+    "jocko.console.ssl.keystore.key": "",
+    "jocko.console.ssl.key.password": "",
+    "jocko.console.ssl.truststore.location": "",
+    "jocko.console.ssl.truststore.certificates": "",
+    "jocko.metrics.auth": "",
+    "jocko.metrics.ssl.enable": "false",
+    "jocko.metrics.ssl.client.auth": "",
+    "jocko.metrics.ssl.keystore.location": "",
+    "jocko.metrics.ssl.keystore.certificate.chain": "",
+    "jocko.metrics.ssl.keystore.key": "",
+    "jocko.metrics.ssl.key.password": "",
+    "jocko.metrics.ssl.truststore.location": "",
+    "jocko.metrics.ssl.truststore.certificates": "",
     # retention by share of disk (commitlog/disk_retention.py): -1 off
     "jocko.log.retention.disk.percent": "-1",
     "jocko.log.retention.disk.protect.committed.offsets": "false",
