@@ -56,7 +56,10 @@ def cmd_broker(args: argparse.Namespace) -> int:
     except ConfigError as e:  # e.g. a TLS key that does not load
         raise SystemExit(f"jocko-py broker: {e}") from None
     except OSError as e:  # a port in use, an unwritable data directory
-        raise SystemExit(f"jocko-py broker: cannot run: {e}") from None
+        what = e.strerror or str(e)
+        if e.filename:
+            what = f"{what}: {e.filename}"
+        raise SystemExit(f"jocko-py broker: {what}") from None
 
 
 def _emit_json(obj: Any) -> None:
