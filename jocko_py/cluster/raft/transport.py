@@ -131,7 +131,11 @@ class RaftTransport:
 
     async def start(self) -> None:
         host, port = split_addr(self.listen)
-        self._server = await asyncio.start_server(self._serve, host, port)
+        if self.security.raft_server_ssl is None:
+            self._server = await asyncio.start_server(self._serve, host, port)
+        else:
+            self._server = await asyncio.get_running_loop().create_server(
+                lambda: _TlsAccept(self), host, port)
         p = asyncio.create_task(self._persist_loop())
         self._tasks.add(p)
         self.persister = p
@@ -228,8 +232,12 @@ class RaftTransport:
         n = self._log_limit.allow(f"{where} {host}", self.now())
         if n is not None:
             more = f" ({n} more since the last report)" if n else ""
+            if isinstance(reason, asyncio.IncompleteReadError):
+                reason = "closed during the handshake"
+            elif isinstance(reason, BaseException):
+                reason = str(reason) or type(reason).__name__
             log.warning("[raft node=%d] %s %s refused: %s%s", self.core.node_id, where, peer,
-                        reason or "closed during the handshake", more)
+                        reason, more)
 
     def _send(self, m: Message) -> None:
         body = encode_message(m)
@@ -306,13 +314,32 @@ class RaftTransport:
                 with contextlib.suppress(Exception):
                     await link.writer.wait_closed()
 
+    async def _serve_tls(self, transport: asyncio.BaseTransport) -> None:
+        """An inbound connection with mutual TLS: the TLS handshake (a client certificate
+        the truststore verifies is required), then as any other."""
+        assert isinstance(transport, asyncio.Transport)
+        assert self.security.raft_server_ssl is not None
+        loop = asyncio.get_running_loop()
+        peer = transport.get_extra_info("peername")
+        reader = asyncio.StreamReader()
+        protocol = asyncio.StreamReaderProtocol(reader)
+        try:
+            tls = await asyncio.wait_for(loop.start_tls(
+                transport, protocol, self.security.raft_server_ssl, server_side=True,
+                ssl_handshake_timeout=HANDSHAKE_TIMEOUT), timeout=HANDSHAKE_TIMEOUT + 0.5)
+        except (OSError, TimeoutError) as e:
+            self._refused("TLS connection from", peer, "no TLS handshake within "
+                          f"{HANDSHAKE_TIMEOUT:g} s" if isinstance(e, TimeoutError) else e)
+            transport.close()
+            return
+        assert tls is not None
+        protocol.connection_made(tls)
+        await self._serve(reader, asyncio.StreamWriter(tls, protocol, reader, loop))
+
     async def _accept(self, reader: asyncio.StreamReader,
                       writer: asyncio.StreamWriter) -> _Link:
-        """An inbound connection: TLS when configured (client certificate required),
-        then the secret's handshake."""
+        """An inbound connection (after TLS): the secret's handshake."""
         sec = self.security
-        if sec.raft_server_ssl is not None:
-            await writer.start_tls(sec.raft_server_ssl)
         if sec.secret is None:
             return _Link(reader, writer, None)
         lis = RaftListener(sec.secret, self.core.node_id)
@@ -360,6 +387,22 @@ class RaftTransport:
                 self.execute(self.core.receive(msg, self.now()))
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             return
+
+
+class _TlsAccept(asyncio.Protocol):
+    """Accepts a raft connection for mutual TLS: reading pauses before the first byte,
+    so the TLS layer started on top sees the whole handshake (and its failure is
+    logged, which asyncio's own TLS server does not do)."""
+
+    def __init__(self, owner: RaftTransport) -> None:
+        self.owner = owner
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.pause_reading()
+        task = asyncio.ensure_future(self.owner._serve_tls(transport))
+        self.owner._tasks.add(task)
+        task.add_done_callback(self.owner._tasks.discard)
 
 
 class _Link:
