@@ -17,13 +17,14 @@ import pytest
 from jocko_py.broker.config import build_config
 from jocko_py.broker.security.cluster_links import cluster_link_security
 from jocko_py.cluster.gossip.core import GossipConfig
-from jocko_py.cluster.linkauth import ClusterSecret, LinkSecurity, LogLimiter
+from jocko_py.cluster.linkauth import ClusterSecret, LinkSecurity
 from jocko_py.cluster.node import ClusterNode
 from jocko_py.cluster.raft.core import RaftConfig, Role
 from tests.cluster.loopback import free_port
 from tests.security.certs import TestPki, make_pki
 from tests.support.hostile import (
     FAKE_ID,
+    SOURCE,
     forged_gossip,
     forged_raft_messages,
     send_gossip,
@@ -110,9 +111,10 @@ async def test_forged_raft_and_gossip_move_an_open_node_not_one_with_the_secret(
                    or "dropping a datagram" in r.getMessage()]
         # one raft line (the connection), one gossip line (9 datagrams, rate-limited)
         assert len(refused) == 2, refused
-        assert any("connection from" in m and "not a jocko-py raft handshake" in m
+        assert any(f"connection from ('{SOURCE}'" in m and "not a jocko-py raft handshake" in m
                    for m in refused), refused
-        assert any("not an authenticated datagram" in m for m in refused), refused
+        assert any(f"from ('{SOURCE}'" in m and "not an authenticated datagram" in m
+                   for m in refused), refused
 
 
 async def test_nodes_with_the_secret_form_a_quorum_and_one_with_another_does_not(
@@ -151,25 +153,28 @@ def _tls(pki: TestPki, keystore: Path, secret_file: Path | None = None) -> LinkS
     return cluster_link_security(cfg)
 
 
+@pytest.mark.parametrize("with_secret", [False, True], ids=["tls", "tls+secret"])
 async def test_mutual_tls_raft_quorum_refuses_an_untrusted_certificate_and_no_certificate(
-        tmp_path: Path, pki: TestPki, caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, pki: TestPki, caplog: pytest.LogCaptureFixture,
+        with_secret: bool) -> None:
     secret = tmp_path / "secret"
     secret.write_text("k" * 64 + "\n")
-    trusted = _tls(pki, pki.broker.both, secret)
-    assert trusted.secret is not None and trusted.raft_server_ssl is not None
-    untrusted = _tls(pki, pki.untrusted_client.both, secret)  # right secret, wrong CA
+    trusted = _tls(pki, pki.broker.both, secret if with_secret else None)
+    assert (trusted.secret is not None) is with_secret
+    assert trusted.raft_server_ssl is not None
+    # the right secret (if any), a certificate from another CA
+    untrusted = _tls(pki, pki.untrusted_client.both, secret if with_secret else None)
     async with nodes(tmp_path, [trusted, trusted, untrusted]) as ns:
         good, bad = ns[:2], ns[2]
         await until("a leader among the trusted nodes",
                     lambda: any(n.core.role is Role.LEADER for n in good))
         leader = next(n for n in good if n.core.role is Role.LEADER)
-        # (node 3 has the secret: gossip lets it in, raft does not)
+        # (gossip lets node 3 in: it has the secret, or there is none; raft does not)
         await until("both registered", lambda: registered(leader) >= {1, 2})
         assert await leader.create_topic("t", 1, 1) == 0
         await until("the topic on both", lambda: all("t" in n.machine.image.topics
                                                       for n in good))
         epoch = leader.core.epoch
-        leader.raft._log_limit = LogLimiter()  # node 3's refusals were the last minute's line
         caplog.clear()
         with caplog.at_level(logging.WARNING):
             # no certificate at all: plain TCP to a TLS port
@@ -179,7 +184,7 @@ async def test_mutual_tls_raft_quorum_refuses_an_untrusted_certificate_and_no_ce
         assert bad.machine.applied == 0
         assert (leader.core.epoch, leader.core.role) == (epoch, Role.LEADER)
         msgs = [r.getMessage() for r in caplog.records]
-        assert any(f"[raft node={leader.node_id}] TLS connection from" in m
+        assert any(f"[raft node={leader.node_id}] TLS connection from ('{SOURCE}'" in m
                    and "WRONG_VERSION_NUMBER" in m for m in msgs), msgs
 
 
@@ -196,3 +201,27 @@ async def test_ssl_enable_without_a_truststore_is_one_clear_error(tmp_path: Path
                        voters="1@127.0.0.1:1")
     with pytest.raises(ConfigError, match="needs jocko.cluster.secret.file"):
         cluster_link_security(cfg)
+
+
+@pytest.mark.parametrize("props, warned", [
+    ({}, "the raft port 127.0.0.1:1 and the gossip port 127.0.0.1:2 are not authenticated"),
+    ({"jocko.raft.ssl.enable": "true"}, "the gossip port 127.0.0.1:2 is not authenticated"),
+    ({"jocko.cluster.secret.file": "SECRET"}, None),
+])
+def test_a_cluster_broker_without_the_secret_warns_once_naming_the_setting(
+        tmp_path: Path, pki: TestPki, caplog: pytest.LogCaptureFixture,
+        props: dict[str, str], warned: str | None) -> None:
+    (tmp_path / "s").write_text("k" * 32)
+    props = {k: v.replace("SECRET", str(tmp_path / "s")) for k, v in props.items()}
+    props |= {"ssl.keystore.location": str(pki.broker.both),
+              "ssl.truststore.location": str(pki.ca.cert)}
+    cfg = build_config(overrides=props, broker_id=1, voters="1@127.0.0.1:1",
+                       gossip_addr="127.0.0.1:2")
+    with caplog.at_level(logging.WARNING, "jocko_py.broker.security.cluster_links"):
+        cluster_link_security(cfg)
+    lines = [r.getMessage() for r in caplog.records if "not authenticated" in r.getMessage()]
+    if warned is None:
+        assert lines == []
+    else:
+        assert len(lines) == 1 and lines[0].startswith(warned), lines
+        assert "set jocko.cluster.secret.file on every broker" in lines[0]

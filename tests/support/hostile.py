@@ -7,6 +7,7 @@ formats the transports spoke before the links were authenticated."""
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
 import uuid
@@ -24,6 +25,9 @@ from jocko_py.cluster.raft.messages import (
 )
 
 FAKE_ID = 99
+# the hostile process's own loopback address, so the brokers' logs name it apart from
+# their peers (127.0.0.1)
+SOURCE = "127.0.0.2"
 
 
 def forged_raft_messages(target: int, epoch: int, impostor: int) -> list[Message]:
@@ -57,12 +61,16 @@ def raft_frames(msgs: list[Message]) -> bytes:
     return out
 
 
-def send_raft(addr: tuple[str, int], msgs: list[Message], linger_s: float = 1.0) -> bytes:
-    """Connect, send ``msgs`` as plain frames, and read what comes back for up to
-    ``linger_s`` (b"" when the broker closes the connection at once)."""
+def send_raft(addr: tuple[str, int], msgs: list[Message], linger_s: float = 1.0,
+              tls: ssl.SSLContext | None = None) -> bytes:
+    """Connect (over TLS with ``tls``), send ``msgs`` as plain frames, and read what
+    comes back for up to ``linger_s`` (b"" when the broker closes the connection)."""
     got = b""
-    with socket.create_connection(addr, timeout=2.0) as s:
+    with socket.create_connection(addr, timeout=2.0, source_address=(SOURCE, 0)) as raw:
+        s = raw
         try:
+            if tls is not None:
+                s = tls.wrap_socket(raw, server_hostname=addr[0])
             s.sendall(raft_frames(msgs))
         except OSError:
             return got  # closed on us mid-send: refused
@@ -98,6 +106,7 @@ def forged_gossip(impostor: str, impostor_addr: str,
 
 def send_gossip(addr: tuple[str, int], datagrams: list[bytes], repeat: int = 3) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((SOURCE, 0))
         for _ in range(repeat):
             for d in datagrams:
                 s.sendto(d, addr)

@@ -26,6 +26,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import socket
 import ssl
 import struct
 from collections.abc import Callable
@@ -109,6 +110,7 @@ class RaftTransport:
         self.security = security or LinkSecurity()
         self._log_limit = LogLimiter()
         self._server: asyncio.Server | None = None
+        self._listen_sock: socket.socket | None = None
         self._peers: dict[int, asyncio.Queue[bytes]] = {}
         self._peer_tasks: dict[int, asyncio.Task[None]] = {}
         self._inbound: dict[int, _Link] = {}
@@ -134,8 +136,9 @@ class RaftTransport:
         if self.security.raft_server_ssl is None:
             self._server = await asyncio.start_server(self._serve, host, port)
         else:
-            self._server = await asyncio.get_running_loop().create_server(
-                lambda: _TlsAccept(self), host, port)
+            self._listen_sock = _listen(host, port)
+            a = asyncio.create_task(self._accept_tls_loop(self._listen_sock))
+            self._tasks.add(a)
         p = asyncio.create_task(self._persist_loop())
         self._tasks.add(p)
         self.persister = p
@@ -148,6 +151,8 @@ class RaftTransport:
         self._closed = True
         if self._server is not None:
             self._server.close()
+        if self._listen_sock is not None:
+            self._listen_sock.close()
         for t in list(self._tasks) + list(self._peer_tasks.values()):
             t.cancel()
         for t in list(self._tasks) + list(self._peer_tasks.values()):
@@ -314,26 +319,39 @@ class RaftTransport:
                 with contextlib.suppress(Exception):
                     await link.writer.wait_closed()
 
-    async def _serve_tls(self, transport: asyncio.BaseTransport) -> None:
+    async def _accept_tls_loop(self, sock: socket.socket) -> None:
+        """Accept raft connections for mutual TLS (the sockets are accepted here, so a
+        failed TLS handshake is seen, with the peer's address, and logged)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, peer = await loop.sock_accept(sock)
+            except OSError as e:  # e.g. out of file descriptors: wait, go on
+                if self._closed:
+                    return
+                log.warning("[raft node=%d] accept failed: %s", self.core.node_id, e)
+                await asyncio.sleep(0.1)
+                continue
+            t = asyncio.create_task(self._serve_tls(conn, peer))
+            self._tasks.add(t)
+            t.add_done_callback(self._tasks.discard)
+
+    async def _serve_tls(self, conn: socket.socket, peer: object) -> None:
         """An inbound connection with mutual TLS: the TLS handshake (a client certificate
         the truststore verifies is required), then as any other."""
-        assert isinstance(transport, asyncio.Transport)
         assert self.security.raft_server_ssl is not None
         loop = asyncio.get_running_loop()
-        peer = transport.get_extra_info("peername")
         reader = asyncio.StreamReader()
         protocol = asyncio.StreamReaderProtocol(reader)
         try:
-            tls = await asyncio.wait_for(loop.start_tls(
-                transport, protocol, self.security.raft_server_ssl, server_side=True,
+            tls, _ = await asyncio.wait_for(loop.connect_accepted_socket(
+                lambda: protocol, conn, ssl=self.security.raft_server_ssl,
                 ssl_handshake_timeout=HANDSHAKE_TIMEOUT), timeout=HANDSHAKE_TIMEOUT + 0.5)
         except (OSError, TimeoutError) as e:
             self._refused("TLS connection from", peer, "no TLS handshake within "
                           f"{HANDSHAKE_TIMEOUT:g} s" if isinstance(e, TimeoutError) else e)
-            transport.close()
+            conn.close()
             return
-        assert tls is not None
-        protocol.connection_made(tls)
         await self._serve(reader, asyncio.StreamWriter(tls, protocol, reader, loop))
 
     async def _accept(self, reader: asyncio.StreamReader,
@@ -389,20 +407,20 @@ class RaftTransport:
             return
 
 
-class _TlsAccept(asyncio.Protocol):
-    """Accepts a raft connection for mutual TLS: reading pauses before the first byte,
-    so the TLS layer started on top sees the whole handshake (and its failure is
-    logged, which asyncio's own TLS server does not do)."""
-
-    def __init__(self, owner: RaftTransport) -> None:
-        self.owner = owner
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.pause_reading()
-        task = asyncio.ensure_future(self.owner._serve_tls(transport))
-        self.owner._tasks.add(task)
-        task.add_done_callback(self.owner._tasks.discard)
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (the first address host resolves to)."""
+    family, kind, proto, _, addr = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(128)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 class _Link:
