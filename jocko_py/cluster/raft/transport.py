@@ -287,7 +287,9 @@ class RaftTransport:
                 await q.get()  # no longer a voter: drain
                 continue
             try:
-                link = await asyncio.wait_for(self._dial(peer, addr), timeout=HANDSHAKE_TIMEOUT)
+                link = await asyncio.wait_for(
+                    self._dial(peer, addr),
+                    timeout=HANDSHAKE_TIMEOUT if self.security.authenticated else 1.0)
             except (TimeoutError, OSError, asyncio.IncompleteReadError, HandshakeError) as e:
                 refused = isinstance(e, HandshakeError | ssl.SSLError | asyncio.IncompleteReadError)
                 if refused:
