@@ -212,6 +212,7 @@ def test_a_cluster_broker_without_the_secret_warns_once_naming_the_setting(
         tmp_path: Path, pki: TestPki, caplog: pytest.LogCaptureFixture,
         props: dict[str, str], warned: str | None) -> None:
     (tmp_path / "s").write_text("k" * 32)
+    (tmp_path / "s").chmod(0o600)
     props = {k: v.replace("SECRET", str(tmp_path / "s")) for k, v in props.items()}
     props |= {"ssl.keystore.location": str(pki.broker.both),
               "ssl.truststore.location": str(pki.ca.cert)}
@@ -225,3 +226,17 @@ def test_a_cluster_broker_without_the_secret_warns_once_naming_the_setting(
     else:
         assert len(lines) == 1 and lines[0].startswith(warned), lines
         assert "set jocko.cluster.secret.file on every broker" in lines[0]
+
+
+def test_a_secret_file_others_can_read_is_warned_about(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    f = tmp_path / "s"
+    f.write_text("k" * 32)
+    f.chmod(0o644)
+    cfg = build_config(overrides={"jocko.cluster.secret.file": str(f)}, broker_id=1,
+                       voters="1@127.0.0.1:1")
+    with caplog.at_level(logging.WARNING, "jocko_py.broker.security.cluster_links"):
+        assert cluster_link_security(cfg).secret is not None
+    assert [r.getMessage() for r in caplog.records] == [
+        f"jocko.cluster.secret.file {f} can be read by other users than its owner "
+        "(chmod 600 it)"]

@@ -127,6 +127,7 @@ def test_secured_cluster_serves_and_a_process_without_the_secret_changes_nothing
                          capture_output=True, text=True, timeout=30, cwd=REPO)
     assert gen.returncode == 0 and len(gen.stdout.strip()) == 64, gen.stderr
     secret.write_text(gen.stdout)
+    secret.chmod(0o600)
     pki = make_pki(tmp_path / "pki")
     props = {"jocko.cluster.secret.file": str(secret), "jocko.gossip.encrypt": "true",
              "jocko.raft.ssl.enable": "true", "ssl.keystore.location": str(pki.broker.both),

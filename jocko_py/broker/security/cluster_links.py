@@ -21,8 +21,10 @@ Certificates and keys are read at start-up (a change needs a restart).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import os
 import ssl
 
 from jocko_py.broker.config import BrokerConfig, ConfigError
@@ -83,6 +85,10 @@ def cluster_link_security(config: BrokerConfig) -> LinkSecurity:
             secret = load_secret_file(path)
         except SecretError as e:
             raise ConfigError(str(e)) from None
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_mode & 0o077:
+                log.warning("jocko.cluster.secret.file %s can be read by other users than "
+                            "its owner (chmod 600 it)", path)
     encrypt = config.bool("jocko.gossip.encrypt")
     if encrypt and secret is None:
         raise ConfigError("jocko.gossip.encrypt=true needs jocko.cluster.secret.file (the "
