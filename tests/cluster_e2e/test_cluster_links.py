@@ -82,15 +82,20 @@ def produce_and_consume(c: Cluster, n: int, tag: str) -> None:
     finally:
         prod.close(10)
     cons = KafkaConsumer(bootstrap_servers=c.bootstrap, enable_auto_commit=False,
-                         auto_offset_reset="earliest", consumer_timeout_ms=3000)
+                         auto_offset_reset="earliest")
+    want = {f"{tag}-{i}" for i in range(n)}
+    got: set[str] = set()
     try:
         tps = [TopicPartition(TOPIC, p) for p in range(3)]
         cons.assign(tps)
         cons.seek_to_beginning(*tps)
-        got = {m.value.decode() for m in cons}
+        deadline = time.monotonic() + 30
+        while not want <= got and time.monotonic() < deadline:
+            for recs in cons.poll(timeout_ms=200).values():
+                got |= {r.value.decode() for r in recs}
     finally:
         cons.close()
-    assert {f"{tag}-{i}" for i in range(n)} <= got
+    assert want <= got, sorted(want - got)
 
 
 def attack(c: Cluster, tls: ssl.SSLContext) -> None:
