@@ -218,11 +218,15 @@ def test_a_cluster_broker_without_the_secret_warns_once_naming_the_setting(
               "ssl.truststore.location": str(pki.ca.cert)}
     cfg = build_config(overrides=props, broker_id=1, voters="1@127.0.0.1:1",
                        gossip_addr="127.0.0.1:2")
-    with caplog.at_level(logging.WARNING, "jocko_py.broker.security.cluster_links"):
-        cluster_link_security(cfg)
+    with caplog.at_level(logging.INFO, "jocko_py.broker.security.cluster_links"):
+        sec = cluster_link_security(cfg)
     lines = [r.getMessage() for r in caplog.records if "not authenticated" in r.getMessage()]
     if warned is None:
         assert lines == []
+        assert sec.secret is not None
+        assert [r.getMessage() for r in caplog.records] == [
+            "cluster links: raft and gossip authenticated with the cluster secret (1 key(s), "
+            f"signing key id {sec.secret.signing.key_id.hex()})"]
     else:
         assert len(lines) == 1 and lines[0].startswith(warned), lines
         assert "set jocko.cluster.secret.file on every broker" in lines[0]

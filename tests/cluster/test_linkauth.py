@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jocko_py.cluster.linkauth import (
     HELLO_LEN,
@@ -280,3 +282,21 @@ def test_log_limiter_one_line_per_reason_per_interval() -> None:
     assert [lim.allow("10.0.0.9", t) for t in (1, 2, 3)] == [None] * 3
     assert lim.allow("10.0.0.8", 4) == 0
     assert lim.allow("10.0.0.9", 60_000) == 3
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_bytes_are_refused_cleanly_never_crash(data: bytes) -> None:
+    """Whatever a peer sends: the codecs raise their own error, nothing else."""
+    s = secret(OLD)
+    with pytest.raises(GossipAuthError):
+        GossipCodec(s).open(data, T0)
+    lis = RaftListener(s, 2)
+    with pytest.raises(HandshakeError):
+        lis.on_hello(data[:HELLO_LEN].ljust(HELLO_LEN, b"\0"))
+        lis.on_proof(data[:32])
+    d = RaftDialler(s, 1, 2)
+    with pytest.raises(HandshakeError):
+        d.on_reply(data)
+    with pytest.raises(HandshakeError):
+        FrameOpener(b"k" * 32).check(data, data[:16])

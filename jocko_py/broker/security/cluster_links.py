@@ -102,7 +102,12 @@ def cluster_link_security(config: BrokerConfig) -> LinkSecurity:
     if config.bool("jocko.raft.ssl.enable"):
         server, client = raft_tls(config)
     sec = LinkSecurity(secret, encrypt, server, client)
-    if secret is None:
+    if secret is not None:
+        log.info("cluster links: raft and gossip authenticated with the cluster secret "
+                 "(%d key(s), signing key id %s)%s%s", len(secret.keys),
+                 secret.signing.key_id.hex(), ", gossip encrypted" if encrypt else "",
+                 ", raft over mutual TLS" if server is not None else "")
+    else:
         ports = (f"the gossip port {config.gossip_addr} is" if server is not None else
                  f"the raft port {config.raft_addr} and the gossip port "
                  f"{config.gossip_addr} are")
