@@ -103,9 +103,12 @@ def attack(c: Cluster, tls: ssl.SSLContext) -> None:
     raft frames over plain TCP (no certificate) and over TLS with a certificate the
     brokers trust, and gossip datagrams."""
     leader, epoch = quorum(c)
+    with Client(c.brokers[1].bootstrap, timeout=5) as cl:  # the cluster id is public
+        cluster_id = cl.request(60, 0, {"include_cluster_authorized_operations": False}
+                                ).cluster_id
     for vid, addr in raft_addrs(c).items():
         impostor = next(i for i in c.brokers if i != vid)
-        msgs = forged_raft_messages(vid, epoch, impostor)
+        msgs = forged_raft_messages(vid, epoch, impostor, cluster_id)
         send_raft(addr, msgs, linger_s=0.3)
         assert send_raft(addr, msgs, linger_s=0.3, tls=tls) == b""  # closed, no answer
     for b in c.brokers.values():

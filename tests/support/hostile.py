@@ -30,22 +30,24 @@ FAKE_ID = 99
 SOURCE = "127.0.0.2"
 
 
-def forged_raft_messages(target: int, epoch: int, impostor: int) -> list[Message]:
+def forged_raft_messages(target: int, epoch: int, impostor: int,
+                         cluster_id: str = "jocko") -> list[Message]:
     """What an impostor claiming to be node ``impostor`` sends node ``target`` whose raft
-    epoch is ``epoch``: each message, if believed, moves the target to a later epoch."""
+    epoch is ``epoch`` (in the cluster ``cluster_id``, which is no secret): each message,
+    if believed, moves the target to a later epoch."""
     e = epoch + 100
     data = encode_records([RegisterBrokerRecord(
         FAKE_ID, uuid.UUID(int=FAKE_ID), 1,
         (BrokerEndpoint("PLAINTEXT", "10.255.255.1", 9092),), fenced=False)])
     return [
-        VoteRequest(src=impostor, dest=target, correlation_id=7001, cluster_id="jocko",
+        VoteRequest(src=impostor, dest=target, correlation_id=7001, cluster_id=cluster_id,
                     voter_id=target, candidate_epoch=e, candidate_id=impostor,
                     last_offset_epoch=e, last_offset=10**6),
         BeginQuorumEpochRequest(src=impostor, dest=target, correlation_id=7002,
-                                cluster_id="jocko", voter_id=target, leader_id=impostor,
+                                cluster_id=cluster_id, voter_id=target, leader_id=impostor,
                                 leader_epoch=e + 1),
         EndQuorumEpochRequest(src=impostor, dest=target, correlation_id=7003,
-                              cluster_id="jocko", leader_id=impostor, leader_epoch=e + 2,
+                              cluster_id=cluster_id, leader_id=impostor, leader_epoch=e + 2,
                               preferred_successors=(impostor,)),
         FetchResponse(src=impostor, dest=target, correlation_id=7004, error_code=0,
                       high_watermark=10**6, log_start_offset=0, leader_id=impostor,
