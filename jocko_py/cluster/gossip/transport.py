@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from jocko_py.cluster.addr import bind_error
 from jocko_py.cluster.gossip.core import GossipAction, GossipCore
 from jocko_py.cluster.gossip.messages import (
     GossipDecodeError,
@@ -80,7 +81,11 @@ class GossipTransport:
     async def start(self, seeds: list[str]) -> None:
         loop = asyncio.get_running_loop()
         host, port = _split(self.core.addr)
-        udp, _ = await loop.create_datagram_endpoint(lambda: _Proto(self), local_addr=(host, port))
+        try:
+            udp, _ = await loop.create_datagram_endpoint(lambda: _Proto(self),
+                                                         local_addr=(host, port))
+        except OSError as e:
+            raise bind_error("gossip, UDP", host, port, e) from None
         self._udp = udp
         self._execute(self.core.join(seeds, self.now()))
         self._task = asyncio.create_task(self._ticker())

@@ -32,6 +32,7 @@ import struct
 from collections.abc import Callable
 from typing import Protocol
 
+from jocko_py.cluster.addr import bind_error
 from jocko_py.cluster.linkauth import (
     HELLO_LEN,
     PROOF_LEN,
@@ -133,10 +134,14 @@ class RaftTransport:
 
     async def start(self) -> None:
         host, port = split_addr(self.listen)
-        if self.security.raft_server_ssl is None:
-            self._server = await asyncio.start_server(self._serve, host, port)
-        else:
-            self._listen_sock = _listen(host, port)
+        try:
+            if self.security.raft_server_ssl is None:
+                self._server = await asyncio.start_server(self._serve, host, port)
+            else:
+                self._listen_sock = _listen(host, port)
+        except OSError as e:
+            raise bind_error("raft", host, port, e) from None
+        if self._listen_sock is not None:
             a = asyncio.create_task(self._accept_tls_loop(self._listen_sock))
             self._tasks.add(a)
         p = asyncio.create_task(self._persist_loop())
