@@ -24,6 +24,7 @@ class Raw:
             s = ctx.wrap_socket(s, server_hostname="localhost")
         self.sock = s
         self.corr = 0
+        self.client_id = "raw-test"
 
     def close(self) -> None:
         self.sock.close()
@@ -36,7 +37,7 @@ class Raw:
 
     def send(self, api_key: int, version: int, body: dict[str, Any]) -> int:
         self.corr += 1
-        self.sock.sendall(codec.encode_request(api_key, version, self.corr, "raw-test", body))
+        self.sock.sendall(codec.encode_request(api_key, version, self.corr, self.client_id, body))
         return self.corr
 
     def _exact(self, n: int) -> bytes | None:

@@ -54,7 +54,7 @@ async def handshake(ctx: RequestContext, req: Any) -> dict[str, Any]:
     s.exchange = SaslExchange(mech, s.sasl, security.scram_credential,
                               security.cluster_auth_server() if broker else None)
     s.raw_tokens = ctx.version == 0
-    if s.authenticated:
+    if s.authenticated and s.mechanism is not None:
         s.reauth_principal = s.principal  # KIP-368 re-authentication
     return {"error_code": ErrorCode.NONE, "mechanisms": mechs}
 
