@@ -20,9 +20,7 @@ three brokers work at all is the test that a real broker with the secret is acce
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,7 +37,7 @@ from jocko_py.broker.security.cluster_auth import (
 from jocko_py.client import Client
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode
-from tests.security.raw import Raw
+from tests.security.raw import Raw, cluster_secret
 from tests.support.broker import BrokerProcess
 from tests.support.cluster import Cluster
 
@@ -47,29 +45,6 @@ pytestmark = pytest.mark.timeout(120)
 
 CONTROLLER_APIS = {56, 63, 67}
 FORWARD_CLIENT_ID = "jocko-py-forward"
-_SECRET = re.compile(rb'\{"d":\{"secret":"([A-Za-z0-9+/=]+)"\},"k":10000,')
-
-
-def cluster_secret(data_dir: Path) -> bytes:
-    """The cluster secret as the broker's metadata log on disk holds it."""
-    for f in sorted(data_dir.rglob("*")):
-        if f.is_file() and ("raft" in f.parts or f.name == "__cluster_metadata.log"):
-            m = _SECRET.search(f.read_bytes())
-            if m:
-                return base64.b64decode(m.group(1))
-    raise AssertionError(f"no cluster secret in the metadata log under {data_dir}")
-
-
-def broker_login(raw: Raw, broker_id: int, secret: bytes) -> Any:
-    """JOCKO-CLUSTER as broker ``broker_id``; the final SaslAuthenticate answer."""
-    assert raw.handshake(MECHANISM).error_code == 0
-    auth = ClusterAuthClient(broker_id, derive_key(secret))
-    r = raw.authenticate(auth.first())
-    assert r.error_code == 0, r.error_message
-    r = raw.authenticate(auth.final(bytes(r.auth_bytes)))
-    assert r.error_code == 0, r.error_message
-    auth.verify(bytes(r.auth_bytes))
-    return r
 
 
 # --------------------------------------------------------------------------- state
@@ -166,7 +141,7 @@ def forge(addr: str, topic: str, leaders: dict[int, tuple[int, int, list[int]]],
     with Client(addr) as c:
         tid = next(t.topic_id for t in c.metadata([topic]).topics)
     for cid in ("hostile", FORWARD_CLIENT_ID):
-        for p, (leader, epoch, isr) in leaders.items():
+        for p, (leader, epoch, _isr) in leaders.items():
             for guess in (-1, 0, 1, 2, 3):  # the leader's broker epoch, guessed
                 assert_closed_unanswered(addr, 56, 3, {
                     "broker_id": leader, "broker_epoch": guess, "topics": [{
@@ -280,7 +255,7 @@ def test_cluster_authentication_on_one_broker(broker: BrokerProcess) -> None:
     secret = cluster_secret(broker.data_dir)
     me = broker.broker_id
     with Raw(broker.bootstrap) as raw:  # the right secret: a broker
-        broker_login(raw, me, secret)
+        raw.broker_login(me, secret)
         r = raw.call(18, 3, {"client_software_name": "b", "client_software_version": "1"})
         assert CONTROLLER_APIS <= {k.api_key for k in r.api_keys}
         r = raw.call(56, 3, {"broker_id": me, "broker_epoch": 12345, "topics": []})
@@ -353,7 +328,7 @@ def test_three_brokers_refuse_broker_only_apis_from_clients(tmp_path: Path) -> N
         # or an ISR change with a wrong broker epoch is stale
         secret = cluster_secret(c.brokers[controller].data_dir)
         with Raw(c.brokers[controller].bootstrap) as raw:
-            broker_login(raw, other.broker_id, secret)
+            raw.broker_login(other.broker_id, secret)
             r = raw.call(63, 1, {"broker_id": other.broker_id, "broker_epoch": 10**9,
                                  "current_metadata_offset": 0, "want_fence": True,
                                  "want_shut_down": False, "offline_log_dirs": []})
