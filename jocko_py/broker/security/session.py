@@ -192,20 +192,27 @@ class SecurityManager:
             s.sasl = self.sasl[listener.name]
         return s
 
-    def inter_broker_client(self) -> ClientSecurity:
-        """TLS and authentication for connections to other brokers' inter-broker
-        listener. Every such connection authenticates with JOCKO-CLUSTER (the cluster
-        secret), on every listener, so the other broker serves it the broker-only APIs.
-        On TLS the client certificate is this broker's own keystore. On a SASL
-        listener `sasl.mechanism.inter.broker.protocol` (PLAIN here; Kafka's GSSAPI
-        default is not implemented) and the JAAS `username` / `password` of
+    def broker_channel_security(self) -> ClientSecurity:
+        """How this broker's own connections to the others (replica fetchers, requests
+        to the controller, transaction markers) connect: TLS as `inter_broker_client`,
+        and always JOCKO-CLUSTER (the cluster secret), on every listener, instead of the
+        listener's SASL mechanism, so the other broker serves them the broker-only APIs."""
+        return dataclasses.replace(self.inter_broker_client() or ClientSecurity(),
+                                   cluster_broker_id=self.config.broker_id,
+                                   cluster_key=self.cluster_key)
+
+    def inter_broker_client(self) -> ClientSecurity | None:
+        """TLS and SASL settings for connections to other brokers' inter-broker
+        listener (None for PLAINTEXT). The client certificate is this broker's own
+        keystore; SASL uses `sasl.mechanism.inter.broker.protocol` (PLAIN here; Kafka's
+        GSSAPI default is not implemented) and the JAAS `username` / `password` of
         `listener.name.<listener>.<mechanism>.sasl.jaas.config` or `sasl.jaas.config`
-        are still required and checked, as Kafka does, but JOCKO-CLUSTER is used."""
+        (required and checked as Kafka does; the brokers' own channels authenticate
+        with JOCKO-CLUSTER instead, see `broker_channel_security`)."""
         cfg = self.config
-        cluster = ClientSecurity(cluster_broker_id=cfg.broker_id, cluster_key=self.cluster_key)
         x = next((x for x in cfg.listeners if x.name == cfg.inter_broker_listener), None)
         if x is None or x.security_protocol == "PLAINTEXT":
-            return cluster
+            return None
         ctx = None
         if x.tls:
             tls = TlsSettings.from_config(cfg, x.name)
@@ -221,7 +228,7 @@ class SecurityManager:
             except (OSError, ssl.SSLError) as e:
                 raise ConfigError(f"inter-broker TLS: cannot load the keystore: {e}") from e
         if not x.sasl:
-            return dataclasses.replace(cluster, ssl=ctx)
+            return ClientSecurity(ssl=ctx)
         mech = (cfg.get("sasl.mechanism.inter.broker.protocol") or "PLAIN").strip().upper()
         if mech not in self.sasl[x.name].mechanisms:
             raise ConfigError(f"sasl.mechanism.inter.broker.protocol: {mech} is not enabled "
@@ -233,8 +240,7 @@ class SecurityManager:
             raise ConfigError(f"inter-broker SASL on {x.name} needs username and password in "
                               f"listener.name.{x.name.lower()}.{mech.lower()}.sasl.jaas.config "
                               "or sasl.jaas.config")
-        return dataclasses.replace(cluster, ssl=ctx, sasl_mechanism=mech,
-                                   username=opts["username"], password=opts.get("password", ""))
+        return ClientSecurity(ctx, mech, opts["username"], opts.get("password", ""))
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         if self.image is None:
