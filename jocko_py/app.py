@@ -229,7 +229,7 @@ async def start_console(broker: Broker) -> Console | None:
     from jocko_py.console import Console
 
     host, port = split_addr(addr, 9080)
-    c = Console(broker, host or "0.0.0.0", port, broker.config.bool("jocko.console.read.only"))
+    c = Console(broker, host or "0.0.0.0", port)  # read-only: console_read_only(config)
     await c.start()
     return c
 
