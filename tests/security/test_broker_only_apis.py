@@ -246,6 +246,8 @@ def test_forward_client_id_is_an_ordinary_client(broker: BrokerProcess) -> None:
                                           "replication_factor": 1}], "timeout_ms": 10000})
         assert r.topics[0].error_code == 0
         assert r.throttle_time_ms > 0, "the mutation quota was skipped"
+    # (that connection is muted for the throttle time: ask again on a new one)
+    with Client(broker.bootstrap, client_id=FORWARD_CLIENT_ID) as c:
         r = c.request(19, 7, {"topics": [{"name": "forward-2", "num_partitions": 1,
                                           "replication_factor": 1}], "timeout_ms": 10000})
         assert r.topics[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
