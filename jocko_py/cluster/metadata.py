@@ -39,8 +39,10 @@ Records (frozen dataclasses; list-valued fields are tuples):
   ``ClientQuotaRecord(entity, key, value, remove=False)``: client quotas
 - ``ClusterSecretRecord(secret)`` (jocko-specific, apiKey 10000): the cluster's random
   32-byte secret, committed once by the active controller; brokers prove they know it
-  when they connect to each other (``broker/security/cluster_auth.py``). Its ``repr``
-  hides the value; the image keeps the first one (``cluster_secret``).
+  when they connect to each other over Kafka's protocol (``broker/security/cluster_auth.py``;
+  not the operator's ``jocko.cluster.secret.file``, which authenticates the raft and
+  gossip links that carry this log). Its ``repr`` hides the value; the image keeps the
+  first one (``cluster_secret``).
 - ``MetadataRecord``: the union of all of the above.
 
 Encoding:

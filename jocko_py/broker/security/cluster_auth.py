@@ -19,6 +19,12 @@ a client nonce it has already seen (`NonceCache`), and the client checks the ser
 proof, so a broker never talks to an impostor either. The labels differ per direction,
 so one side's proof cannot be reflected as the other's.
 
+The secret is only as private as the metadata log: each broker's data directory and
+the raft port. The operator's `jocko.cluster.secret.file` (authenticated raft and
+gossip, `cluster/linkauth.py`) and `jocko.raft.ssl.enable` (encrypted raft) keep other
+processes from fetching or overhearing it; without them the raft port must be reachable
+by brokers only, as Kafka's controller listener.
+
 Pure: no sockets, no clock; the caller supplies the key and the randomness.
 """
 
