@@ -9,7 +9,9 @@ partition: it finds the producer whose open transaction starts at `--start-offse
 (DescribeProducers on the leader) and writes an ABORT marker for it there
 (WriteTxnMarkers with the producer's epoch and the last coordinator epoch it saw), as
 Kafka's `abort` does. Only for transactions no coordinator will ever end: aborting a
-live transaction behind its coordinator's back breaks it.
+live transaction behind its coordinator's back breaks it. As in Kafka, the abort needs
+CLUSTER_ACTION on the cluster: the broker serves WriteTxnMarkers only to brokers and,
+with an authorizer, to principals allowed it (never to everyone by default).
 """
 
 from __future__ import annotations
@@ -102,6 +104,10 @@ def cmd_abort(c: Client, args: argparse.Namespace) -> int:
             "topics": [{"name": args.topic, "partition_indexes": [args.partition]}],
             "coordinator_epoch": max(match.coordinator_epoch, 0)}]})
         err = w.markers[0].topics[0].partitions[0].error_code
+        if err == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+            raise KafkaError(err, "WriteTxnMarkers: aborting a transaction needs "
+                             "CLUSTER_ACTION on the cluster (an authorizer with this "
+                             "principal in super.users, or an ACL)")
         if err:
             raise KafkaError(err, "WriteTxnMarkers")
     finally:

@@ -56,7 +56,7 @@ class Broker:
         # TLS contexts, SASL settings, principals, ACLs (raises ConfigError)
         self.security = SecurityManager(config, lambda: quorum.image)
         self.replicas.channel_security = self.topics.channel_security = \
-            self.security.inter_broker_client()
+            self.security.broker_channel_security()
         # extension point for services added by later layers (group coordinator, ...)
         self.services: dict[str, Any] = {}
 

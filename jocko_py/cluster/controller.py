@@ -58,6 +58,9 @@ Rules
   leader when it is unfenced, in the ISR and not already leading. An unclean election
   (ElectLeaders type 1) only applies to a leaderless partition: the first live replica
   leads with an ISR of itself.
+- Cluster secret (``cluster_secret_records``): while the image has none, the controller
+  proposes a ``ClusterSecretRecord`` of 32 random bytes (once: a new cluster, or a data
+  directory from before it existed); brokers authenticate each other with it.
 - Reassignment (``reassign``, AlterPartitionReassignments, as KRaft does it): the
   replicas become target + current (target first), ``adding`` = target - current,
   ``removing`` = current - target. Once every adding replica is in the ISR,
@@ -70,8 +73,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from jocko_py.cluster.metadata import (
@@ -80,6 +84,7 @@ from jocko_py.cluster.metadata import (
     NO_LEADER,
     NO_LEADER_CHANGE,
     BrokerEndpoint,
+    ClusterSecretRecord,
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -147,9 +152,17 @@ class ControllerConfig:
 
 
 class Controller:
-    def __init__(self, config: ControllerConfig | None = None) -> None:
+    def __init__(self, config: ControllerConfig | None = None,
+                 random_bytes: Callable[[int], bytes] = os.urandom) -> None:
         self.config = config or ControllerConfig()
         self._pid_reserved = 0  # producer ids below this were proposed by this controller
+        self._random_bytes = random_bytes
+
+    def cluster_secret_records(self, image: MetadataImage) -> list[MetadataRecord]:
+        """A new cluster secret while the image has none (see the module rules)."""
+        if image.cluster_secret is not None:
+            return []
+        return [ClusterSecretRecord(self._random_bytes(32))]
 
     # ------------------------------------------------------------------ membership
 

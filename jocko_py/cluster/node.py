@@ -51,6 +51,7 @@ from jocko_py.cluster.gossip.transport import GossipTransport
 from jocko_py.cluster.linkauth import LinkSecurity, load_secret_file
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
+    ClusterSecretRecord,
     ConfigRecord,
     MetadataDelta,
     MetadataImage,
@@ -291,7 +292,8 @@ class ClusterNode:
                 if not self.is_active_controller() or not self._settled():
                     continue
                 live, caught_up = self._heartbeat_filter(self.live_brokers())
-                recs = self.controller.reconcile(self.machine.image, live, caught_up=caught_up)
+                recs = self.controller.cluster_secret_records(self.machine.image) + \
+                    self.controller.reconcile(self.machine.image, live, caught_up=caught_up)
                 if not recs and self.leader_rebalance_interval_ms > 0 and \
                         time.monotonic() - self._last_rebalance \
                         >= self.leader_rebalance_interval_ms / 1000:
@@ -358,8 +360,9 @@ class ClusterNode:
             return {
                 "applied": self.machine.applied,
                 "fingerprint": img.fingerprint(),
-                "records": [
+                "records": [  # the cluster secret is never shown
                     [type(r).__name__, _jsonable(dataclasses.asdict(r))] for r in img.snapshot()
+                    if not isinstance(r, ClusterSecretRecord)
                 ],
             }
         if op == "create_topic":
