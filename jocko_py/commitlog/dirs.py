@@ -170,13 +170,18 @@ def lock_dirs(dirs: Iterable[Path]) -> DirLocks:
 @dataclass(frozen=True, slots=True)
 class MetaProperties:
     cluster_id: str
-    node_id: int
+    # None in a file an older jocko-py wrote (cluster.id only): completed on start
+    node_id: int | None
     directory_id: str
     version: int = META_VERSION
 
     def as_dict(self) -> dict[str, str]:
-        return {"cluster.id": self.cluster_id, "directory.id": self.directory_id,
-                "node.id": str(self.node_id), "version": str(self.version)}
+        out = {"cluster.id": self.cluster_id, "version": str(self.version)}
+        if self.directory_id:
+            out["directory.id"] = self.directory_id
+        if self.node_id is not None:
+            out["node.id"] = str(self.node_id)
+        return out
 
     def text(self) -> str:
         stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
@@ -210,7 +215,8 @@ def read_meta(directory: Path) -> MetaProperties | None:
     props = _parse(text)
     try:
         version = int(props.get("version", ""))
-        node_id = int(props.get("node.id", ""))
+        node = props.get("node.id")
+        node_id = None if node is None else int(node)
     except ValueError:
         raise DirectoryError(f"{path} is not a valid meta.properties file: version and "
                              "node.id must be integers") from None
@@ -259,7 +265,7 @@ def verify_meta(dirs: Sequence[Path], node_id: int,
             raise DirectoryError(f"Invalid cluster.id in: {d / META_FILE}. Expected {expected}, "
                                  f"but read {meta.cluster_id}")
         expected = meta.cluster_id
-        if meta.node_id != node_id:
+        if meta.node_id is not None and meta.node_id != node_id:
             raise DirectoryError(
                 f"Stored node id {meta.node_id} doesn't match previous node id {node_id} in "
                 f"{d}. If you moved your data, make sure your configured node id matches. If "
@@ -276,11 +282,14 @@ def verify_meta(dirs: Sequence[Path], node_id: int,
 
 def store_meta(dirs: Sequence[Path], node_id: int, cluster_id: str) -> list[Path]:
     """Write meta.properties (with a new directory id) into every directory that has
-    none; check the others agree. Returns the directories written."""
+    none, and complete one an older version wrote (no node.id or directory.id); check
+    the others agree. Returns the directories written."""
     _, found = verify_meta(dirs, node_id, cluster_id)
     written = []
     for d, meta in found.items():
-        if meta is None:
-            write_meta(d, MetaProperties(cluster_id, node_id, random_uuid()))
+        if meta is None or meta.node_id is None or not meta.directory_id:
+            write_meta(d, MetaProperties(cluster_id, node_id,
+                                         meta.directory_id if meta and meta.directory_id
+                                         else random_uuid()))
             written.append(d)
     return written
