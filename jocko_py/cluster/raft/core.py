@@ -603,40 +603,44 @@ class RaftCore:
         if msg.error_code != INCONSISTENT_CLUSTER_ID:
             self._foreign.pop(msg.src, None)
             return True
-        self._note_foreign(msg.src, "", "")
+        self._note_foreign(msg.src, "" if msg.cluster_id == self.cluster_id else msg.cluster_id,
+                           "")
         return False
 
     def _refuse(self, m: VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest
                 | FetchRequest | FetchSnapshotRequest) -> None:
         err, me, to, corr = INCONSISTENT_CLUSTER_ID, self.node_id, m.src, m.correlation_id
+        ours = self.cluster_id
         if isinstance(m, VoteRequest):
             self._send(VoteResponse(src=me, dest=to, correlation_id=corr, error_code=err,
-                                    leader_id=-1, leader_epoch=-1, vote_granted=False))
+                                    leader_id=-1, leader_epoch=-1, vote_granted=False,
+                                    cluster_id=ours))
         elif isinstance(m, BeginQuorumEpochRequest):
             self._send(BeginQuorumEpochResponse(src=me, dest=to, correlation_id=corr,
-                                                error_code=err, leader_id=-1, leader_epoch=-1))
+                                                error_code=err, leader_id=-1, leader_epoch=-1,
+                                                cluster_id=ours))
         elif isinstance(m, FetchRequest):
             self._send(FetchResponse(src=me, dest=to, correlation_id=corr, error_code=err,
                                      high_watermark=-1, log_start_offset=-1, leader_id=-1,
-                                     leader_epoch=-1))
+                                     leader_epoch=-1, cluster_id=ours))
         elif isinstance(m, FetchSnapshotRequest):
             self._send(FetchSnapshotResponse(src=me, dest=to, correlation_id=corr,
                                              error_code=err, leader_id=-1, leader_epoch=-1,
                                              snapshot_id=m.snapshot_id, size=-1,
-                                             position=m.position))
+                                             position=m.position, cluster_id=ours))
         # EndQuorumEpoch has no response here
 
     def _note_foreign(self, peer: int, their_id: str, what: str) -> None:
         known = self._foreign.get(peer)
         if known is None or (their_id and known != their_id):
-            if their_id:
+            if what:
                 log.warning("[raft node=%d] refused %s from node %d: it belongs to cluster %s, "
                             "this node to cluster %s (INCONSISTENT_CLUSTER_ID)", self.node_id,
                             what, peer, their_id, self.cluster_id)
             else:
-                log.warning("[raft node=%d] node %d refused this node: its cluster id differs "
-                            "from this node's, %s (INCONSISTENT_CLUSTER_ID)", self.node_id,
-                            peer, self.cluster_id or "(none yet)")
+                log.warning("[raft node=%d] node %d refused this node: it belongs to cluster "
+                            "%s, this node to cluster %s (INCONSISTENT_CLUSTER_ID)", self.node_id,
+                            peer, their_id or "(not said)", self.cluster_id or "(none yet)")
         self._foreign[peer] = their_id or known or ""
         self._check_joinable()
 

@@ -109,6 +109,9 @@ class VoteResponse:
     leader_id: int
     leader_epoch: int
     vote_granted: bool
+    # the responder's cluster id, sent with INCONSISTENT_CLUSTER_ID only (jocko-py's
+    # addition to Kafka's fields: the refused node can say which cluster refused it)
+    cluster_id: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,6 +133,9 @@ class BeginQuorumEpochResponse:
     error_code: int
     leader_id: int
     leader_epoch: int
+    # the responder's cluster id, sent with INCONSISTENT_CLUSTER_ID only (jocko-py's
+    # addition to Kafka's fields: the refused node can say which cluster refused it)
+    cluster_id: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,6 +178,9 @@ class FetchResponse:
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end_offset)
     snapshot_id: tuple[int, int] | None = None  # (end_offset, epoch)
     records: tuple[Entry, ...] = ()
+    # the responder's cluster id, sent with INCONSISTENT_CLUSTER_ID only (jocko-py's
+    # addition to Kafka's fields: the refused node can say which cluster refused it)
+    cluster_id: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,6 +208,9 @@ class FetchSnapshotResponse:
     size: int
     position: int
     unaligned_records: bytes = b""
+    # the responder's cluster id, sent with INCONSISTENT_CLUSTER_ID only (jocko-py's
+    # addition to Kafka's fields: the refused node can say which cluster refused it)
+    cluster_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
