@@ -369,9 +369,11 @@ async def _run_broker(config: BrokerConfig, stop: asyncio.Event | None,
                 from jocko_py.cluster.node import ClusterIdMismatchError
 
                 exc = fatal.result()
-                failed.append(str(exc) if isinstance(exc, ClusterIdMismatchError)
-                              else f"the cluster node failed: {exc!r}")
-                log.critical("%s", failed[-1])
+                if isinstance(exc, ClusterIdMismatchError):  # logged by raft: said once more
+                    failed.append(str(exc))  # as the reason the broker stopped
+                else:
+                    failed.append(f"the cluster node failed: {exc!r}")
+                    log.critical("%s", failed[-1])
             else:
                 if failed:
                     log.critical("shutting down broker because %s", failed[0])

@@ -217,10 +217,9 @@ class ClusterNode:
         return self.core.cluster_id
 
     def _fail_stop(self, exc: BaseException) -> None:
-        """Fail-stop for a reason that needs no traceback (one line)."""
+        """Fail-stop for a reason that needs no traceback, logged where it was found."""
         if self.fatal is None:
             self.fatal = exc
-            log.critical("[node=%d] %s", self.node_id, exc)
             if self._fatal_event is not None:
                 self._fatal_event.set()
 
