@@ -21,6 +21,7 @@ from jocko_py.cluster.raft.messages import (
     AppendLog,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
+    Commit,
     EndQuorumEpochRequest,
     Entry,
     FetchRequest,
@@ -267,10 +268,11 @@ def test_a_committed_id_other_than_ours_stops_the_node() -> None:
                  if isinstance(m, FetchRequest))
     assert isinstance(fetch, FetchRequest) and fetch.cluster_id == THEIRS
     entries = (Entry(0, 1, b"1", LEADER_CHANGE), Entry(1, 1, MINE.encode(), CLUSTER_ID))
-    core.receive(FetchResponse(src=1, dest=2, correlation_id=fetch.correlation_id,
-                               error_code=NONE, high_watermark=2, log_start_offset=0,
-                               leader_id=1, leader_epoch=1, records=entries), 30)
+    acts = core.receive(FetchResponse(src=1, dest=2, correlation_id=fetch.correlation_id,
+                                      error_code=NONE, high_watermark=2, log_start_offset=0,
+                                      leader_id=1, leader_epoch=1, records=entries), 30)
     assert core.inconsistent is not None
+    assert not [a for a in acts if isinstance(a, Commit)]  # nothing of it is applied
     assert f"holds cluster id {MINE}, but this node's cluster id is {THEIRS}" in core.inconsistent
     assert core.cluster_id == THEIRS  # a stored id never changes
 
@@ -290,3 +292,27 @@ def test_messages_carry_the_id_once_learned() -> None:
     net.step(lambda: len(sent) > 20)
     requests = [m for m in sent if type(m).__name__.endswith("Request")]
     assert requests and {dataclasses.asdict(m)["cluster_id"] for m in requests} == {cid}
+
+
+def test_a_fetched_snapshot_of_another_cluster_is_not_installed() -> None:
+    core = RaftCore(2, VOTERS, _cfg(THEIRS), seed=2)
+    core.start(0)
+
+    def sent(acts: list[Any]) -> Message:
+        return next(a.message for a in acts if isinstance(a, Send))
+
+    fetch = sent(core.receive(BeginQuorumEpochRequest(
+        src=1, dest=2, correlation_id=1, cluster_id="", voter_id=2, leader_id=1,
+        leader_epoch=1), 10))
+    blob = Snapshot(5, 1, VOTERS, b"image of another cluster", MINE).to_bytes()
+    req = sent(core.receive(FetchResponse(
+        src=1, dest=2, correlation_id=fetch.correlation_id, error_code=NONE, high_watermark=5,
+        log_start_offset=5, leader_id=1, leader_epoch=1, snapshot_id=(5, 1)), 20))
+    assert isinstance(req, FetchSnapshotRequest) and req.cluster_id == THEIRS
+    acts = core.receive(FetchSnapshotResponse(
+        src=1, dest=2, correlation_id=req.correlation_id, error_code=NONE, leader_id=1,
+        leader_epoch=1, snapshot_id=(5, 1), size=len(blob), position=0,
+        unaligned_records=blob), 30)
+    assert core.inconsistent is not None and MINE in core.inconsistent
+    assert not [a for a in acts if isinstance(a, PersistSnapshot)]
+    assert core.snapshot is None and core.log_start == 0

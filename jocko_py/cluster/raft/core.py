@@ -916,7 +916,8 @@ class RaftCore:
                 for e in batch:
                     if e.kind == CLUSTER_ID:
                         self._learn_cluster_id(e.data.decode("utf-8", "replace"))
-                self._out.append(Commit(batch))
+                if self.inconsistent is None:  # another cluster's log is not applied
+                    self._out.append(Commit(batch))
 
     def _check_reconfig(self) -> int:
         if self.role is not Role.LEADER:
@@ -1291,6 +1292,9 @@ class RaftCore:
         if snap.end_offset <= self.high_watermark:
             self._send_fetch(self.leader_id, now)
             return
+        self._learn_cluster_id(snap.cluster_id)  # committed; another cluster's: stop here
+        if self.inconsistent is not None:
+            return
         self.snapshot = snap
         self.entries = []
         self.log_start = snap.end_offset
@@ -1298,7 +1302,4 @@ class RaftCore:
         self.applied = snap.end_offset
         self._out.append(PersistSnapshot(snap, replace_log=True))
         self._out.append(LoadSnapshot(snap))
-        self._learn_cluster_id(snap.cluster_id)
-        if self.inconsistent is not None:
-            return
         self._send_fetch(self.leader_id, now)
