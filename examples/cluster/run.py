@@ -5,8 +5,10 @@
 
 Every broker is a raft voter (`--controller-quorum-voters`), joins the others by
 gossip, and keeps its data in its own directory (`<data-dir>/broker-N`); its log goes
-to `<data-dir>/broker-N.log`. The script prints the bootstrap string once every broker
-is up, then watches the processes; Ctrl-C (or SIGTERM) stops them all. Each broker's
+to `<data-dir>/broker-N.log`. The brokers share a cluster secret,
+`<data-dir>/cluster.secret` (made on the first run, as `jocko-py cluster gen-secret`
+does): their raft and gossip ports refuse whoever does not hold it. The script prints
+the bootstrap string once every broker is up, then watches the processes; Ctrl-C (or SIGTERM) stops them all. Each broker's
 command line is also written to `<data-dir>/broker-N.sh`, to start a killed broker
 again by hand (`sh <data-dir>/broker-3.sh &`).
 `--stop-after N` exits after N seconds (used by the tests).
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shlex
 import signal
 import socket
@@ -55,6 +58,12 @@ def main() -> int:
     root.mkdir(parents=True, exist_ok=True)
     voters = ",".join(f"{i}@127.0.0.1:{base + 100 + i - 1}" for i in range(1, n + 1))
     gossip = {i: f"127.0.0.1:{base + 200 + i - 1}" for i in range(1, n + 1)}
+    # the cluster links' shared secret (jocko.cluster.secret.file), kept across runs
+    secret = root / "cluster.secret"
+    if not secret.exists():
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
     procs: dict[int, subprocess.Popen[bytes]] = {}
     exe = [sys.executable, "-m", "jocko_py.cli"]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -73,6 +82,8 @@ def main() -> int:
                 "--data-dir", str(root / f"broker-{i}"),
                 "--controller-quorum-voters", voters, "--gossip-addr", gossip[i],
                 "--join", ",".join(a for j, a in gossip.items() if j != i),
+                "--override", f"jocko.cluster.secret.file={secret}",
+                "--override", "jocko.gossip.encrypt=true",
             ]
             # the same command, to bring a killed broker back by hand
             (root / f"broker-{i}.sh").write_text(

@@ -72,6 +72,12 @@ def test_example_cluster_boots_and_serves(tmp_path: Path) -> None:
         assert status.returncode == 0 and "Quorum:" in status.stdout, status.stderr
         for i in (1, 2, 3):
             assert (tmp_path / "data" / f"broker-{i}.sh").exists()
+            # secure by default: the brokers share the secret run.py made
+            log = (tmp_path / "data" / f"broker-{i}.log").read_text()
+            assert "not authenticated" not in log, log[-3000:]
+            assert "jocko.cluster.secret.file=" in \
+                (tmp_path / "data" / f"broker-{i}.sh").read_text()
+        assert (tmp_path / "data" / "cluster.secret").stat().st_mode & 0o077 == 0
     finally:
         proc.send_signal(signal.SIGINT)
         try:
