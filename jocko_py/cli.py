@@ -1,4 +1,4 @@
-"""Command line: `jocko-py broker|topic|cluster|produce|consume|groups|transactions|acl|user|quota`."""
+"""Command line: `jocko-py broker|storage|topic|cluster|produce|consume|groups|transactions|acl|user|quota`."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def _overrides(items: list[str], flag: str = "--config") -> dict[str, str]:
 def cmd_broker(args: argparse.Namespace) -> int:
     from jocko_py.app import run
     from jocko_py.broker.config import ConfigError, build_config
+    from jocko_py.commitlog.dirs import DirectoryError
 
     if args.config and not Path(args.config).exists():
         raise SystemExit(f"jocko-py broker: config file {args.config} not found")
@@ -53,8 +54,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
     set_static_fields(broker=config.broker_id)
     try:
         return run(config)
-    except ConfigError as e:  # e.g. a TLS key that does not load
-        raise SystemExit(f"jocko-py broker: {e}") from None
+    except (ConfigError, DirectoryError) as e:  # a TLS key that does not load, a data
+        raise SystemExit(f"jocko-py broker: {e}") from None  # dir in use or of another cluster
     except OSError as e:  # a port in use, an unwritable data directory
         what = e.strerror or str(e)
         if e.filename:
@@ -299,6 +300,9 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
     b.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set a Kafka broker property (repeatable)")
     b.set_defaults(func=cmd_broker)
+    from jocko_py.cli_storage import add_parser as add_storage_parser
+
+    add_storage_parser(sub, _Formatter)
 
     boot = {"default": "localhost:9092", "metavar": "HOST:PORT[,...]",
             "help": "broker(s) to connect to (default: localhost:9092)"}
@@ -405,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging(str(args.log_level), args.log_format)
     try:
-        if args.command in ("broker", "completion"):
+        if args.command in ("broker", "completion", "storage"):
             return int(args.func(args))
         return _run_tool(args)
     except KeyboardInterrupt:

@@ -8,11 +8,8 @@ as raw properties and turned into a `LogConfig` by the commit log.
 
 from __future__ import annotations
 
-import base64
 import builtins
-import hashlib
 import logging
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -451,11 +448,13 @@ def build_config(
     if join is not None:
         props["jocko.gossip.join"] = join
     seeds = tuple(s.strip() for s in props.get("jocko.gossip.join", "").split(",") if s.strip())
-    cluster_id = props.get("cluster.id", "")
-    if voter_map and not cluster_id:
-        # every member derives the same id from the voter set (no format step needed)
-        digest = hashlib.sha256(props["controller.quorum.voters"].replace(" ", "").encode())
-        cluster_id = base64.urlsafe_b64encode(digest.digest()[:16]).decode().rstrip("=")
+    # The cluster id lives in each log directory's meta.properties (commitlog/dirs.py),
+    # written by `jocko-py storage format`, generated once by a single node, or learned
+    # from the metadata quorum; `cluster.id`, when set, must match what is stored.
+    cluster_id = props.get("cluster.id", "").strip()
+    if cluster_id and not all(c.isascii() and (c.isalnum() or c in "-_") for c in cluster_id):
+        raise ConfigError(f"cluster.id: {cluster_id!r} is not a cluster id (base64url "
+                          "characters, as `jocko-py storage random-uuid` prints)")
     return BrokerConfig(
         broker_id=int(props["broker.id"]),
         host=host,
@@ -560,15 +559,3 @@ def parse_voters(value: str) -> dict[builtins.int, str]:
         out[builtins.int(vid)] = addr.strip()
     return out
 
-
-def load_or_create_cluster_id(data_dir: Path) -> str:
-    """Kafka keeps the cluster id in meta.properties; so do we."""
-    meta = data_dir / "meta.properties"
-    if meta.exists():
-        props = parse_properties(meta.read_text())
-        if props.get("cluster.id"):
-            return props["cluster.id"]
-    cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    data_dir.mkdir(parents=True, exist_ok=True)
-    meta.write_text(f"version=1\ncluster.id={cid}\n")
-    return cid

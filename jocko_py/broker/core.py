@@ -31,7 +31,7 @@ class Broker:
     def __init__(self, config: BrokerConfig, cluster_id: str, quorum: MetadataQuorum) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.cluster_id = cluster_id
+        self._cluster_id = cluster_id
         self.quorum = quorum
         self.log_config = LogConfig.from_broker_properties(config.properties)
         config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -59,6 +59,12 @@ class Broker:
             self.security.broker_channel_security()
         # extension point for services added by later layers (group coordinator, ...)
         self.services: dict[str, Any] = {}
+
+    @property
+    def cluster_id(self) -> str:
+        """The stored cluster id; in a cluster started unformatted, the one learned from
+        the metadata quorum ("" until then)."""
+        return self.quorum.cluster_id or self._cluster_id
 
     def start(self) -> None:
         """Load the logs (before any metadata delta is published) and the services."""

@@ -25,6 +25,14 @@ embedding broker) restarts the node.
 
 Each process seeds its raft election-timeout jitter from ``os.urandom`` (not from the
 node id alone), so a restarted node does not replay the timeouts of its previous life.
+
+Cluster id: the raft core owns it (``RaftConfig.cluster_id``, "" when the directories
+are not formatted; raft/core.py rule 9) and gossip carries it in ``MemberMeta`` (members
+of another cluster are ignored). When the core learns the id from the metadata log, the
+node hands it to ``on_cluster_id`` (the broker stores it in each log directory's
+meta.properties) and announces it by gossip. When the core finds it cannot join the
+quorum because of another cluster's id, the node stops (``fatal`` is a
+``ClusterIdMismatchError``, logged as one line without a traceback).
 """
 
 from __future__ import annotations
@@ -69,6 +77,10 @@ from jocko_py.cluster.raft.transport import RaftTransport
 log = logging.getLogger("jocko_py.cluster.node")
 
 NOT_CONTROLLER = 41
+
+
+class ClusterIdMismatchError(Exception):
+    """This node's cluster id is not the quorum's: it cannot join (one line, no traceback)."""
 
 
 class MetadataStateMachine:
@@ -126,6 +138,7 @@ class ClusterNode:
         reconcile_ms: int = 100,
         snapshot_every: int = 1000,
         raft_seed: int | None = None,
+        on_cluster_id: Callable[[str], None] | None = None,
         security: LinkSecurity | None = None,
     ) -> None:
         self.node_id = node_id
@@ -140,7 +153,11 @@ class ClusterNode:
             security=security,
         )
         # A new incarnation per process start (rule: a restart re-registers the broker).
-        meta = MemberMeta(node_id, advertised, raft_listen, rack, str(uuid.uuid4()))
+        meta = MemberMeta(node_id, advertised, raft_listen, rack, str(uuid.uuid4()),
+                          self.core.cluster_id)
+        # the cluster id this node has announced (stored, gossiped); see _check_cluster_id
+        self.on_cluster_id = on_cluster_id
+        self._announced_cluster_id = self.core.cluster_id
         self.gossip_core = GossipCore(f"broker-{node_id}", gossip_listen, meta, gossip_config)
         self.gossip = GossipTransport(self.gossip_core, on_event=self._on_member,
                                       security=security)
@@ -198,6 +215,35 @@ class ClusterNode:
         )
         if self._fatal_event is not None:
             self._fatal_event.set()
+
+    @property
+    def cluster_id(self) -> str:
+        """This node's cluster id ("" until the directories or the quorum give one)."""
+        return self.core.cluster_id
+
+    def _fail_stop(self, exc: BaseException) -> None:
+        """Fail-stop for a reason that needs no traceback, logged where it was found."""
+        if self.fatal is None:
+            self.fatal = exc
+            if self._fatal_event is not None:
+                self._fatal_event.set()
+
+    def _check_cluster_id(self) -> bool:
+        """Store and announce a cluster id the raft core learned; False (and the node
+        stops) if the core found it cannot join the quorum because of the id."""
+        c = self.core
+        if c.inconsistent is not None:
+            self._fail_stop(ClusterIdMismatchError(c.inconsistent))
+            return False
+        if c.cluster_id and c.cluster_id != self._announced_cluster_id:
+            if self.on_cluster_id is not None:
+                self.on_cluster_id(c.cluster_id)
+            self._announced_cluster_id = c.cluster_id
+            me = self.gossip_core.members[self.gossip_core.name].meta
+            self.gossip_core.update_meta(dataclasses.replace(me, cluster_id=c.cluster_id),
+                                         self.gossip.now())
+            log.info("[node=%d] cluster id %s stored and announced", self.node_id, c.cluster_id)
+        return True
 
     async def wait_fatal(self) -> BaseException:
         """Returns the error that stopped a supervised loop (waits until one does)."""
@@ -259,7 +305,10 @@ class ClusterNode:
 
     def live_brokers(self) -> dict[int, BrokerInfo]:
         out: dict[int, BrokerInfo] = {}
+        mine = self.core.cluster_id
         for m in self.gossip_core.members.values():
+            if m.meta.cluster_id and mine and m.meta.cluster_id != mine:
+                continue  # another cluster's broker (gossip ignores its updates too)
             if m.state <= State.SUSPECT:
                 try:
                     eps = parse_endpoints(m.meta.advertised_addr)
@@ -282,6 +331,8 @@ class ClusterNode:
     async def _control_loop(self) -> None:
         while True:
             await asyncio.sleep(self.reconcile_ms / 1000)
+            if not self._check_cluster_id():
+                return
             c = self.core
             if c.applied - c.log_start >= self.snapshot_every and self.machine.applied == c.applied:
                 data = encode_records(self.machine.image.snapshot())

@@ -55,6 +55,12 @@ class MetadataQuorum:
         """This process's broker incarnation (registered with the broker)."""
         raise NotImplementedError
 
+    @property
+    def cluster_id(self) -> str:
+        """The cluster id the quorum knows ("" if it has none of its own: a single node's
+        comes from its directories)."""
+        return ""
+
     def is_active_controller(self) -> bool:
         raise NotImplementedError
 
@@ -171,6 +177,10 @@ class RaftQuorum(MetadataQuorum):
     @property
     def image(self) -> MetadataImage:
         return self.node.machine.image
+
+    @property
+    def cluster_id(self) -> str:
+        return str(self.node.cluster_id)
 
     @property
     def incarnation(self) -> uuid.UUID:

@@ -26,6 +26,8 @@ On-disk layout of each directory::
                                              <topic> <partition> <offset>   (count lines)
     .kafka_cleanshutdown                 present only after a clean close_all();
                                          lets the next start skip segment recovery
+    .lock, meta.properties               the holder's lock and the directory's cluster
+                                         and node ids (dirs.py; taken/checked by app.py)
 
 Checkpoints are written to ``<name>.tmp``, fsynced and renamed into place.
 """

@@ -84,7 +84,7 @@ def registered(node: ClusterNode) -> set[int]:
 async def forge(node: ClusterNode, impostor: int) -> None:
     """Raft frames and gossip datagrams from a process without credentials."""
     msgs = forged_raft_messages(node.node_id, node.core.epoch, impostor,
-                                node.core.config.cluster_id)
+                                node.core.cluster_id)
     await asyncio.to_thread(send_raft, _addr(node.raft.listen), msgs, 0.5)
     victims = {m.name: (m.addr, m.meta) for m in node.gossip_core.members.values()
                if m.name != node.gossip_core.name}

@@ -28,6 +28,9 @@ class MemberMeta:
     # Fresh for every process start (uuid4 as text): a restarted broker is a new
     # incarnation, so the controller registers it with a new broker epoch.
     incarnation_id: str = ""
+    # The member's cluster id ("" while it has none): members of another cluster are
+    # ignored (gossip/core.py, rule 7).
+    cluster_id: str = ""
 
 
 def member_incarnation(meta: MemberMeta) -> uuid.UUID:
@@ -114,20 +117,21 @@ _STATES = {"alive", "suspect", "dead", "left"}
 
 def _enc_update(u: Update) -> list[Any]:
     m = u.meta
-    return [
-        u.state,
-        u.name,
-        u.addr,
-        u.incarnation,
-        [m.broker_id, m.advertised_addr, m.raft_addr, m.rack, m.incarnation_id],
-    ]
+    meta: list[Any] = [m.broker_id, m.advertised_addr, m.raft_addr, m.rack, m.incarnation_id]
+    if m.cluster_id:
+        meta.append(m.cluster_id)
+    return [u.state, u.name, u.addr, u.incarnation, meta]
 
 
 def _dec_update(v: Any) -> Update:
-    state, name, addr, inc, (bid, adv, raft, rack, iid) = v
+    state, name, addr, inc, meta_fields = v
+    bid, adv, raft, rack, iid, *rest = meta_fields
     if state not in _STATES:
         raise GossipDecodeError(f"bad state {state!r}")
-    meta = MemberMeta(int(bid), str(adv), str(raft), None if rack is None else str(rack), str(iid))
+    if len(rest) > 1:
+        raise GossipDecodeError("too many member fields")
+    meta = MemberMeta(int(bid), str(adv), str(raft), None if rack is None else str(rack), str(iid),
+                      str(rest[0]) if rest else "")
     return Update(state, str(name), str(addr), int(inc), meta)
 
 
