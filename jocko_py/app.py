@@ -30,6 +30,7 @@ from jocko_py.broker.server import Server
 from jocko_py.cluster.controller import BrokerInfo, ControllerConfig
 from jocko_py.cluster.metadata import BrokerEndpoint, format_endpoints
 from jocko_py.cluster.quorum import LocalQuorum, MetadataQuorum, RaftQuorum
+from jocko_py.commitlog.manager import previous_broker_epoch
 
 if TYPE_CHECKING:
     from jocko_py.broker.metrics import MetricsServer
@@ -66,8 +67,10 @@ def advertised_endpoints(config: BrokerConfig) -> tuple[BrokerEndpoint, ...]:
         BrokerEndpoint("PLAINTEXT", config.advertised_host, config.advertised_port),)
 
 
-def build_quorum(config: BrokerConfig) -> MetadataQuorum:
-    """A one-voter local quorum, or raft + gossip when `controller.quorum.voters` is set."""
+def build_quorum(config: BrokerConfig, previous_broker_epoch: int = -1) -> MetadataQuorum:
+    """A one-voter local quorum, or raft + gossip when `controller.quorum.voters` is set;
+    this broker registers with ``previous_broker_epoch`` (from its clean-shutdown
+    markers, -1 after an unclean stop)."""
     cc = ControllerConfig(
         default_replication_factor=max(1, config.int("default.replication.factor")),
         default_partitions=max(1, config.num_partitions),
@@ -75,7 +78,8 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
     )
     if not config.voters:
         me = BrokerInfo(config.broker_id, config.advertised_host, config.advertised_port,
-                        config.rack, uuid.uuid4(), advertised_endpoints(config))
+                        config.rack, uuid.uuid4(), advertised_endpoints(config),
+                        previous_broker_epoch)
         return LocalQuorum(config.data_dir, config.broker_id, me, cc)
     from jocko_py.cluster.gossip.core import GossipConfig
     from jocko_py.cluster.node import ClusterNode
@@ -99,6 +103,7 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
                                fetch_max_wait_ms=min(500, fetch_timeout // 4),
                                request_timeout_ms=min(2000, max(100, election // 3))),
         gossip_config=gossip_cfg,
+        previous_broker_epoch=previous_broker_epoch,
     )
     node.heartbeats_required = True
     node.session_timeout_ms = config.int("broker.session.timeout.ms")
@@ -251,7 +256,9 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
                 loop.add_signal_handler(sig, stop.set)
     cluster_id = config.cluster_id or load_or_create_cluster_id(config.data_dir)
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    quorum = build_quorum(config)
+    # read before the logs load, which deletes the clean-shutdown markers
+    quorum = build_quorum(config, previous_broker_epoch(
+        [config.data_dir, *config.extra_log_dirs]))
     broker = Broker(config, cluster_id, quorum)
     broker.start()
     server = Server(broker)

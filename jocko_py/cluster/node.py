@@ -124,6 +124,7 @@ class ClusterNode:
         reconcile_ms: int = 100,
         snapshot_every: int = 1000,
         raft_seed: int | None = None,
+        previous_broker_epoch: int = -1,
     ) -> None:
         self.node_id = node_id
         self.storage = FileStorage(data_dir / "raft")
@@ -135,8 +136,10 @@ class ClusterNode:
         self.raft = RaftTransport(
             self.core, self.storage, self.machine, raft_listen, on_role=self._on_role
         )
-        # A new incarnation per process start (rule: a restart re-registers the broker).
-        meta = MemberMeta(node_id, advertised, raft_listen, rack, str(uuid.uuid4()))
+        # A new incarnation per process start (rule: a restart re-registers the broker),
+        # with the epoch of the previous one when it stopped cleanly.
+        meta = MemberMeta(node_id, advertised, raft_listen, rack, str(uuid.uuid4()),
+                          previous_broker_epoch)
         self.gossip_core = GossipCore(f"broker-{node_id}", gossip_listen, meta, gossip_config)
         self.gossip = GossipTransport(self.gossip_core, on_event=self._on_member)
         self.seeds = seeds
@@ -264,7 +267,7 @@ class ClusterNode:
                     continue
                 out[m.meta.broker_id] = BrokerInfo(
                     m.meta.broker_id, eps[0].host, eps[0].port, m.meta.rack,
-                    member_incarnation(m.meta), eps)
+                    member_incarnation(m.meta), eps, m.meta.previous_broker_epoch)
         return out
 
     def is_active_controller(self) -> bool:
