@@ -153,6 +153,8 @@ def previous_broker_epoch(dirs: list[Path]) -> int:
                         sorted(e for e in epochs if e is not None))
         return -1
     epoch = epochs.pop()
+    if epoch is not None and epoch >= 0:
+        logger.info("clean shutdown markers name broker epoch %d", epoch)
     return -1 if epoch is None else epoch
 
 
