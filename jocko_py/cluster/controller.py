@@ -229,8 +229,9 @@ class Controller:
 
     def _repair_partitions(self, image: MetadataImage, usable: set[int],
                            restarted: set[int]) -> list[MetadataRecord]:
-        """Drop fenced and restarted brokers from every ISR (restarted ones from every ELR
-        too) and elect where the leader is gone."""
+        """Drop fenced and restarted brokers (not in ``usable``) from every ISR, those
+        restarted uncleanly (``restarted``) from every ELR too, and elect where the leader
+        is gone."""
         out: list[MetadataRecord] = []
         eligible = usable - restarted
         for name in sorted(image.topics):
@@ -275,7 +276,7 @@ class Controller:
         """The one place a partition's ISR, ELR and leader change together (KIP-966 rules
         in the module docstring): ``isr`` is the target ISR (default: unchanged),
         ``eligible`` the brokers that may lead, ``unclean_shutdown`` the brokers that
-        restarted (out of the ISR and ELR), ``unclean`` allows a leader from outside the
+        restarted uncleanly (out of the ISR and ELR), ``unclean`` allows a leader from outside the
         ISR and ELR. None when nothing changes."""
         p = t.partitions[pid]
         reps = p.replicas if replicas is None else replicas

@@ -189,7 +189,9 @@ def _read_all(bootstrap: str, expect: int, timeout: float = 60) -> dict[int, lis
             m = cons.poll(0.5)
             if m is None or m.error():
                 continue
-            got[m.partition()].append(m.value())
+            part, value = m.partition(), m.value()
+            assert part is not None and value is not None
+            got[part].append(value)
     finally:
         cons.close()
     return got
@@ -361,9 +363,9 @@ def main() -> None:
             print("leaderless per partition: " + ", ".join(
                 f"p{p} {s:.3f}s" for p, s in watch.leaderless_s.items()))
             print(f"acknowledged {sum(map(len, load.acked.values()))} of {load.sent}")
-            for t, got in watch.timeline or []:
-                print(f"  {t - t_origin:7.2f}s " + "  ".join(
-                    f"p{p} leader {ld} ISR {isr}" for p, (ld, isr) in sorted(got.items())))
+            for at, seen in watch.timeline or []:
+                print(f"  {at - t_origin:7.2f}s " + "  ".join(
+                    f"p{p} leader {ld} ISR {isr}" for p, (ld, isr) in sorted(seen.items())))
             print(f"polls that saw a {STRICT} replica outside its ISR and ELR: "
                   f"{len(watch.strict_dropped)} {watch.strict_dropped[:1]}")
             print(f"producer errors: {len(load.errors)} {load.errors[:3]}; "

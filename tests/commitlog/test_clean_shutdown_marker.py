@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jocko_py.commitlog import LogConfig, LogManager
-from jocko_py.commitlog import manager as manager_mod
+from jocko_py.commitlog.log import Log
 from jocko_py.commitlog.manager import (
     CLEAN_SHUTDOWN_FILE,
     previous_broker_epoch,
@@ -68,15 +68,15 @@ def test_the_marker_is_deleted_before_any_log_is_opened(
         mgr.get_or_create("t", p).append(batch(1), 0)
     mgr.close_all(3)
     seen: list[tuple[bool, bool]] = []
-    real_open = manager_mod.Log.open
+    real_open = Log.open
 
     def spy(directory: Path, config: LogConfig, recovery_point: int = 0, *,
-            had_clean_shutdown: bool = False) -> manager_mod.Log:
+            had_clean_shutdown: bool = False) -> Log:
         seen.append(((tmp_path / CLEAN_SHUTDOWN_FILE).exists(), had_clean_shutdown))
         return real_open(directory, config, recovery_point,
                          had_clean_shutdown=had_clean_shutdown)
 
-    monkeypatch.setattr(manager_mod.Log, "open", spy)
+    monkeypatch.setattr(Log, "open", spy)
     mgr2 = LogManager(tmp_path, LogConfig())
     mgr2.load_all()
     assert seen == [(False, True), (False, True)]  # gone, and the logs skip recovery
