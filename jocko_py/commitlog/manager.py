@@ -108,12 +108,14 @@ def write_clean_shutdown_file(directory: Path, broker_epoch: int) -> None:
     path = directory / CLEAN_SHUTDOWN_FILE
     data = json.dumps({"version": 0, "brokerEpoch": broker_epoch},
                       separators=(",", ":")).encode()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: Path) -> None:
     dfd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dfd)
@@ -284,8 +286,11 @@ class LogManager:
                 marker = base / CLEAN_SHUTDOWN_FILE
                 clean = marker.exists()
                 # Deleted before anything is loaded (Kafka, KAFKA-10471): a crash while
-                # loading, or any time from now on, must trigger recovery next time.
-                marker.unlink(missing_ok=True)
+                # loading, or any time from now on, must trigger recovery next time; the
+                # deletion is made durable, so a power loss cannot bring the marker back.
+                if clean:
+                    marker.unlink(missing_ok=True)
+                    _fsync_dir(base)
                 points = read_offset_checkpoint(base / RECOVERY_POINT_CHECKPOINT)
                 for p in sorted(base.iterdir()):
                     if not p.is_dir():
