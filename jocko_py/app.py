@@ -31,6 +31,7 @@ from jocko_py.cluster.controller import BrokerInfo, ControllerConfig
 from jocko_py.cluster.metadata import BrokerEndpoint, format_endpoints
 from jocko_py.cluster.quorum import LocalQuorum, MetadataQuorum, RaftQuorum
 from jocko_py.commitlog.dirs import lock_dirs, random_uuid, store_meta, verify_meta
+from jocko_py.commitlog.manager import previous_broker_epoch
 
 if TYPE_CHECKING:
     from jocko_py.broker.metrics import MetricsServer
@@ -92,8 +93,11 @@ def _store_learned_cluster_id(config: BrokerConfig, cluster_id: str) -> None:
              ", ".join(f"{d}/meta.properties" for d in written) or "(already stored)")
 
 
-def build_quorum(config: BrokerConfig, cluster_id: str = "") -> MetadataQuorum:
-    """A one-voter local quorum, or raft + gossip when `controller.quorum.voters` is set."""
+def build_quorum(config: BrokerConfig, cluster_id: str = "",
+                 previous_broker_epoch: int = -1) -> MetadataQuorum:
+    """A one-voter local quorum, or raft + gossip when `controller.quorum.voters` is set;
+    this broker registers with ``previous_broker_epoch`` (from its clean-shutdown
+    markers, -1 after an unclean stop)."""
     cc = ControllerConfig(
         default_replication_factor=max(1, config.int("default.replication.factor")),
         default_partitions=max(1, config.num_partitions),
@@ -101,7 +105,8 @@ def build_quorum(config: BrokerConfig, cluster_id: str = "") -> MetadataQuorum:
     )
     if not config.voters:
         me = BrokerInfo(config.broker_id, config.advertised_host, config.advertised_port,
-                        config.rack, uuid.uuid4(), advertised_endpoints(config))
+                        config.rack, uuid.uuid4(), advertised_endpoints(config),
+                        previous_broker_epoch)
         return LocalQuorum(config.data_dir, config.broker_id, me, cc)
     from jocko_py.broker.security.cluster_links import cluster_link_security
     from jocko_py.cluster.gossip.core import GossipConfig
@@ -129,6 +134,7 @@ def build_quorum(config: BrokerConfig, cluster_id: str = "") -> MetadataQuorum:
         gossip_config=gossip_cfg,
         on_cluster_id=lambda cid: _store_learned_cluster_id(config, cid),
         security=cluster_link_security(config),
+        previous_broker_epoch=previous_broker_epoch,
     )
     node.heartbeats_required = True
     node.session_timeout_ms = config.int("broker.session.timeout.ms")
@@ -293,7 +299,8 @@ async def _run_broker(config: BrokerConfig, stop: asyncio.Event | None,
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
     cluster_id = load_cluster_id(config)
-    quorum = build_quorum(config, cluster_id)
+    # read before the logs load, which deletes the clean-shutdown markers
+    quorum = build_quorum(config, cluster_id, previous_broker_epoch(log_dirs(config)))
     broker = Broker(config, cluster_id, quorum)
     broker.start()
     server = Server(broker)

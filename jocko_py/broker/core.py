@@ -102,5 +102,15 @@ class Broker:
     def controller_id(self) -> int:
         return self.quorum.controller_id()
 
+    def registered_broker_epoch(self) -> int:
+        """The broker epoch this process is registered under in the metadata it applied,
+        or -1 (not registered yet, or the registration is another process's)."""
+        b = self.quorum.image.brokers.get(self.broker_id)
+        if b is None or b.incarnation_id != self.quorum.incarnation:
+            return -1
+        return b.broker_epoch
+
     def close(self) -> None:
-        self.replicas.close()
+        # the clean-shutdown markers name the epoch this process was registered under:
+        # its next start registers with it as its previous broker epoch (KIP-966)
+        self.replicas.close(self.registered_broker_epoch())

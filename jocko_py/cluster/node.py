@@ -140,6 +140,7 @@ class ClusterNode:
         raft_seed: int | None = None,
         on_cluster_id: Callable[[str], None] | None = None,
         security: LinkSecurity | None = None,
+        previous_broker_epoch: int = -1,
     ) -> None:
         self.node_id = node_id
         self.storage = FileStorage(data_dir / "raft")
@@ -153,8 +154,9 @@ class ClusterNode:
             security=security,
         )
         # A new incarnation per process start (rule: a restart re-registers the broker).
+        # With the epoch of the previous one when it stopped cleanly.
         meta = MemberMeta(node_id, advertised, raft_listen, rack, str(uuid.uuid4()),
-                          self.core.cluster_id)
+                          self.core.cluster_id, previous_broker_epoch)
         # the cluster id this node has announced (stored, gossiped); see _check_cluster_id
         self.on_cluster_id = on_cluster_id
         self._announced_cluster_id = self.core.cluster_id
@@ -318,7 +320,7 @@ class ClusterNode:
                     continue
                 out[m.meta.broker_id] = BrokerInfo(
                     m.meta.broker_id, eps[0].host, eps[0].port, m.meta.rack,
-                    member_incarnation(m.meta), eps)
+                    member_incarnation(m.meta), eps, m.meta.previous_broker_epoch)
         return out
 
     def is_active_controller(self) -> bool:
