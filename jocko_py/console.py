@@ -1,18 +1,31 @@
 """The built-in web console: server-rendered HTML pages on `--console-addr`.
 
-Owns the console's pages and actions (no JavaScript needed; plain forms):
+Owns the console's pages and actions (no JavaScript; plain links and forms):
 
 - `/` overview: cluster id, controller, brokers (address, rack, fenced, partitions
   led), topics, partitions, under-replicated partitions;
+- `/cluster`: this broker's versions, uptime, log directories (state, log bytes, the
+  filesystem's size/used/free), throughput (its byte counters sampled every SAMPLE_S)
+  and the metadata quorum (DescribeQuorum; a single node says it has none);
 - `/topics`: partitions, replication, under-replicated, size on this broker, retention;
   create and delete; `/topics/<t>`: per partition leader, ISR, replicas, log start, high
   watermark, log end and size, the topic's configs;
-- `/topics/<t>/messages`: the message browser, by partition and offset or timestamp,
-  with keys, headers and values as text, JSON or hex;
-- `/groups`: state, members, lag; `/groups/<g>`: members and their assignment,
-  committed offset, log end, lag per partition with a bar chart, offset reset (earliest
+- `/topics/<t>/messages`: the message browser: one partition or all merged by
+  timestamp, newest or oldest first, pages with per-partition offset cursors
+  (`before=`/`after=`), from an offset or a time, a search of keys/values/headers that
+  reads at most `scan` records per page, a live tail (the newest page reloading); keys,
+  headers and values as text, JSON or hex. Bounded: at most MAX_PAGE records shown,
+  MAX_SCAN read, READ_BUDGET bytes fetched per page;
+- `/groups`: state, members, partitions, total lag; `/groups/<g>`: members and their
+  assignment, and per partition committed or assigned (classic and KIP-848 groups, as
+  `kafka-consumer-groups --describe` lists them) the committed offset, log start, log
+  end, lag ("-" without a commit, as Kafka's tool) and owner; the total lag counts an
+  uncommitted assigned partition's records from its log start; offset reset (earliest
   or latest) for an inactive group;
 - `/produce`: one record (key, value, headers) for testing.
+
+Every page but the produce form offers auto-refresh (`?refresh=N`, a meta refresh; off
+by default). What does not exist (topic, partition, group, page) is a 404.
 
 Cluster and topic pages read this broker's metadata image and partitions (sizes and
 offsets of the replicas it hosts). Group pages, the message browser and every action go
@@ -93,7 +106,9 @@ form.inline{display:inline}
 code,pre{font-family:ui-monospace,monospace;font-size:.9em}
 .note{color:#555;font-size:.9em}
 .msg{padding:.5em;background:#fff7d6;border:1px solid #e5c100}
-header form.refresh{float:right;margin:0;font-size:.85em}
+header .refresh{float:right;font-size:.85em}
+header .refresh a{margin:0 0 0 .5em;font-weight:400}
+header .refresh b{margin-left:.5em}
 .pager a{margin-right:1.2em}
 """
 
@@ -599,16 +614,20 @@ class Console:
         msg = f'<p class="msg">{esc(message)}</p>' if message else ""
         meta = f'<meta http-equiv="refresh" content="{every}">' if every else ""
         chooser = ""
-        if refresh and status == 200:
-            hidden = "".join(f'<input type="hidden" name="{esc(k)}" value="{esc(v)}">'
-                             for k, v in query.items() if k not in ("refresh", "msg"))
-            opts = "".join(f'<option value="{n}"{" selected" if str(n) == every else ""}>'
-                           f"every {n} s</option>" for n in REFRESH_CHOICES)
-            chooser = (f'<form method="get" class="refresh" id="refresh">{hidden}<label>'
-                       f'auto-refresh <select name="refresh" onchange="this.form.submit()">'
-                       f'<option value=""{"" if every else " selected"}>off</option>{opts}'
-                       '</select></label> <noscript><button type="submit">set</button>'
-                       "</noscript></form>")
+        if refresh and status == 200 and req is not None:
+            def at(n: str) -> str:
+                args = {k: v for k, v in query.items() if k not in ("refresh", "msg")}
+                if n:
+                    args["refresh"] = n
+                qs = urllib.parse.urlencode(args)
+                label = f"{n} s" if n else "off"
+                if n == every:
+                    return f'<b class="current">{label}</b>'
+                return (f'<a href="{esc(urllib.parse.quote(req.path))}'
+                        f'{"?" + esc(qs) if qs else ""}">{label}</a>')
+            chooser = ('<span class="refresh" id="refresh">auto-refresh: '
+                       + " ".join(at(str(n) if n else "") for n in (0, *REFRESH_CHOICES))
+                       + "</span>")
         doc = (f"<!doctype html><html><head><meta charset='utf-8'>{meta}<title>{esc(title)} - "
                f"jocko-py</title><style>{CSS}</style></head><body><header>"
                f"<b>jocko-py</b> &nbsp; {nav}{ro}{chooser}</header><main><h1>{esc(title)}</h1>"
@@ -864,7 +883,8 @@ class Console:
                 esc(fmt_bytes(lg.size_bytes) if lg else "-"),
                 f'<a href="/topics/{q}/messages?partition={pid}">browse</a>'])
         configs = img.topic_configs(name)
-        body = (f"<p>Topic id <code>{esc(t.topic_id)}</code></p>"
+        body = (f"<p>Topic id <code>{esc(t.topic_id)}</code> &middot; <a href='/topics/{q}/"
+                "messages'>browse messages (all partitions, newest first)</a></p>"
                 + table(["partition", "leader", "ISR", "replicas", "log start",
                          "high watermark", "log end", "size", ""], rows)
                 + "<h2>Configs (set on the topic)</h2>"
@@ -1016,8 +1036,14 @@ class Console:
         return committed, sum(r.unread for r in fresh), len(fresh)
 
     async def groups(self, msg: str | None) -> Response:
+        from jocko_py.client import KafkaError
+
+        try:
+            found = await self._group_view(None)
+        except (KafkaError, OSError) as e:
+            return self.page("Consumer groups", f"<p class='bad'>{esc(e)}</p>", msg)
         rows = []
-        for g in await self._group_view(None):
+        for g in found:
             if not self.allowed("DESCRIBE", GROUP, g["id"]):
                 continue
             lag, unread, n = self._lag_totals(g["rows"])
@@ -1034,8 +1060,18 @@ class Console:
         return self.page("Consumer groups", body, msg)
 
     async def group(self, gid: str, msg: str | None) -> Response:
+        from jocko_py.client import KafkaError
+        from jocko_py.protocol.errors import ErrorCode
+
         self.require("DESCRIBE", GROUP, gid)
-        found = await self._group_view(gid)
+        try:
+            found = await self._group_view(gid)
+        except KafkaError as e:
+            if e.code != ErrorCode.GROUP_ID_NOT_FOUND:
+                return self.page(f"Consumer group {gid}", f"<p class='bad'>{esc(e)}</p>", msg)
+            found = []
+        except OSError as e:
+            return self.page(f"Consumer group {gid}", f"<p class='bad'>{esc(e)}</p>", msg)
         if not found:
             return self.not_found(f"Consumer group '{gid}' does not exist.")
         g = found[0]
