@@ -356,6 +356,8 @@ def browse(lead: Leaders, topic: str, parts: list[int], backward: bool,
                     if nxt <= at:
                         break
                     at = nxt
+                if at < top:  # the window was not read to its end: its newest are unknown
+                    return
                 pos[p] = base
                 got.sort(key=lambda r: -r.offset)
                 bufs[p].extend(got)

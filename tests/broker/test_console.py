@@ -391,6 +391,20 @@ def test_message_browser_pages_merges_searches_and_tails(
     producer.close()
     dom = fetch(base + "?refresh=2&order=newest")
     assert shown_records(dom)[0] == (2, 10) and "latest" in dom
+    # transaction markers take offsets but are no records: pages step over them
+    tx = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id="tx-1")
+    tx.init_transactions()
+    for batch in ((b"a", b"b"), (b"c",)):
+        tx.begin_transaction()
+        for v in batch:
+            tx.send("txn", value=v, partition=0)
+        tx.commit_transaction()  # a marker after each transaction: offsets 2 and 4
+    tx.close()
+    tx_url = url + "/topics/txn/messages?limit=2"
+    dom = fetch(tx_url)
+    assert shown_records(dom) == [(0, 3), (0, 1)]
+    dom = fetch(follow(dom, "older →"))
+    assert shown_records(dom) == [(0, 0)] and "older →" not in html.unescape(dom)
 
 
 def test_missing_things_are_404_and_pages_refresh_themselves(
