@@ -146,7 +146,7 @@ def jocko_version() -> str:
 def table(headers: list[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f"<table>{f'<tr>{head}</tr>' if any(headers) else ''}{body}</table>"
 
 
 def render_value(b: bytes | None, how: str) -> str:
@@ -164,7 +164,7 @@ def render_value(b: bytes | None, how: str) -> str:
 
 
 def lag_chart(values: list[tuple[str, int]]) -> str:
-    """An inline SVG bar chart of lag per partition."""
+    """An inline SVG bar chart of unread records per partition."""
     if not values:
         return ""
     top = max(v for _, v in values) or 1
@@ -182,7 +182,7 @@ def lag_chart(values: list[tuple[str, int]]) -> str:
                     f'text-anchor="middle">{v}</text>')
     width = len(values) * (bar_w + gap)
     return (f'<svg class="lag-chart" width="{width}" height="{h + 20}" role="img" '
-            f'aria-label="lag per partition">{"".join(bars)}</svg>')
+            f'aria-label="unread records per partition">{"".join(bars)}</svg>')
 
 
 # -- reading through Kafka's APIs (in the console's worker thread) ----------------------
@@ -973,7 +973,8 @@ class Console:
                      before=format_cursor(pg.lo)) if pg.has_older else ""
         newer = link("&larr; newer" if order == "newest" else "next &rarr;",
                      after=format_cursor(pg.hi)) if pg.has_newer else ""
-        first = link("newest" if order == "newest" else "oldest")
+        first = link("newest" if order == "newest" else "oldest") if (
+            before or after or offset_q or ts_q) else ""
         pager = (f"<p class='pager'>{first}"
                  + (newer + older if order == "newest" else older + newer) + "</p>")
         tail_args = {k: v for k, v in base.items() if k not in ("order", "refresh")}
