@@ -305,6 +305,7 @@ class BrowsePage:
     start: dict[int, int]  # log start offsets
     end: dict[int, int]  # high watermarks
     budget_hit: bool = False
+    unavailable: tuple[int, ...] = ()  # partitions without a leader to answer
 
     @property
     def has_older(self) -> bool:
@@ -326,6 +327,7 @@ def browse(lead: Leaders, topic: str, parts: list[int], backward: bool,
     tps = [(topic, p) for p in parts]
     start = {p: o for (_, p), o in lead.list_offsets(tps, -2).items()}
     end = {p: o for (_, p), o in lead.list_offsets(tps, -1).items()}
+    unavailable = tuple(p for p in parts if p not in start or p not in end)
     parts = [p for p in parts if p in start and p in end]
     chunk = max(limit if match is None else min(scan, 500), 1)
     per_part_bytes = max(64 << 10, min(1 << 20, READ_BUDGET // max(1, len(parts))))
@@ -400,7 +402,7 @@ def browse(lead: Leaders, topic: str, parts: list[int], backward: bool,
         if bufs[p]:
             heapq.heappush(heap, (key(p), p))
     return BrowsePage(out, scanned, lo, hi, {p: start[p] for p in parts},
-                      {p: end[p] for p in parts}, budget[0] <= 0)
+                      {p: end[p] for p in parts}, budget[0] <= 0, unavailable)
 
 
 def parse_cursor(s: str) -> dict[int, int]:
@@ -1012,6 +1014,10 @@ class Console:
         if match is not None:
             summary += (f"; searched {pg.scanned} record(s) for &ldquo;{esc(text)}&rdquo; in "
                         f"{esc(field)} (at most {scan} per page, case-insensitive)")
+        if pg.unavailable:
+            summary += (f"; <span class='bad'>not read: partition(s) "
+                        f"{esc(', '.join(map(str, pg.unavailable)))} (no leader answered)"
+                        "</span>")
         if pg.budget_hit:
             summary += f"; stopped after reading {READ_BUDGET >> 20} MiB"
         if live:

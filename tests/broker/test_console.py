@@ -316,14 +316,14 @@ def test_group_page_lists_every_assigned_partition_as_the_cli_does(
         # 4 x 15 behind commits; 5 partitions never committed: 4 x 20 + 12 from the log start
         assert "Total lag <b>152</b>: 60 behind committed offsets and 92 unread record(s) " \
                "on 5 assigned partition(s) with no committed offset" in dom
-        dom = br.get(url + "/groups/live848")
+        dom = fetch(url + "/groups/live848")  # the same page without a browser
         assert "consumer protocol" in dom
         rows = group_rows(dom)
         assert rows == cli_rows(broker.bootstrap_servers, "live848") == [
             ("narrow", 0, 10, 20, 10), ("narrow", 1, None, 20, None),
             ("narrow", 2, None, 20, None)]
         assert "Total lag <b>42</b>: 10 behind committed offsets and 32 unread" in dom
-        groups = br.get(url + "/groups")
+        groups = fetch(url + "/groups")
         assert re.search(r">dash</a></td><td>Stable</td><td>1</td><td>[^<]*</td><td>9</td>"
                          r"<td>152 ", groups)
     c.close()
@@ -472,5 +472,21 @@ def test_cluster_page_shows_the_raft_quorum(tmp_path: Path) -> None:
         assert roles == {str(i): "leader" if str(i) == q.group(1) else "follower"
                          for i in (1, 2, 3)}
         assert "Single node" not in dom
+        # the browser reads each partition at its leader, wherever it is
+        with Client(cluster.bootstrap) as jc:
+            jc.create_topic("spread", 3, 1)
+
+        def leaders() -> set[int] | None:
+            ids = [cluster.partition_state("spread", p)[0] for p in range(3)]
+            return set(ids) if min(ids) >= 0 else None
+        assert len(cluster.wait_for("every partition led", leaders)) > 1
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap)
+        for i in range(9):
+            producer.send("spread", value=b"s%d" % i, partition=i % 3,
+                          timestamp_ms=1714564800000 + i)
+        producer.flush()
+        producer.close()
+        dom = fetch(f"http://127.0.0.1:{port}/topics/spread/messages")
+        assert shown_records(dom) == [(i % 3, i // 3) for i in range(8, -1, -1)]
     finally:
         cluster.stop()
