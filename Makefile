@@ -41,9 +41,11 @@ run: venv
 	@echo "jocko-py is $(BIN)/jocko-py (source $(BIN)/activate puts it on PATH); Ctrl-C stops the broker"
 	$(BIN)/jocko-py broker --broker-id 0 --broker-addr localhost:$(PORT) --data-dir $(DATA) $(ARGS)
 
-# three brokers on loopback (9092-9094), data in examples/cluster/data
+# three brokers on loopback (9092-9094), consoles on 9392-9394, metrics on 9492-9494,
+# data in examples/cluster/data; CLUSTER_ARGS='--no-console --base-port 19092 ...'
+CLUSTER_ARGS ?=
 cluster: venv
-	$(BIN)/python examples/cluster/run.py
+	$(BIN)/python examples/cluster/run.py $(CLUSTER_ARGS)
 
 # Protocol schemas are generated from Kafka's JSON specs and committed.
 SPECS ?= specs/kafka-protocol

@@ -56,7 +56,10 @@ def cmd_broker(args: argparse.Namespace) -> int:
     except ConfigError as e:  # e.g. a TLS key that does not load
         raise SystemExit(f"jocko-py broker: {e}") from None
     except OSError as e:  # a port in use, an unwritable data directory
-        raise SystemExit(f"jocko-py broker: cannot run: {e}") from None
+        what = e.strerror or str(e)
+        if e.filename:
+            what = f"{what}: {e.filename}"
+        raise SystemExit(f"jocko-py broker: {what}") from None
 
 
 def _emit_json(obj: Any) -> None:
@@ -166,7 +169,13 @@ def _topic_alter(c: Any, args: argparse.Namespace) -> int:
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    """Brokers, the active controller and the metadata quorum (kafka-metadata-quorum)."""
+    """Brokers, the active controller and the metadata quorum (kafka-metadata-quorum);
+    or `gen-secret`: a new key for jocko.cluster.secret.file on stdout."""
+    if args.action == "gen-secret":
+        from jocko_py.cluster.linkauth import generate_key
+
+        print(generate_key())
+        return 0
     from jocko_py.client import Client, KafkaError
 
     with Client(args.bootstrap_server) as c:
@@ -327,8 +336,10 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
     cl = sub.add_parser("cluster", help="cluster state (brokers, controller, quorum)",
                         formatter_class=_Formatter,
                         epilog="example:\n  jocko-py cluster status --bootstrap-server "
-                        "127.0.0.1:9092 --format json")
-    cl.add_argument("action", choices=["status"])
+                        "127.0.0.1:9092 --format json\n"
+                        "  jocko-py cluster gen-secret > cluster.secret   # a key for "
+                        "jocko.cluster.secret.file")
+    cl.add_argument("action", choices=["status", "gen-secret"])
     cl.add_argument("--bootstrap-server", **boot)  # type: ignore[arg-type]
     cl.add_argument("--format", choices=["text", "json"], default="text",
                     help="text (default) or JSON for scripts")

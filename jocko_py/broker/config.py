@@ -58,6 +58,11 @@ DEFAULTS: dict[str, str] = {
     "controller.quorum.election.timeout.ms": "1000",
     "controller.quorum.fetch.timeout.ms": "2000",
     "jocko.gossip.probe.interval.ms": "1000",
+    # cluster links (broker/security/cluster_links.py): the brokers' shared secret file
+    # (raft handshake, gossip tags), gossip encryption, mutual TLS on the raft port
+    "jocko.cluster.secret.file": "",
+    "jocko.gossip.encrypt": "false",
+    "jocko.raft.ssl.enable": "false",
     "transactional.id.expiration.ms": "604800000",
     "transaction.state.log.num.partitions": "50",
     "transaction.state.log.replication.factor": "3",

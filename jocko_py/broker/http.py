@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from jocko_py.cluster.addr import bind_error
+
 log = logging.getLogger("jocko_py.broker.http")
 
 MAX_HEAD = 16 * 1024
@@ -72,10 +74,13 @@ class HttpServer:
         return "https" if self.ssl_context is not None else "http"
 
     async def start(self) -> None:
-        self.server = await asyncio.start_server(
-            self._serve, self.host, self.port, reuse_address=True, limit=MAX_HEAD,
-            ssl=self.ssl_context,
-            ssl_handshake_timeout=READ_TIMEOUT_S if self.ssl_context is not None else None)
+        try:
+            self.server = await asyncio.start_server(
+                self._serve, self.host, self.port, reuse_address=True, limit=MAX_HEAD,
+                ssl=self.ssl_context,
+                ssl_handshake_timeout=READ_TIMEOUT_S if self.ssl_context is not None else None)
+        except OSError as e:
+            raise bind_error(self.name, self.host, self.port, e) from None
         self.port = int(self.server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:

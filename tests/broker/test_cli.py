@@ -224,11 +224,11 @@ def test_topic_create_uses_broker_defaults_and_alter(
     (["consume", "x", "--offset", "soon"],
      "error: --offset: 'soon' is not earliest, latest or an offset\n"),
     (["groups", "describe", "no-such-group"],
-     "Error: Consumer group 'no-such-group' does not exist.\n"),
+     "error: consumer group 'no-such-group' does not exist\n"),
     (["groups", "delete", "no-such-group"],
-     "Error: Consumer group 'no-such-group' does not exist.\n"),
+     "error: consumer group 'no-such-group' does not exist\n"),
     (["groups", "reset-offsets", "g", "--all-topics", "--to-datetime", "yesterday"],
-     "Error: --to-datetime: 'yesterday' is not an ISO-8601 date-time "
+     "error: --to-datetime: 'yesterday' is not an ISO-8601 date-time "
      "(e.g. 2024-05-01T12:00:00+00:00)\n"),
     (["produce", "x", "--header", "novalue"], "error: --header expects NAME=VALUE, got "
      "'novalue'\n"),

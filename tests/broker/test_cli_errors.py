@@ -52,7 +52,15 @@ def test_port_in_use_gives_one_line(tmp_path: Path) -> None:
         port = s.getsockname()[1]
         out = _broker(tmp_path, "--broker-addr", f"127.0.0.1:{port}")
     assert out.returncode != 0
-    assert "address already in use" in out.stderr and "Traceback" not in out.stderr
+    assert f"jocko-py broker: cannot listen on 127.0.0.1:{port} (Kafka listener PLAINTEXT): " \
+        "address already in use" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_host_that_does_not_resolve_is_named(tmp_path: Path) -> None:
+    out = _broker(tmp_path, "--broker-addr", "no-such-host.invalid:9092")
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "jocko-py broker: cannot listen on no-such-host.invalid:9092 (Kafka listener " \
+        "PLAINTEXT): host 'no-such-host.invalid' does not resolve" in out.stderr
 
 
 def test_unknown_property_warns_and_startup_shows_non_default_config(tmp_path: Path) -> None:
@@ -103,8 +111,9 @@ def test_metrics_or_console_port_in_use_gives_one_line(tmp_path: Path) -> None:
             assert out.returncode != 0
             assert "address already in use" in out.stderr and "Traceback" not in out.stderr
             errors = [ln for ln in out.stderr.splitlines() if " INFO " not in ln]
-            assert errors == [ln for ln in errors if ln.startswith("jocko-py broker: cannot "
-                                                                   "run: ")], out.stderr
+            what = "metrics" if flag == "--metrics-addr" else "console"
+            assert errors == [f"jocko-py broker: cannot listen on 127.0.0.1:{port} ({what}): "
+                              "address already in use"], out.stderr
             assert len(errors) == 1, out.stderr
 
 

@@ -113,9 +113,16 @@ def test_cluster_properties_forms_a_replicated_cluster(tmp_path: Path) -> None:
     min ISR 2, leader rebalance) holds; only ids, addresses and directories differ."""
     sample = parse_properties((CONFIG / "cluster.properties").read_text())
     assert sample["default.replication.factor"] == "3" and sample["min.insync.replicas"] == "2"
+    assert sample["jocko.cluster.secret.file"] and sample["jocko.gossip.encrypt"] == "true"
+    secret = tmp_path / "cluster.secret"
+    secret.write_text(subprocess.run([sys.executable, "-m", "jocko_py.cli", "cluster",
+                                      "gen-secret"], capture_output=True, text=True,
+                                     check=True, timeout=30).stdout)
+    secret.chmod(0o600)
     cluster = Cluster(tmp_path, 3, dict(FAST))
     for b in cluster.brokers.values():
         b.overrides |= {"node.id": str(b.broker_id),
+                        "jocko.cluster.secret.file": str(secret),
                         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{b.port}",
                         "jocko.raft.addr": dict(v.split("@") for v in
                                                 b.voters.split(","))[str(b.broker_id)],
