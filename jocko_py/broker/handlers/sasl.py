@@ -82,6 +82,11 @@ async def authenticate(ctx: RequestContext, req: Any) -> dict[str, Any]:
         s.exchange = None
         s.authenticated = False
         s.close_after_response = security.failed_auth_delay_s
+        # as Kafka's Selector logs it (INFO), with the user the client named, if any
+        user = ex.attempted_user()
+        log.info("[listener=%s] Failed authentication with /%s (%s%s)", s.listener.name,
+                 ctx.peer.rsplit(":", 1)[0].strip("[]"), e,
+                 f"; user {user!r}" if user else "")
         return dict(out, error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(e))
     out["auth_bytes"] = token
     if ex.complete:

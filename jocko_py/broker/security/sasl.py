@@ -134,9 +134,16 @@ class SaslExchange:
         self.user: str | None = None
         self.complete = False
         self.cluster_broker_id: int | None = None
+        self._attempted: str | None = None
         self._cluster = cluster
         self._scram = (ScramServer(mechanism, lambda u: scram(u, mechanism))
                        if mechanism in MECHANISMS else None)
+
+    def attempted_user(self) -> str | None:
+        """The user name the client gave, when it got that far (for the failure log)."""
+        if self._scram is not None:
+            return self._scram.username
+        return self._attempted
 
     def failure(self) -> str:
         return ("Authentication failed during authentication due to invalid credentials "
@@ -150,7 +157,7 @@ class SaslExchange:
             try:
                 out = self._cluster.step(token)
             except ClusterAuthError as e:
-                log.info("[mechanism=%s] broker authentication failed: %s", self.mechanism, e)
+                log.debug("[mechanism=%s] broker authentication failed: %s", self.mechanism, e)
                 raise SaslFailed(self.failure()) from None
             if self._cluster.complete:
                 self.cluster_broker_id = self._cluster.broker_id
@@ -161,7 +168,7 @@ class SaslExchange:
             try:
                 out = self._scram.step(token)
             except ScramError as e:
-                log.info("[mechanism=%s] SCRAM authentication failed: %s", self.mechanism, e)
+                log.debug("[mechanism=%s] SCRAM authentication failed: %s", self.mechanism, e)
                 raise SaslFailed(self.failure()) from None
             if self._scram.complete:
                 self.user = self._scram.username
@@ -185,7 +192,7 @@ class SaslExchange:
                              "that is different from username")
         expected = self.settings.plain.lookup(user) if self.settings is not None else None
         if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
-            log.info("[mechanism=PLAIN] authentication failed for user %r", user)
+            self._attempted = user
             raise SaslFailed("Authentication failed: Invalid username or password")
         self.user = user
         self.complete = True
