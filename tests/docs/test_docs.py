@@ -86,3 +86,13 @@ def test_readme_first_message_steps_work(tmp_path: Path) -> None:
             assert r.returncode == 0, f"{step}: {r.stdout}{r.stderr}"
             out = r.stdout
         assert out.strip() == f"{expected.group(1)}\t{expected.group(2)}"
+        # then the client example, against the same broker
+        code = re.search(r"```python\n(.*?)```", section, re.S)
+        assert code, "the README's first-message section has a Python example"
+        printed = re.search(r"print\(.*#\s*(.*)$", code.group(1), re.M)
+        assert printed
+        r = subprocess.run([sys.executable, "-c", code.group(1).replace(
+            "localhost:9092", broker.bootstrap)], capture_output=True, text=True,
+            timeout=60, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == printed.group(1).strip()
