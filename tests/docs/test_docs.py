@@ -45,7 +45,7 @@ def test_docs_site_builds_strict_with_no_broken_links(tmp_path: Path) -> None:
 
 
 def test_every_relative_link_of_the_readme_and_docs_resolves() -> None:
-    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
     broken = []
     for md in pages:
         for link in _links(md):
