@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jocko_py.broker import handlers
@@ -23,13 +24,14 @@ from jocko_py.broker.config import (
     SECURITY_PROTOCOL_IDS,
     BrokerConfig,
     Listener,
-    load_or_create_cluster_id,
 )
 from jocko_py.broker.core import Broker
 from jocko_py.broker.server import Server
 from jocko_py.cluster.controller import BrokerInfo, ControllerConfig
 from jocko_py.cluster.metadata import BrokerEndpoint, format_endpoints
 from jocko_py.cluster.quorum import LocalQuorum, MetadataQuorum, RaftQuorum
+from jocko_py.commitlog.dirs import lock_dirs, random_uuid, store_meta, verify_meta
+from jocko_py.commitlog.manager import previous_broker_epoch
 
 if TYPE_CHECKING:
     from jocko_py.broker.metrics import MetricsServer
@@ -66,8 +68,36 @@ def advertised_endpoints(config: BrokerConfig) -> tuple[BrokerEndpoint, ...]:
         BrokerEndpoint("PLAINTEXT", config.advertised_host, config.advertised_port),)
 
 
-def build_quorum(config: BrokerConfig) -> MetadataQuorum:
-    """A one-voter local quorum, or raft + gossip when `controller.quorum.voters` is set."""
+def log_dirs(config: BrokerConfig) -> list[Path]:
+    """Every log directory (`log.dirs`); the first also holds the metadata log."""
+    return [config.data_dir, *config.extra_log_dirs]
+
+
+def load_cluster_id(config: BrokerConfig) -> str:
+    """The cluster id from the directories' meta.properties, checked against each other
+    and against `cluster.id` / `node.id` (DirectoryError if they disagree) and stored in
+    every directory that lacks it. Unformatted, a single node makes one (as `storage
+    format` would); a cluster member gets "" and learns it from the metadata quorum."""
+    dirs = log_dirs(config)
+    cluster_id, _ = verify_meta(dirs, config.broker_id, config.cluster_id)
+    if not cluster_id and not config.voters:
+        cluster_id = random_uuid()
+    if cluster_id:
+        store_meta(dirs, config.broker_id, cluster_id)
+    return cluster_id
+
+
+def _store_learned_cluster_id(config: BrokerConfig, cluster_id: str) -> None:
+    written = store_meta(log_dirs(config), config.broker_id, cluster_id)
+    log.info("cluster id %s learned from the metadata quorum, stored in %s", cluster_id,
+             ", ".join(f"{d}/meta.properties" for d in written) or "(already stored)")
+
+
+def build_quorum(config: BrokerConfig, cluster_id: str = "",
+                 previous_broker_epoch: int = -1) -> MetadataQuorum:
+    """A one-voter local quorum, or raft + gossip when `controller.quorum.voters` is set;
+    this broker registers with ``previous_broker_epoch`` (from its clean-shutdown
+    markers, -1 after an unclean stop)."""
     cc = ControllerConfig(
         default_replication_factor=max(1, config.int("default.replication.factor")),
         default_partitions=max(1, config.num_partitions),
@@ -75,8 +105,10 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
     )
     if not config.voters:
         me = BrokerInfo(config.broker_id, config.advertised_host, config.advertised_port,
-                        config.rack, uuid.uuid4(), advertised_endpoints(config))
+                        config.rack, uuid.uuid4(), advertised_endpoints(config),
+                        previous_broker_epoch)
         return LocalQuorum(config.data_dir, config.broker_id, me, cc)
+    from jocko_py.broker.security.cluster_links import cluster_link_security
     from jocko_py.cluster.gossip.core import GossipConfig
     from jocko_py.cluster.node import ClusterNode
     from jocko_py.cluster.raft.core import RaftConfig
@@ -95,10 +127,14 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
         seeds=list(config.join),
         advertised=format_endpoints(advertised_endpoints(config)),
         rack=config.rack,
-        raft_config=RaftConfig(election_timeout_ms=election, fetch_timeout_ms=fetch_timeout,
+        raft_config=RaftConfig(cluster_id=cluster_id,
+                               election_timeout_ms=election, fetch_timeout_ms=fetch_timeout,
                                fetch_max_wait_ms=min(500, fetch_timeout // 4),
                                request_timeout_ms=min(2000, max(100, election // 3))),
         gossip_config=gossip_cfg,
+        on_cluster_id=lambda cid: _store_learned_cluster_id(config, cid),
+        security=cluster_link_security(config),
+        previous_broker_epoch=previous_broker_epoch,
     )
     node.heartbeats_required = True
     node.session_timeout_ms = config.int("broker.session.timeout.ms")
@@ -229,7 +265,7 @@ async def start_console(broker: Broker) -> Console | None:
     from jocko_py.console import Console
 
     host, port = split_addr(addr, 9080)
-    c = Console(broker, host or "0.0.0.0", port, broker.config.bool("jocko.console.read.only"))
+    c = Console(broker, host or "0.0.0.0", port)  # read-only: console_read_only(config)
     await c.start()
     return c
 
@@ -239,7 +275,20 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
     """Run until ``stop`` is set (by default: until SIGTERM/SIGINT, whose handlers can
     only be installed from the main thread; a broker embedded in another thread, as the
     pytest plugin runs it, is stopped through ``stop``). ``on_ready`` is called once the
-    broker listens and serves."""
+    broker listens and serves.
+
+    Every log directory's `.lock` is taken first, before anything is read from them, and
+    held until the broker has stopped (DirectoryInUseError if another process, or another
+    broker of this one, holds one)."""
+    locks = lock_dirs(log_dirs(config))
+    try:
+        return await _run_broker(config, stop, on_ready)
+    finally:
+        locks.release()
+
+
+async def _run_broker(config: BrokerConfig, stop: asyncio.Event | None,
+                      on_ready: Callable[[Broker], None] | None) -> int:
     handlers.load_all()
     t0 = time.monotonic()
     if stop is None:
@@ -249,9 +298,9 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
-    cluster_id = config.cluster_id or load_or_create_cluster_id(config.data_dir)
-    config.data_dir.mkdir(parents=True, exist_ok=True)
-    quorum = build_quorum(config)
+    cluster_id = load_cluster_id(config)
+    # read before the logs load, which deletes the clean-shutdown markers
+    quorum = build_quorum(config, cluster_id, previous_broker_epoch(log_dirs(config)))
     broker = Broker(config, cluster_id, quorum)
     broker.start()
     server = Server(broker)
@@ -274,7 +323,8 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
         "jocko-py broker %d listening on %s, advertised as %s, data in %s, "
         "cluster %s, %s (started in %.2fs)",
         config.broker_id, _listeners_text(config.listeners),
-        _listeners_text(config.advertised_listeners), config.data_dir, cluster_id,
+        _listeners_text(config.advertised_listeners), config.data_dir,
+        broker.cluster_id or "not known yet (learned from the quorum)",
         f"raft {config.raft_addr} voters {config.voters} gossip {config.gossip_addr}"
         if config.voters else "single node", time.monotonic() - t0,
     )
@@ -325,8 +375,14 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None,
                                return_when=asyncio.FIRST_COMPLETED)
             log.info("shutting down")
             if fatal is not None and fatal.done():
-                failed.append(f"the cluster node failed: {fatal.result()!r}")
-                log.critical("%s", failed[-1])
+                from jocko_py.cluster.node import ClusterIdMismatchError
+
+                exc = fatal.result()
+                if isinstance(exc, ClusterIdMismatchError):  # logged by raft: said once more
+                    failed.append(str(exc))  # as the reason the broker stopped
+                else:
+                    failed.append(f"the cluster node failed: {exc!r}")
+                    log.critical("%s", failed[-1])
             else:
                 if failed:
                     log.critical("shutting down broker because %s", failed[0])

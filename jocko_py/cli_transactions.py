@@ -9,7 +9,9 @@ partition: it finds the producer whose open transaction starts at `--start-offse
 (DescribeProducers on the leader) and writes an ABORT marker for it there
 (WriteTxnMarkers with the producer's epoch and the last coordinator epoch it saw), as
 Kafka's `abort` does. Only for transactions no coordinator will ever end: aborting a
-live transaction behind its coordinator's back breaks it.
+live transaction behind its coordinator's back breaks it. As in Kafka, the abort needs
+CLUSTER_ACTION on the cluster: the broker serves WriteTxnMarkers only to brokers and,
+with an authorizer, to principals allowed it (never to everyone by default).
 """
 
 from __future__ import annotations
@@ -40,11 +42,11 @@ def cmd_list(c: Client, args: argparse.Namespace) -> int:
                                        "producer_id_filters": args.producer_id or [],
                                        "duration_filter": -1})
         except OSError as e:
-            print(f"Error: broker {b.node_id}: {e}", file=sys.stderr)
+            print(f"error: broker {b.node_id}: {e}", file=sys.stderr)
             failed = True
             continue
         if r.error_code:
-            print(f"Error: broker {b.node_id}: {ErrorCode(r.error_code).name}", file=sys.stderr)
+            print(f"error: broker {b.node_id}: {ErrorCode(r.error_code).name}", file=sys.stderr)
             failed = True
             continue
         for s in r.unknown_state_filters:
@@ -93,7 +95,7 @@ def cmd_abort(c: Client, args: argparse.Namespace) -> int:
         match: Any = next((x for x in p.active_producers
                            if x.current_txn_start_offset == args.start_offset), None)
         if match is None:
-            print(f"Error: no open transaction starts at offset {args.start_offset} of "
+            print(f"error: no open transaction starts at offset {args.start_offset} of "
                   f"{args.topic}-{args.partition}", file=sys.stderr)
             return 1
         w = leader.request(27, 1, {"markers": [{
@@ -102,6 +104,10 @@ def cmd_abort(c: Client, args: argparse.Namespace) -> int:
             "topics": [{"name": args.topic, "partition_indexes": [args.partition]}],
             "coordinator_epoch": max(match.coordinator_epoch, 0)}]})
         err = w.markers[0].topics[0].partitions[0].error_code
+        if err == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+            raise KafkaError(err, "WriteTxnMarkers: aborting a transaction needs "
+                             "CLUSTER_ACTION on the cluster (an authorizer with this "
+                             "principal in super.users, or an ACL)")
         if err:
             raise KafkaError(err, "WriteTxnMarkers")
     finally:
@@ -119,7 +125,7 @@ def cmd_transactions(args: argparse.Namespace) -> int:
             fn = {"list": cmd_list, "describe": cmd_describe, "abort": cmd_abort}[args.action]
             return fn(c, args)
     except KafkaError as e:
-        print(f"Error: {e}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 1
 
 

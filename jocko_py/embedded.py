@@ -7,7 +7,9 @@ application's integration tests), as the pytest plugin (`pytest_plugin.py`) does
   its own event loop, so it neither needs nor disturbs the caller's loop or threads
   (sync code, async tests, a process that already runs a loop). It listens on a free
   loopback port, keeps its data in a temporary directory unless given one, and stops
-  through an event (no signals: their handlers belong to the main thread).
+  through an event (no signals: their handlers belong to the main thread). While it
+  runs it holds its directory's `.lock`: another broker on that directory, in this
+  process or another, fails to start (DirectoryInUseError); a stopped one starts again.
 - `BrokerCluster`: brokers as `jocko-py broker` subprocesses forming one cluster on
   loopback (raft voters, gossip), ready once every broker sees all of them registered.
 

@@ -3,7 +3,10 @@
 Handlers register themselves with `@api(key, min, max)`; ApiVersions is derived
 from these registrations, so the broker never advertises a version it does not
 implement. `advertise_min` lets an API advertise versions below what it
-serves (Produce v0-2: advertised, then rejected as Kafka 4 does).
+serves (Produce v0-2: advertised, then rejected as Kafka 4 does). `broker_only`
+marks the controller APIs (Kafka's controller listener): advertised and served only
+to brokers; any other connection sending one is closed, as Kafka closes a connection
+that sends an API its listener does not enable.
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ class ApiEntry:
     max_version: int
     handler: Handler
     advertised_min: int
+    # a controller API (Kafka serves it only on the controller listener): served only to
+    # brokers (`SecurityManager.is_cluster_peer`), and not advertised to anyone else
+    broker_only: bool = False
 
 
 class NoResponse:
@@ -67,7 +73,8 @@ _REGISTRY: dict[int, ApiEntry] = {}
 
 
 def api(
-    key: int, min_version: int, max_version: int, *, advertise_min: int | None = None
+    key: int, min_version: int, max_version: int, *, advertise_min: int | None = None,
+    broker_only: bool = False,
 ) -> Callable[[Handler], Handler]:
     lo, hi = messages.spec_versions(key)
     if not (lo <= min_version <= max_version <= hi):
@@ -75,7 +82,7 @@ def api(
 
     def register(fn: Handler) -> Handler:
         adv = min_version if advertise_min is None else advertise_min
-        _REGISTRY[key] = ApiEntry(key, min_version, max_version, fn, adv)
+        _REGISTRY[key] = ApiEntry(key, min_version, max_version, fn, adv, broker_only)
         return fn
 
     return register
@@ -90,5 +97,8 @@ def served_versions() -> dict[int, tuple[int, int]]:
     return {k: (e.advertised_min, e.max_version) for k, e in _REGISTRY.items()}
 
 
-def advertised_versions() -> list[tuple[int, int, int]]:
-    return sorted((k, e.advertised_min, e.max_version) for k, e in _REGISTRY.items())
+def advertised_versions(broker: bool = False) -> list[tuple[int, int, int]]:
+    """(key, min, max) of the APIs advertised to a client (``broker``: to a broker,
+    the broker-only ones included)."""
+    return sorted((k, e.advertised_min, e.max_version) for k, e in _REGISTRY.items()
+                  if broker or not e.broker_only)

@@ -8,11 +8,8 @@ as raw properties and turned into a `LogConfig` by the commit log.
 
 from __future__ import annotations
 
-import base64
 import builtins
-import hashlib
 import logging
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +55,11 @@ DEFAULTS: dict[str, str] = {
     "controller.quorum.election.timeout.ms": "1000",
     "controller.quorum.fetch.timeout.ms": "2000",
     "jocko.gossip.probe.interval.ms": "1000",
+    # cluster links (broker/security/cluster_links.py): the brokers' shared secret file
+    # (raft handshake, gossip tags), gossip encryption, mutual TLS on the raft port
+    "jocko.cluster.secret.file": "",
+    "jocko.gossip.encrypt": "false",
+    "jocko.raft.ssl.enable": "false",
     "transactional.id.expiration.ms": "604800000",
     "transaction.state.log.num.partitions": "50",
     "transaction.state.log.replication.factor": "3",
@@ -74,6 +76,28 @@ DEFAULTS: dict[str, str] = {
     # the web console (console.py): host:port, empty: off; read-only hides every action
     "jocko.console.addr": "",
     "jocko.console.read.only": "false",
+    # who may use the console and the metrics endpoint (broker/security/http_access.py):
+    # auth none | basic | mtls | basic,mtls (empty: none while every listener is
+    # PLAINTEXT, else basic, and the console read-only unless read.only is set); TLS
+    # with the broker's ssl.* PEM settings unless jocko.<console|metrics>.ssl.* has its own
+    "jocko.console.auth": "",
+    "jocko.console.ssl.enable": "false",
+    "jocko.console.ssl.client.auth": "",
+    "jocko.console.ssl.keystore.location": "",
+    "jocko.console.ssl.keystore.certificate.chain": "",
+    "jocko.console.ssl.keystore.key": "",
+    "jocko.console.ssl.key.password": "",
+    "jocko.console.ssl.truststore.location": "",
+    "jocko.console.ssl.truststore.certificates": "",
+    "jocko.metrics.auth": "",
+    "jocko.metrics.ssl.enable": "false",
+    "jocko.metrics.ssl.client.auth": "",
+    "jocko.metrics.ssl.keystore.location": "",
+    "jocko.metrics.ssl.keystore.certificate.chain": "",
+    "jocko.metrics.ssl.keystore.key": "",
+    "jocko.metrics.ssl.key.password": "",
+    "jocko.metrics.ssl.truststore.location": "",
+    "jocko.metrics.ssl.truststore.certificates": "",
     # retention by share of disk (commitlog/disk_retention.py): -1 off
     "jocko.log.retention.disk.percent": "-1",
     "jocko.log.retention.disk.protect.committed.offsets": "false",
@@ -426,11 +450,13 @@ def build_config(
     if join is not None:
         props["jocko.gossip.join"] = join
     seeds = tuple(s.strip() for s in props.get("jocko.gossip.join", "").split(",") if s.strip())
-    cluster_id = props.get("cluster.id", "")
-    if voter_map and not cluster_id:
-        # every member derives the same id from the voter set (no format step needed)
-        digest = hashlib.sha256(props["controller.quorum.voters"].replace(" ", "").encode())
-        cluster_id = base64.urlsafe_b64encode(digest.digest()[:16]).decode().rstrip("=")
+    # The cluster id lives in each log directory's meta.properties (commitlog/dirs.py),
+    # written by `jocko-py storage format`, generated once by a single node, or learned
+    # from the metadata quorum; `cluster.id`, when set, must match what is stored.
+    cluster_id = props.get("cluster.id", "").strip()
+    if cluster_id and not all(c.isascii() and (c.isalnum() or c in "-_") for c in cluster_id):
+        raise ConfigError(f"cluster.id: {cluster_id!r} is not a cluster id (base64url "
+                          "characters, as `jocko-py storage random-uuid` prints)")
     return BrokerConfig(
         broker_id=int(props["broker.id"]),
         host=host,
@@ -466,10 +492,31 @@ def _checked_addr(addr: str, what: str, default_port: int | None = None) -> tupl
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+# TLS / SASL settings, read per listener by jocko_py/broker/security (each also as
+# `listener.name.<listener>.<name>`; SASL's JAAS also per mechanism,
+# `listener.name.<listener>.<mechanism>.sasl.jaas.config`).
+SECURITY_PROPERTIES = frozenset({
+    "ssl.keystore.location", "ssl.keystore.type", "ssl.keystore.certificate.chain",
+    "ssl.keystore.key", "ssl.key.password", "ssl.truststore.location",
+    "ssl.truststore.type", "ssl.truststore.certificates", "ssl.enabled.protocols",
+    "ssl.cipher.suites", "ssl.client.auth", "ssl.principal.mapping.rules",
+    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.mechanism.inter.broker.protocol",
+    "sasl.server.max.receive.size", "jocko.sasl.plain.users.file",
+})
+_MECHANISMS = ("plain.", "scram-sha-256.", "scram-sha-512.")
+
+
 def known_property(name: str) -> bool:
     from jocko_py.commitlog.config import TOPIC_CONFIGS, broker_property_names
 
+    if name.startswith("listener.name."):
+        rest = name[len("listener.name."):].partition(".")[2]
+        for mech in _MECHANISMS:
+            if rest.startswith(mech) and rest[len(mech):] == "sasl.jaas.config":
+                return True
+        return rest in SECURITY_PROPERTIES or rest in DEFAULTS
     return (name in DEFAULTS or name in _READ_ELSEWHERE or name in _KAFKA_IGNORED
+            or name in SECURITY_PROPERTIES
             or name in broker_property_names() or name in TOPIC_CONFIGS)
 
 
@@ -514,15 +561,3 @@ def parse_voters(value: str) -> dict[builtins.int, str]:
         out[builtins.int(vid)] = addr.strip()
     return out
 
-
-def load_or_create_cluster_id(data_dir: Path) -> str:
-    """Kafka keeps the cluster id in meta.properties; so do we."""
-    meta = data_dir / "meta.properties"
-    if meta.exists():
-        props = parse_properties(meta.read_text())
-        if props.get("cluster.id"):
-            return props["cluster.id"]
-    cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    data_dir.mkdir(parents=True, exist_ok=True)
-    meta.write_text(f"version=1\ncluster.id={cid}\n")
-    return cid

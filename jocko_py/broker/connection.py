@@ -15,7 +15,10 @@ listener and principal. On a SASL listener only ApiVersions and the SASL exchang
 are served before authentication (anything else closes the connection), frames
 are capped at `sasl.server.max.receive.size` until then, a connection that has not
 authenticated within `connections.max.idle.ms` is closed, and a failed
-authentication is answered after a delay and the connection closed.
+authentication is answered after a delay and the connection closed. A controller
+API (`broker_only` in the registry) from a connection that is not a broker's
+(`SecurityManager.is_cluster_peer`) closes the connection, as Kafka does for an API
+its listener does not enable.
 
 Idle connections: `idle_since` is the time the connection started waiting for the
 client's next bytes (None while a request is being handled, parked included); the
@@ -49,6 +52,7 @@ log = logging.getLogger("jocko_py.broker.connection")
 API_VERSIONS = 18
 # never counted against a request_percentage quota (Kafka: connection set-up and the
 # cluster actions brokers and controllers send each other)
+# (and nothing a broker of the cluster sends: its session has cluster_broker_id)
 QUOTA_EXEMPT = frozenset({17, 18, 36,  # SaslHandshake, ApiVersions, SaslAuthenticate
                           4, 5, 6, 7, 27, 52, 53, 54, 56, 58, 62, 63, 67})
 READ_CHUNK = 256 * 1024
@@ -76,7 +80,7 @@ def api_versions_fallback(header: codec.RequestHeader) -> bytes:
         "error_code": ErrorCode.UNSUPPORTED_VERSION,
         "api_keys": [
             {"api_key": k, "min_version": lo, "max_version": hi}
-            for k, lo, hi in api_mod.advertised_versions()
+            for k, lo, hi in api_mod.advertised_versions()  # a client's view
         ],
     }
     return bytes(codec.encode_response(API_VERSIONS, 0, header.correlation_id, body))
@@ -217,6 +221,10 @@ class Connection:
                 raise ProtocolError(f"{why} ({messages.api_name(header.api_key)}) on listener "
                                     f"{self.listener.name}")
         entry = self.entries[header.api_key]
+        if entry.broker_only and not self.broker.security.is_cluster_peer(session):
+            # as Kafka closes a connection sending an API its listener does not enable
+            raise ProtocolError(f"{messages.api_name(header.api_key)} is served to brokers "
+                                f"only (principal {session.principal if session else '?'})")
         ctx = RequestContext(header, self.broker, self.peer, session)
         waited = [0.0]
         PARK_TIME.set(waited)
@@ -237,8 +245,7 @@ class Connection:
             stats.requests[header.api_key].observe(time.perf_counter() - t0)
             return None
         if session is not None and header.api_key not in QUOTA_EXEMPT and \
-                self.broker.security.quotas_set() and \
-                getattr(request.body, "replica_id", -1) < 0:
+                session.cluster_broker_id is None and self.broker.security.quotas_set():
             busy_us = int((time.perf_counter() - t0 - waited[0]) * 1e6)
             ms = self.broker.security.throttle(session, header.client_id,
                                                "request_percentage", max(busy_us, 0))

@@ -33,7 +33,7 @@ class Broker:
     def __init__(self, config: BrokerConfig, cluster_id: str, quorum: MetadataQuorum) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.cluster_id = cluster_id
+        self._cluster_id = cluster_id
         self.quorum = quorum
         self.log_config = LogConfig.from_broker_properties(config.properties)
         HANDLES.configure(config.int("jocko.log.max.open.files"))
@@ -61,9 +61,15 @@ class Broker:
         # TLS contexts, SASL settings, principals, ACLs (raises ConfigError)
         self.security = SecurityManager(config, lambda: quorum.image)
         self.replicas.channel_security = self.topics.channel_security = \
-            self.security.inter_broker_client()
+            self.security.broker_channel_security()
         # extension point for services added by later layers (group coordinator, ...)
         self.services: dict[str, Any] = {}
+
+    @property
+    def cluster_id(self) -> str:
+        """The stored cluster id; in a cluster started unformatted, the one learned from
+        the metadata quorum ("" until then)."""
+        return self.quorum.cluster_id or self._cluster_id
 
     def start(self) -> None:
         """Load the logs (before any metadata delta is published) and the services."""
@@ -101,5 +107,15 @@ class Broker:
     def controller_id(self) -> int:
         return self.quorum.controller_id()
 
+    def registered_broker_epoch(self) -> int:
+        """The broker epoch this process is registered under in the metadata it applied,
+        or -1 (not registered yet, or the registration is another process's)."""
+        b = self.quorum.image.brokers.get(self.broker_id)
+        if b is None or b.incarnation_id != self.quorum.incarnation:
+            return -1
+        return b.broker_epoch
+
     def close(self) -> None:
-        self.replicas.close()
+        # the clean-shutdown markers name the epoch this process was registered under:
+        # its next start registers with it as its previous broker epoch (KIP-966)
+        self.replicas.close(self.registered_broker_epoch())

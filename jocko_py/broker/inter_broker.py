@@ -7,10 +7,14 @@ channel, so a response that belongs to an earlier connection (or an earlier proc
 can never be taken for the answer to a new request. A channel that fails is closed and
 every pending request raises `ConnectionError`; the next request dials again.
 
-On an SSL / SASL inter-broker listener (`inter.broker.listener.name`) a channel
-speaks TLS (`ClientSecurity.ssl`) and authenticates with SASL PLAIN or SCRAM
-(`sasl.mechanism.inter.broker.protocol`, credentials from the listener's JAAS
-`username` / `password`) before its first request. When the broker gives the
+Before its first request a channel authenticates as a broker of the cluster with
+JOCKO-CLUSTER (a challenge-response over SaslHandshake/SaslAuthenticate keyed by the
+cluster secret from the metadata log, `security/cluster_auth.py`), on every listener;
+the other broker serves the broker-only APIs only to such connections. Until this
+broker has applied the secret, connecting fails (ConnectionError: callers retry).
+On an SSL / SASL_SSL inter-broker listener (`inter.broker.listener.name`) it speaks
+TLS (`ClientSecurity.ssl`) first. (Without `cluster_key`, a channel authenticates with
+SASL PLAIN or SCRAM: `sasl_mechanism`, `username`, `password`.) When the broker gives the
 session a lifetime (`connections.max.reauth.ms`, KIP-368) the channel dials anew
 (and so authenticates anew) once 80% of it has passed, between requests.
 """
@@ -23,6 +27,7 @@ import logging
 import os
 import ssl
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,12 +41,16 @@ MAX_RESPONSE = 256 * 1024 * 1024
 
 @dataclass(frozen=True)
 class ClientSecurity:
-    """How this broker connects to the others' inter-broker listener."""
+    """How this broker connects to the others' inter-broker listener. With
+    ``cluster_key`` the channel authenticates with JOCKO-CLUSTER as broker
+    ``cluster_broker_id`` (instead of ``sasl_mechanism``)."""
 
     ssl: ssl.SSLContext | None = None
     sasl_mechanism: str | None = None
     username: str = ""
     password: str = ""
+    cluster_broker_id: int = -1
+    cluster_key: Callable[[], bytes | None] | None = None
 
 
 class BrokerChannel:
@@ -75,7 +84,7 @@ class BrokerChannel:
                     server_hostname=self.host if sec and sec.ssl else None),
                 self.connect_timeout)
             self._session_expires = None
-            if sec is not None and sec.sasl_mechanism:
+            if sec is not None and (sec.sasl_mechanism or sec.cluster_key is not None):
                 try:
                     lifetime_ms = await asyncio.wait_for(
                         self._authenticate(reader, writer, sec), self.connect_timeout * 2)
@@ -105,6 +114,8 @@ class BrokerChannel:
         """The SASL exchange; the session lifetime the broker gave (ms, 0: none)."""
         from jocko_py.broker.security.scram import ScramClient, ScramError
 
+        if sec.cluster_key is not None:
+            return await self._authenticate_broker(reader, writer, sec)
         mech = sec.sasl_mechanism or "PLAIN"
         hs = await self._call(reader, writer, 17, 1, {"mechanism": mech})
         if hs.error_code:
@@ -126,6 +137,39 @@ class BrokerChannel:
         if r.error_code:
             raise ConnectionError(
                 f"SASL authentication to {self.address} failed: {r.error_message}")
+        return int(r.session_lifetime_ms)
+
+    async def _authenticate_broker(self, reader: asyncio.StreamReader,
+                                   writer: asyncio.StreamWriter, sec: ClientSecurity) -> int:
+        """JOCKO-CLUSTER (`security/cluster_auth.py`): prove this broker knows the cluster
+        secret, and check that the other one does."""
+        from jocko_py.broker.security.cluster_auth import (
+            MECHANISM,
+            ClusterAuthClient,
+            ClusterAuthError,
+        )
+
+        assert sec.cluster_key is not None
+        key = sec.cluster_key()
+        if key is None:
+            raise ConnectionError("the cluster secret is not known yet (metadata not applied)")
+        hs = await self._call(reader, writer, 17, 1, {"mechanism": MECHANISM})
+        if hs.error_code:
+            raise ConnectionError(f"{self.address} refused broker authentication "
+                                  f"({hs.error_code})")
+        auth = ClusterAuthClient(sec.cluster_broker_id, key)
+        r = await self._call(reader, writer, 36, 2, {"auth_bytes": auth.first()})
+        try:
+            if not r.error_code:
+                r = await self._call(reader, writer, 36, 2,
+                                     {"auth_bytes": auth.final(bytes(r.auth_bytes))})
+                if not r.error_code:
+                    auth.verify(bytes(r.auth_bytes))
+        except ClusterAuthError as e:
+            raise ConnectionError(f"broker authentication to {self.address}: {e}") from None
+        if r.error_code:
+            raise ConnectionError(
+                f"broker authentication to {self.address} failed: {r.error_message}")
         return int(r.session_lifetime_ms)
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:

@@ -676,8 +676,9 @@ class ReplicaManager:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
 
-    def close(self) -> None:
+    def close(self, broker_epoch: int = -1) -> None:
+        """Close every log; the clean-shutdown markers name ``broker_epoch``."""
         for p in self.partitions.values():
             with contextlib.suppress(Exception):
                 p.log.save_producer_state()
-        self.logs.close_all()
+        self.logs.close_all(broker_epoch)

@@ -35,6 +35,7 @@ from jocko_py.cluster.quorum import MetadataQuorum, NotControllerError
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from jocko_py.broker.api import RequestContext
     from jocko_py.broker.partition import IsrChange
 
 log = logging.getLogger("jocko_py.broker.topics")
@@ -71,6 +72,16 @@ def validate_topic_name(name: str | None) -> None:
             f"Topic name {name!r} is illegal: it contains a character other than "
             "ASCII alphanumerics, '.', '_' and '-'",
         )
+
+
+def is_forwarded(ctx: RequestContext) -> bool:
+    """Was this request forwarded to the controller by another broker? Its client id
+    says so, and only a broker of the cluster (JOCKO-CLUSTER) is believed: a client
+    claiming that client id is an ordinary client (its mutation quota counts, and its
+    request is forwarded like any other)."""
+    s = ctx.session
+    return ctx.header.client_id == FORWARD_CLIENT_ID and (
+        s is None or s.cluster_broker_id is not None)
 
 
 def _err(code: int) -> ErrorCode:

@@ -27,10 +27,17 @@ Rules
   empty, the last leader is kept as ``last_known_elr``; with ISR and ELR both empty it
   may be elected again when it returns (Kafka's balanced recovery: with nothing better,
   the last leader's log).
-- Restarts. A broker registering with a new incarnation restarted, and may have lost
-  what it had not flushed (Kafka treats every new incarnation so): it leaves the ISR and
-  the ELR of every partition, even as their last member, and leads nothing in that
-  round; it rejoins the ISR by catching up, as any follower.
+- Restarts (KIP-966, as Kafka 4.x's ``ClusterControlManager.registerBroker`` and
+  ``ReplicationControlManager.handleBrokerShutdown``). A broker registering with a new
+  incarnation restarted. It restarted cleanly when it names, as its previous broker
+  epoch (from the clean-shutdown markers its last process wrote after flushing every
+  log), the epoch it is registered under: it lost nothing, so it is handled as a fenced
+  broker is, leaving the ISR of every partition but keeping (or, when the ISR falls
+  under min ISR, taking) its ELR place. Otherwise (no marker: killed, power lost; or
+  another epoch) it may have lost what it had not flushed: it leaves the ISR and the ELR
+  of every partition, even as their last member. Either way it leads nothing in that
+  round and rejoins the ISR by catching up, as any follower; the last known leader is
+  left as it is.
 - A leaderless partition whose ISR (or, when empty, ELR) holds an unfenced broker gets
   that broker as leader.
 - Every leader change bumps the leader epoch (``PartitionChangeRecord`` with a leader).
@@ -58,6 +65,9 @@ Rules
   leader when it is unfenced, in the ISR and not already leading. An unclean election
   (ElectLeaders type 1) only applies to a leaderless partition: the first live replica
   leads with an ISR of itself.
+- Cluster secret (``cluster_secret_records``): while the image has none, the controller
+  proposes a ``ClusterSecretRecord`` of 32 random bytes (once: a new cluster, or a data
+  directory from before it existed); brokers authenticate each other with it.
 - Reassignment (``reassign``, AlterPartitionReassignments, as KRaft does it): the
   replicas become target + current (target first), ``adding`` = target - current,
   ``removing`` = current - target. Once every adding replica is in the ISR,
@@ -70,8 +80,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from jocko_py.cluster.metadata import (
@@ -80,6 +91,7 @@ from jocko_py.cluster.metadata import (
     NO_LEADER,
     NO_LEADER_CHANGE,
     BrokerEndpoint,
+    ClusterSecretRecord,
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -131,6 +143,9 @@ class BrokerInfo:
     # every listener's advertised endpoint, the inter-broker one first (default: one
     # PLAINTEXT endpoint at host:port)
     endpoints: tuple[BrokerEndpoint, ...] = ()
+    # the broker epoch its previous process was registered under, as its clean-shutdown
+    # markers name it (BrokerRegistration's PreviousBrokerEpoch); -1: not a clean stop
+    previous_broker_epoch: int = -1
 
     def all_endpoints(self) -> tuple[BrokerEndpoint, ...]:
         return self.endpoints or (BrokerEndpoint("PLAINTEXT", self.host, self.port),)
@@ -147,9 +162,17 @@ class ControllerConfig:
 
 
 class Controller:
-    def __init__(self, config: ControllerConfig | None = None) -> None:
+    def __init__(self, config: ControllerConfig | None = None,
+                 random_bytes: Callable[[int], bytes] = os.urandom) -> None:
         self.config = config or ControllerConfig()
         self._pid_reserved = 0  # producer ids below this were proposed by this controller
+        self._random_bytes = random_bytes
+
+    def cluster_secret_records(self, image: MetadataImage) -> list[MetadataRecord]:
+        """A new cluster secret while the image has none (see the module rules)."""
+        if image.cluster_secret is not None:
+            return []
+        return [ClusterSecretRecord(self._random_bytes(32))]
 
     # ------------------------------------------------------------------ membership
 
@@ -157,14 +180,16 @@ class Controller:
                   fence_restarted: bool = True,
                   caught_up: set[int] | None = None) -> list[MetadataRecord]:
         """Records that bring the image in line with the live broker set. A broker that
-        comes back with a new incarnation (``fence_restarted``) restarted uncleanly as far
-        as the controller knows: it may have lost what it had not flushed, so it leaves
-        the ISR and the ELR of every partition (even as the last member) and leads
-        nothing in this round; it rejoins the ISR by catching up, as any follower. With
-        ``caught_up`` given (broker heartbeats), a fenced broker is unfenced only once it
-        is in that set (its heartbeat showed it caught up with the metadata log)."""
+        comes back with a new incarnation (``fence_restarted``) leaves the ISR of every
+        partition and leads nothing in this round; it rejoins the ISR by catching up, as
+        any follower. Unless it restarted cleanly (its previous broker epoch is the one
+        it is registered under) it may have lost what it had not flushed, so it leaves
+        the ELR of every partition too (even as the last member). With ``caught_up``
+        given (broker heartbeats), a fenced broker is unfenced only once it is in that
+        set (its heartbeat showed it caught up with the metadata log)."""
         out: list[MetadataRecord] = []
-        restarted: set[int] = set()
+        restarted: set[int] = set()  # unclean: out of every ISR and ELR
+        clean_restarted: set[int] = set()  # clean: out of every ISR, as if fenced
         usable: set[int] = set()  # live and unfenced once these records apply
         next_epoch = max([b.broker_epoch for b in image.brokers.values()] + [0]) + 1
         for bid in sorted(live):
@@ -177,7 +202,16 @@ class Controller:
             )
             if changed:
                 if b is not None and b.incarnation_id != info.incarnation and fence_restarted:
-                    restarted.add(bid)
+                    if info.previous_broker_epoch == b.broker_epoch:
+                        clean_restarted.add(bid)
+                        log.info("[controller] broker %d restarted cleanly (previous broker "
+                                 "epoch %d): it keeps its eligible leader replica places",
+                                 bid, b.broker_epoch)
+                    else:
+                        restarted.add(bid)
+                        log.info("[controller] broker %d restarted uncleanly (previous "
+                                 "broker epoch %d, registered under %d): out of every ISR "
+                                 "and ELR", bid, info.previous_broker_epoch, b.broker_epoch)
                 epoch, next_epoch = next_epoch, next_epoch + 1
                 out.append(
                     RegisterBrokerRecord(
@@ -201,15 +235,16 @@ class Controller:
             b = image.brokers[bid]
             if bid not in live and not b.fenced:
                 out.append(FenceBrokerRecord(bid, b.broker_epoch))
-        out.extend(self._repair_partitions(image, usable, restarted))
+        out.extend(self._repair_partitions(image, usable - clean_restarted, restarted))
         if not out:
             out.extend(self._complete_reassignments(image, usable))
         return out
 
     def _repair_partitions(self, image: MetadataImage, usable: set[int],
                            restarted: set[int]) -> list[MetadataRecord]:
-        """Drop fenced and restarted brokers from every ISR (restarted ones from every ELR
-        too) and elect where the leader is gone."""
+        """Drop fenced and restarted brokers (not in ``usable``) from every ISR, those
+        restarted uncleanly (``restarted``) from every ELR too, and elect where the leader
+        is gone."""
         out: list[MetadataRecord] = []
         eligible = usable - restarted
         for name in sorted(image.topics):
@@ -254,7 +289,7 @@ class Controller:
         """The one place a partition's ISR, ELR and leader change together (KIP-966 rules
         in the module docstring): ``isr`` is the target ISR (default: unchanged),
         ``eligible`` the brokers that may lead, ``unclean_shutdown`` the brokers that
-        restarted (out of the ISR and ELR), ``unclean`` allows a leader from outside the
+        restarted uncleanly (out of the ISR and ELR), ``unclean`` allows a leader from outside the
         ISR and ELR. None when nothing changes."""
         p = t.partitions[pid]
         reps = p.replicas if replicas is None else replicas

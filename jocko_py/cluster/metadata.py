@@ -37,6 +37,12 @@ Records (frozen dataclasses; list-valued fields are tuples):
   pattern_type, principal, host, operation, permission_type)``,
   ``RemoveAccessControlEntryRecord(id)``: ACLs (bytes fields are base64 in the encoding);
   ``ClientQuotaRecord(entity, key, value, remove=False)``: client quotas
+- ``ClusterSecretRecord(secret)`` (jocko-specific, apiKey 10000): the cluster's random
+  32-byte secret, committed once by the active controller; brokers prove they know it
+  when they connect to each other over Kafka's protocol (``broker/security/cluster_auth.py``;
+  not the operator's ``jocko.cluster.secret.file``, which authenticates the raft and
+  gossip links that carry this log). Its ``repr`` hides the value; the image keeps the
+  first one (``cluster_secret``).
 - ``MetadataRecord``: the union of all of the above.
 
 Encoding:
@@ -327,6 +333,15 @@ class ClientQuotaRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterSecretRecord:
+    """jocko-specific: the secret brokers authenticate each other with (never printed)."""
+
+    API_KEY: ClassVar[int] = 10000
+    VERSION: ClassVar[int] = 0
+    secret: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class NoOpRecord:
     API_KEY: ClassVar[int] = 20
     VERSION: ClassVar[int] = 0
@@ -350,6 +365,7 @@ MetadataRecord: TypeAlias = (
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
     | ClientQuotaRecord
+    | ClusterSecretRecord
     | NoOpRecord
 )
 
@@ -373,6 +389,7 @@ RECORD_TYPES: dict[int, type[Any]] = {
         AccessControlEntryRecord,
         RemoveAccessControlEntryRecord,
         ClientQuotaRecord,
+        ClusterSecretRecord,
         NoOpRecord,
     )
 }
@@ -380,7 +397,7 @@ RECORD_TYPES: dict[int, type[Any]] = {
 # --------------------------------------------------------------------------- encoding
 
 _UUID_FIELDS = {"incarnation_id", "topic_id", "id"}
-_BYTES_FIELDS = {"salt", "stored_key", "server_key"}
+_BYTES_FIELDS = {"salt", "stored_key", "server_key", "secret"}
 _INT_TUPLE_FIELDS = {"replicas", "isr", "removing_replicas", "adding_replicas", "elr",
                      "last_known_elr"}
 # fields added after the first records were written: left out while at their default,
@@ -568,6 +585,8 @@ class MetadataImage:
         self.topics_version: int = next(_TOPICS_VERSIONS)
         # client quotas: entity -> {key: value}
         self.quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
+        # the cluster's secret (ClusterSecretRecord; None until the controller commits one)
+        self.cluster_secret: bytes | None = None
         self.records_applied: int = 0
         self._fingerprint: str | None = None
 
@@ -834,6 +853,12 @@ class MetadataImage:
         else:
             self.quotas.setdefault(r.entity, {})[r.key] = float(r.value)
 
+    def _apply_cluster_secret(self, r: ClusterSecretRecord) -> None:
+        if self.cluster_secret is None and len(r.secret) >= 16:
+            self.cluster_secret = r.secret  # the first one stays (brokers already use it)
+        else:
+            log.warning("[metadata] cluster secret record ignored (the cluster has one)")
+
     def _apply_remove_acl(self, r: RemoveAccessControlEntryRecord) -> None:
         if self.acls.pop(r.id, None) is not None:
             self.acls_version += 1
@@ -890,6 +915,8 @@ class MetadataImage:
         for ent in sorted(self.quotas, key=repr):
             for k in sorted(self.quotas[ent]):
                 out.append(ClientQuotaRecord(ent, k, self.quotas[ent][k]))
+        if self.cluster_secret is not None:
+            out.append(ClusterSecretRecord(self.cluster_secret))
         return out
 
     def restore(self, records: Iterable[MetadataRecord]) -> None:
@@ -933,6 +960,7 @@ _APPLY: dict[type[Any], Any] = {
     AccessControlEntryRecord: MetadataImage._apply_acl,
     RemoveAccessControlEntryRecord: MetadataImage._apply_remove_acl,
     ClientQuotaRecord: MetadataImage._apply_quota,
+    ClusterSecretRecord: MetadataImage._apply_cluster_secret,
 }
 
 

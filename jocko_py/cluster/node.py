@@ -25,6 +25,14 @@ embedding broker) restarts the node.
 
 Each process seeds its raft election-timeout jitter from ``os.urandom`` (not from the
 node id alone), so a restarted node does not replay the timeouts of its previous life.
+
+Cluster id: the raft core owns it (``RaftConfig.cluster_id``, "" when the directories
+are not formatted; raft/core.py rule 9) and gossip carries it in ``MemberMeta`` (members
+of another cluster are ignored). When the core learns the id from the metadata log, the
+node hands it to ``on_cluster_id`` (the broker stores it in each log directory's
+meta.properties) and announces it by gossip. When the core finds it cannot join the
+quorum because of another cluster's id, the node stops (``fatal`` is a
+``ClusterIdMismatchError``, logged as one line without a traceback).
 """
 
 from __future__ import annotations
@@ -48,8 +56,10 @@ from jocko_py.cluster.controller import BrokerInfo, Controller, ControllerConfig
 from jocko_py.cluster.gossip.core import GossipConfig, GossipCore, State
 from jocko_py.cluster.gossip.messages import MemberEvent, MemberMeta, member_incarnation
 from jocko_py.cluster.gossip.transport import GossipTransport
+from jocko_py.cluster.linkauth import LinkSecurity, load_secret_file
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
+    ClusterSecretRecord,
     ConfigRecord,
     MetadataDelta,
     MetadataImage,
@@ -67,6 +77,10 @@ from jocko_py.cluster.raft.transport import RaftTransport
 log = logging.getLogger("jocko_py.cluster.node")
 
 NOT_CONTROLLER = 41
+
+
+class ClusterIdMismatchError(Exception):
+    """This node's cluster id is not the quorum's: it cannot join (one line, no traceback)."""
 
 
 class MetadataStateMachine:
@@ -124,6 +138,9 @@ class ClusterNode:
         reconcile_ms: int = 100,
         snapshot_every: int = 1000,
         raft_seed: int | None = None,
+        on_cluster_id: Callable[[str], None] | None = None,
+        security: LinkSecurity | None = None,
+        previous_broker_epoch: int = -1,
     ) -> None:
         self.node_id = node_id
         self.storage = FileStorage(data_dir / "raft")
@@ -133,12 +150,19 @@ class ClusterNode:
             raft_seed = int.from_bytes(os.urandom(8), "big")
         self.core = RaftCore(node_id, voters, raft_config, self.storage.load(), seed=raft_seed)
         self.raft = RaftTransport(
-            self.core, self.storage, self.machine, raft_listen, on_role=self._on_role
+            self.core, self.storage, self.machine, raft_listen, on_role=self._on_role,
+            security=security,
         )
         # A new incarnation per process start (rule: a restart re-registers the broker).
-        meta = MemberMeta(node_id, advertised, raft_listen, rack, str(uuid.uuid4()))
+        # With the epoch of the previous one when it stopped cleanly.
+        meta = MemberMeta(node_id, advertised, raft_listen, rack, str(uuid.uuid4()),
+                          self.core.cluster_id, previous_broker_epoch)
+        # the cluster id this node has announced (stored, gossiped); see _check_cluster_id
+        self.on_cluster_id = on_cluster_id
+        self._announced_cluster_id = self.core.cluster_id
         self.gossip_core = GossipCore(f"broker-{node_id}", gossip_listen, meta, gossip_config)
-        self.gossip = GossipTransport(self.gossip_core, on_event=self._on_member)
+        self.gossip = GossipTransport(self.gossip_core, on_event=self._on_member,
+                                      security=security)
         self.seeds = seeds
         self.controller = Controller(ControllerConfig())
         # Serialises controller decisions with their commit (the embedding broker
@@ -193,6 +217,35 @@ class ClusterNode:
         )
         if self._fatal_event is not None:
             self._fatal_event.set()
+
+    @property
+    def cluster_id(self) -> str:
+        """This node's cluster id ("" until the directories or the quorum give one)."""
+        return self.core.cluster_id
+
+    def _fail_stop(self, exc: BaseException) -> None:
+        """Fail-stop for a reason that needs no traceback, logged where it was found."""
+        if self.fatal is None:
+            self.fatal = exc
+            if self._fatal_event is not None:
+                self._fatal_event.set()
+
+    def _check_cluster_id(self) -> bool:
+        """Store and announce a cluster id the raft core learned; False (and the node
+        stops) if the core found it cannot join the quorum because of the id."""
+        c = self.core
+        if c.inconsistent is not None:
+            self._fail_stop(ClusterIdMismatchError(c.inconsistent))
+            return False
+        if c.cluster_id and c.cluster_id != self._announced_cluster_id:
+            if self.on_cluster_id is not None:
+                self.on_cluster_id(c.cluster_id)
+            self._announced_cluster_id = c.cluster_id
+            me = self.gossip_core.members[self.gossip_core.name].meta
+            self.gossip_core.update_meta(dataclasses.replace(me, cluster_id=c.cluster_id),
+                                         self.gossip.now())
+            log.info("[node=%d] cluster id %s stored and announced", self.node_id, c.cluster_id)
+        return True
 
     async def wait_fatal(self) -> BaseException:
         """Returns the error that stopped a supervised loop (waits until one does)."""
@@ -254,7 +307,10 @@ class ClusterNode:
 
     def live_brokers(self) -> dict[int, BrokerInfo]:
         out: dict[int, BrokerInfo] = {}
+        mine = self.core.cluster_id
         for m in self.gossip_core.members.values():
+            if m.meta.cluster_id and mine and m.meta.cluster_id != mine:
+                continue  # another cluster's broker (gossip ignores its updates too)
             if m.state <= State.SUSPECT:
                 try:
                     eps = parse_endpoints(m.meta.advertised_addr)
@@ -264,7 +320,7 @@ class ClusterNode:
                     continue
                 out[m.meta.broker_id] = BrokerInfo(
                     m.meta.broker_id, eps[0].host, eps[0].port, m.meta.rack,
-                    member_incarnation(m.meta), eps)
+                    member_incarnation(m.meta), eps, m.meta.previous_broker_epoch)
         return out
 
     def is_active_controller(self) -> bool:
@@ -277,6 +333,8 @@ class ClusterNode:
     async def _control_loop(self) -> None:
         while True:
             await asyncio.sleep(self.reconcile_ms / 1000)
+            if not self._check_cluster_id():
+                return
             c = self.core
             if c.applied - c.log_start >= self.snapshot_every and self.machine.applied == c.applied:
                 data = encode_records(self.machine.image.snapshot())
@@ -287,7 +345,8 @@ class ClusterNode:
                 if not self.is_active_controller() or not self._settled():
                     continue
                 live, caught_up = self._heartbeat_filter(self.live_brokers())
-                recs = self.controller.reconcile(self.machine.image, live, caught_up=caught_up)
+                recs = self.controller.cluster_secret_records(self.machine.image) + \
+                    self.controller.reconcile(self.machine.image, live, caught_up=caught_up)
                 if not recs and self.leader_rebalance_interval_ms > 0 and \
                         time.monotonic() - self._last_rebalance \
                         >= self.leader_rebalance_interval_ms / 1000:
@@ -354,8 +413,9 @@ class ClusterNode:
             return {
                 "applied": self.machine.applied,
                 "fingerprint": img.fingerprint(),
-                "records": [
+                "records": [  # the cluster secret is never shown
                     [type(r).__name__, _jsonable(dataclasses.asdict(r))] for r in img.snapshot()
+                    if not isinstance(r, ClusterSecretRecord)
                 ],
             }
         if op == "create_topic":
@@ -474,6 +534,7 @@ async def _amain(args: argparse.Namespace) -> int:
         raft_config=raft_cfg,
         gossip_config=gossip_cfg,
         snapshot_every=args.snapshot_every,
+        security=LinkSecurity(load_secret_file(args.secret_file)) if args.secret_file else None,
     )
     await node.start()
     server = await _control_server(node, args.control)
@@ -525,6 +586,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--probe-interval-ms", type=int, default=1000)
     p.add_argument("--suspicion-mult", type=int, default=4)
     p.add_argument("--snapshot-every", type=int, default=1000)
+    p.add_argument("--secret-file", default="", help="cluster secret (raft and gossip auth)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     code = asyncio.run(_amain(args))

@@ -55,6 +55,12 @@ class MetadataQuorum:
         """This process's broker incarnation (registered with the broker)."""
         raise NotImplementedError
 
+    @property
+    def cluster_id(self) -> str:
+        """The cluster id the quorum knows ("" if it has none of its own: a single node's
+        comes from its directories)."""
+        return ""
+
     def is_active_controller(self) -> bool:
         raise NotImplementedError
 
@@ -136,8 +142,9 @@ class LocalQuorum(MetadataQuorum):
         self.publish(self._pending_delta)
         async with self.lock:
             # the only broker: its restart is not a replica falling behind others
-            recs = self.controller.reconcile(self._image, {self.broker_id: self.self_info},
-                                             fence_restarted=False)
+            recs = self.controller.cluster_secret_records(self._image) + \
+                self.controller.reconcile(self._image, {self.broker_id: self.self_info},
+                                          fence_restarted=False)
             if recs:
                 await self.propose(recs)
 
@@ -170,6 +177,10 @@ class RaftQuorum(MetadataQuorum):
     @property
     def image(self) -> MetadataImage:
         return self.node.machine.image
+
+    @property
+    def cluster_id(self) -> str:
+        return str(self.node.cluster_id)
 
     @property
     def incarnation(self) -> uuid.UUID:

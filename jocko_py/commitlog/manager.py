@@ -24,14 +24,25 @@ On-disk layout of each directory::
                                              0                  (version)
                                              <count>
                                              <topic> <partition> <offset>   (count lines)
-    .kafka_cleanshutdown                 present only after a clean close_all();
-                                         lets the next start skip segment recovery
+    .kafka_cleanshutdown                 present only after a clean close_all(), JSON
+                                         (Kafka 4.x's CleanShutdownFileHandler):
+                                             {"version":0,"brokerEpoch":<epoch>}
+                                         the broker epoch this process was registered
+                                         under (-1: none); fsynced. Lets the next start
+                                         skip segment recovery, and register with that
+                                         epoch as its previous one (KIP-966: a clean
+                                         restart keeps its eligible-leader place). An
+                                         empty marker (older versions) is clean for
+                                         recovery and names no epoch.
+    .lock, meta.properties               the holder's lock and the directory's cluster
+                                         and node ids (dirs.py; taken/checked by app.py)
 
 Checkpoints are written to ``<name>.tmp``, fsynced and renamed into place.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -44,7 +55,8 @@ from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.errors import KafkaStorageError
 from jocko_py.commitlog.log import FlushTicket, Log, run_flush
 
-__all__ = ["LogManager", "read_offset_checkpoint", "write_offset_checkpoint"]
+__all__ = ["LogManager", "previous_broker_epoch", "read_clean_shutdown_epoch",
+           "read_offset_checkpoint", "write_clean_shutdown_file", "write_offset_checkpoint"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +102,64 @@ def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
     except (ValueError, IndexError) as exc:
         logger.warning("ignoring malformed checkpoint %s: %s", path, exc)
         return {}
+
+
+def write_clean_shutdown_file(directory: Path, broker_epoch: int) -> None:
+    """The clean-shutdown marker of ``directory``, naming ``broker_epoch``; the file and
+    the directory entry are fsynced (the marker vouches for everything flushed before)."""
+    path = directory / CLEAN_SHUTDOWN_FILE
+    data = json.dumps({"version": 0, "brokerEpoch": broker_epoch},
+                      separators=(",", ":")).encode()
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: Path) -> None:
+    dfd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def read_clean_shutdown_epoch(directory: Path) -> int | None:
+    """The broker epoch the clean-shutdown marker of ``directory`` names: None without a
+    marker, -1 for a marker naming none (empty, from an older version, or unreadable)."""
+    try:
+        text = (directory / CLEAN_SHUTDOWN_FILE).read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        logger.warning("cannot read %s: %s", directory / CLEAN_SHUTDOWN_FILE, exc)
+        return -1
+    try:
+        doc = json.loads(text)
+        epoch = doc.get("brokerEpoch") if isinstance(doc, dict) else None
+        if isinstance(epoch, int) and not isinstance(epoch, bool):
+            return epoch
+    except ValueError:
+        pass
+    return -1
+
+
+def previous_broker_epoch(dirs: list[Path]) -> int:
+    """Kafka's readBrokerEpochFromCleanShutdownFiles: the broker epoch every directory's
+    clean-shutdown marker names, or -1 when one has no marker (that directory, at least,
+    was not shut down cleanly), names none, or they disagree. Read before the logs are
+    loaded (loading deletes the markers)."""
+    epochs = {read_clean_shutdown_epoch(d) for d in dirs}
+    if len(epochs) != 1:
+        if None not in epochs:
+            logger.info("clean shutdown markers name different broker epochs: %s",
+                        sorted(e for e in epochs if e is not None))
+        return -1
+    epoch = epochs.pop()
+    if epoch is not None and epoch >= 0:
+        logger.info("clean shutdown markers name broker epoch %d", epoch)
+    return -1 if epoch is None else epoch
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -217,6 +287,12 @@ class LogManager:
                 base.mkdir(parents=True, exist_ok=True)
                 marker = base / CLEAN_SHUTDOWN_FILE
                 clean = marker.exists()
+                # Deleted before anything is loaded (Kafka, KAFKA-10471): a crash while
+                # loading, or any time from now on, must trigger recovery next time; the
+                # deletion is made durable, so a power loss cannot bring the marker back.
+                if clean:
+                    marker.unlink(missing_ok=True)
+                    _fsync_dir(base)
                 points = read_offset_checkpoint(base / RECOVERY_POINT_CHECKPOINT)
                 for p in sorted(base.iterdir()):
                     if not p.is_dir():
@@ -230,8 +306,6 @@ class LogManager:
                     cfg = (configs or {}).get(tp, self.default_config)
                     lg = Log.open(p, cfg, points.get(tp, 0), had_clean_shutdown=clean)
                     self._track(tp, lg, base)
-                # From here on a crash must trigger recovery again.
-                marker.unlink(missing_ok=True)
             except OSError as exc:
                 raise KafkaStorageError(f"cannot load logs from {base}: {exc}") from exc
             n = len(self.logs) - before
@@ -366,8 +440,10 @@ class LogManager:
                 self.mark_offline(str(e), self._where.get(tp))
         return deleted
 
-    def close_all(self) -> None:
-        """Flush, checkpoint and close every log, then mark the shutdown clean."""
+    def close_all(self, broker_epoch: int = -1) -> None:
+        """Flush, checkpoint and close every log, then mark the shutdown clean in every
+        directory that did not fail, naming ``broker_epoch`` (the epoch this broker was
+        registered under; -1 when it was not)."""
         failed = False
         for tp, lg in self.logs.items():
             try:
@@ -390,6 +466,6 @@ class LogManager:
                 if base in self.offline_dirs:
                     continue
                 try:
-                    (base / CLEAN_SHUTDOWN_FILE).touch()
+                    write_clean_shutdown_file(base, broker_epoch)
                 except OSError:
                     logger.exception("cannot write clean shutdown marker in %s", base)

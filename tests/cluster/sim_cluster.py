@@ -8,6 +8,13 @@ checks, for every record applied on every node, that no partition leader is ever
 chosen outside the ISR (unless the topic allows unclean election), and at the end that
 a crashed broker is fenced and loses its partition leaderships within a bound.
 
+A share of the process stops (``clean_restart_share``, drawn from its own stream so
+that schedules without them replay as before) are clean: the next process names, as
+its previous broker epoch, the one its predecessor saw itself registered under (the
+clean-shutdown marker), and the controller keeps its eligible leader replica places
+(KIP-966). No partition data is modelled here, so a clean stop loses nothing by
+construction; what loses data is ``sim_replication``'s concern.
+
 Partition leaders are modelled too, as far as the controller sees them: a replica
 catches up with a partition's leader epoch (some time after its own image shows that
 epoch, while it is up), and every broker that believes (from its own, possibly stale,
@@ -90,8 +97,13 @@ def _gid(name: str) -> int:
 
 
 class ClusterSim(RaftSim):
-    def __init__(self, seed: int, params: SimParams) -> None:
+    def __init__(self, seed: int, params: SimParams, clean_restart_share: float = 0.0) -> None:
         self.gossip: dict[int, GossipCore | None] = {}
+        # clean stops: their own stream; the epoch each node's next process names
+        self.clean_restart_share = clean_restart_share
+        self.crng = random.Random(seed ^ 0xC1EA)
+        self.previous_epoch: dict[int, int] = {}
+        self.clean_restarts = 0
         self.controller = Controller(ControllerConfig(default_replication_factor=1))
         self._next_reconcile = 0
         self.failover_ms: list[int] = []
@@ -277,13 +289,22 @@ class ClusterSim(RaftSim):
         i = n.node_id
         # Every boot is a new process incarnation (seeded, so schedules replay).
         iid = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
-        meta = MemberMeta(i, f"broker-{i}:9092", f"node-{i}", f"rack{i % 2}", iid)
+        meta = MemberMeta(i, f"broker-{i}:9092", f"node-{i}", f"rack{i % 2}", iid,
+                          previous_broker_epoch=self.previous_epoch.pop(i, -1))
         g = GossipCore(f"n{i}", f"n{i}", meta, SIM_GOSSIP_CONFIG, seed=self.rng.randrange(2**32))
         self.gossip[i] = g
         seeds = [f"n{j}" for j in self.nodes if j != i]
         self._run_gossip(i, g.join(seeds, self.now))
 
     def crash(self, n: SimNode, down_ms: int) -> None:
+        g = self.gossip.get(n.node_id)
+        if (self.clean_restart_share and g is not None
+                and self.crng.random() < self.clean_restart_share):
+            reg = n.image.brokers.get(n.node_id)
+            if reg is not None and reg.incarnation_id == member_incarnation(
+                    g.members[g.name].meta):
+                self.previous_epoch[n.node_id] = reg.broker_epoch
+                self.clean_restarts += 1
         super().crash(n, down_ms)
         self.gossip[n.node_id] = None
         for ready in self.caught_up.values():
@@ -315,7 +336,8 @@ class ClusterSim(RaftSim):
             if m.state <= State.SUSPECT:
                 host, port = m.meta.advertised_addr.rsplit(":", 1)
                 out[m.meta.broker_id] = BrokerInfo(
-                    m.meta.broker_id, host, int(port), m.meta.rack, member_incarnation(m.meta)
+                    m.meta.broker_id, host, int(port), m.meta.rack, member_incarnation(m.meta),
+                    previous_broker_epoch=m.meta.previous_broker_epoch,
                 )
         return out
 
@@ -454,7 +476,11 @@ ISR_CHURN: dict[str, Any] = dict(
 )
 
 
-def run_cluster_schedule(seed: int, params: SimParams | None = None) -> ClusterSim:
+def run_cluster_schedule(seed: int, params: SimParams | None = None,
+                         clean_restarts: bool = True) -> ClusterSim:
+    """Replay schedule ``seed``; ``clean_restarts=False``: as drawn before clean restarts
+    existed (the regression seeds)."""
+    share = random.Random(seed ^ 0xC1EB).choice((0.0, 0.5, 0.9)) if clean_restarts else 0.0
     rng = random.Random(seed ^ 0xC1A5)
     if params is None:
         params = SimParams(
@@ -472,6 +498,6 @@ def run_cluster_schedule(seed: int, params: SimParams | None = None) -> ClusterS
         )
         if random.Random(seed ^ 0x15C).random() < 0.25:
             params = replace(params, **ISR_CHURN)
-    sim = ClusterSim(seed, params)
+    sim = ClusterSim(seed, params, share)
     sim.run()
     return sim

@@ -22,8 +22,15 @@ applies the committed records with its own lag), ISR expiry ticks, flushes, and 
 a *kill* keeps what the OS had (page cache survives, no snapshot is written), a *power
 loss* cuts every log at a random batch boundary at or after its recovery point (its
 last flush), sometimes leaving a torn partial batch behind, while the fsynced
-leader-epoch checkpoint survives as it was. Restarts are fast (often before the
-controller noticed the crash) and register a new incarnation. Elections are clean only.
+leader-epoch checkpoint survives as it was. A *clean stop* (SIGTERM; drawn from its
+own stream, share ``clean_stop_share``, so schedules without clean stops replay as
+before them) tells the controller first (controlled shutdown: it is fenced at once when
+it reaches the controller), flushes every log and restarts naming the broker epoch it
+was registered under as its previous one (the clean-shutdown marker); a crash restarts
+naming none. Restarts are fast (often before the controller noticed the crash) and
+register a new incarnation: the controller keeps a cleanly restarted broker's eligible
+leader replica places (KIP-966) and takes any other out of every ISR and ELR. Elections
+are clean only.
 The fault model (``fault_allowed``) is the one under which Kafka promises that an
 acknowledged acks=all write survives: a fault that takes a broker out of the replicas
 holding everything committed, the ISR and the eligible leader replicas (KIP-966; a crash
@@ -126,12 +133,18 @@ class SimParams:
     fault_every_ms: tuple[int, int] = (80, 400)
     power_loss_share: float = 0.5
     torn_share: float = 0.5
+    # of the crashes that would be kills, the share turned into clean stops
+    clean_stop_share: float = 0.0
 
 
-def schedule_params(seed: int) -> SimParams:
+def schedule_params(seed: int, clean_stops: bool = True) -> SimParams:
+    """The randomized parameters of schedule ``seed``; ``clean_stops=False`` replays it
+    as drawn before clean stops existed (the regression seeds)."""
     r = random.Random(seed ^ 0x5EED5)
     brokers = r.choice((3, 3, 4))
     return SimParams(
+        clean_stop_share=(random.Random(seed ^ 0xC1EA).choice((0.0, 0.3, 0.6))
+                          if clean_stops else 0.0),
         brokers=brokers,
         partitions=r.choice((1, 1, 2)),
         min_isr=r.choice((1, 2, 2)),
@@ -180,6 +193,8 @@ class Broker:
     # one fetch in flight per followed partition: request id
     inflight: dict[int, int] = field(default_factory=dict)
     gen: int = 0  # bumped on every crash: events of an older process are dropped
+    # the broker epoch the clean-shutdown markers name (-1: none, the last stop crashed)
+    previous_epoch: int = -1
 
 
 class ReplicationSim:
@@ -189,6 +204,7 @@ class ReplicationSim:
         self.params = params
         self.checks = frozenset(checks)
         self.rng = random.Random(seed)
+        self.xrng = random.Random(seed ^ 0x57095)  # clean stops' own stream
         self.root = root
         self.now = 0
         self._q: list[tuple[int, int, Callable[[], None]]] = []
@@ -569,7 +585,11 @@ class ReplicationSim:
                 power = False
                 if not self.fault_allowed(b.bid, loses_data=False):
                     return
-            self.crash(b, power_loss=power)
+            if (not power and self.params.clean_stop_share
+                    and self.xrng.random() < self.params.clean_stop_share):
+                self.stop_cleanly(b)
+            else:
+                self.crash(b, power_loss=power)
             self.at(self.rng.choice((1, 5, 30, 200, 800)), lambda: self.restart(b))
         elif r < 0.45:
             a, c = self.rng.sample(list(self.brokers), 2)
@@ -601,9 +621,28 @@ class ReplicationSim:
         else:
             self.produce()
 
-    def crash(self, b: Broker, *, power_loss: bool) -> None:
-        self.count("power_losses" if power_loss else "kills")
-        self.note(f"b{b.bid} {'loses power' if power_loss else 'killed'}")
+    def stop_cleanly(self, b: Broker) -> None:
+        """SIGTERM: controlled shutdown (the controller, when reachable, fences the broker
+        and moves its leaderships first), every log flushed, then the process ends; the
+        markers name the broker epoch it is registered under in its own image."""
+        self.count("clean_stops")
+        reg = b.image.brokers.get(b.bid)
+        epoch = reg.broker_epoch if reg is not None and reg.incarnation_id == b.incarnation \
+            else -1
+        self.note(f"b{b.bid} stops cleanly (registered at epoch {epoch})")
+        if self.ctl_reachable(b.bid) and b.bid in self.ctl_live:
+            del self.ctl_live[b.bid]
+            self.reconcile()
+        for p in b.parts.values():
+            p.log.flush()
+        self.crash(b, power_loss=False, clean_epoch=epoch)
+
+    def crash(self, b: Broker, *, power_loss: bool, clean_epoch: int | None = None) -> None:
+        """The process ends: with ``clean_epoch`` after a clean stop, else a crash."""
+        b.previous_epoch = -1 if clean_epoch is None else clean_epoch
+        if clean_epoch is None:
+            self.count("power_losses" if power_loss else "kills")
+            self.note(f"b{b.bid} {'loses power' if power_loss else 'killed'}")
         for part, p in b.parts.items():
             lg = p.log
             if power_loss and self.lose_unflushed(lg) and b.bid in self.partition_image(
@@ -649,7 +688,8 @@ class ReplicationSim:
         return True
 
     def register(self, b: Broker) -> None:
-        self.ctl_live[b.bid] = BrokerInfo(b.bid, "sim", 9000 + b.bid, None, b.incarnation)
+        self.ctl_live[b.bid] = BrokerInfo(b.bid, "sim", 9000 + b.bid, None, b.incarnation,
+                                          previous_broker_epoch=b.previous_epoch)
         self.reconcile()
 
     def restart(self, b: Broker) -> None:
@@ -664,7 +704,8 @@ class ReplicationSim:
         for part in range(self.params.partitions):
             if b.bid in self.partition_image(part).replicas:
                 self.open_partition(b, part, t.topic_id)
-        self.note(f"b{b.bid} restarts: LEOs {[p.log.log_end_offset for p in b.parts.values()]}")
+        self.note(f"b{b.bid} restarts (previous epoch {b.previous_epoch}): LEOs "
+                  f"{[p.log.log_end_offset for p in b.parts.values()]}")
         self.count("restarts")
         if self.ctl_link[b.bid]:
             self.register(b)

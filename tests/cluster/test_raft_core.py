@@ -39,7 +39,8 @@ from jocko_py.cluster.raft.messages import (
 )
 from jocko_py.cluster.raft.storage import FileStorage, MemoryStorage
 
-CFG = RaftConfig(election_timeout_ms=100, fetch_timeout_ms=200, fetch_max_wait_ms=50)
+CFG = RaftConfig(cluster_id="jocko", election_timeout_ms=100, fetch_timeout_ms=200,
+                 fetch_max_wait_ms=50)
 
 
 def _single_leader(storage: MemoryStorage) -> RaftCore:
@@ -130,7 +131,8 @@ def test_leader_reports_divergence_and_snapshot_to_fetchers() -> None:
     st = MemoryStorage()
     core = _single_leader(st)
     core.propose([b"a", b"b"], 1001)
-    # A follower claiming an epoch the leader never had at offset 2 diverges.
+    end = core.log_end  # LEADER_CHANGE, CLUSTER_ID, a, b
+    # A follower claiming an epoch the leader never had at the log end diverges.
     acts = core.receive(
         FetchRequest(
             src=9,
@@ -140,14 +142,14 @@ def test_leader_reports_divergence_and_snapshot_to_fetchers() -> None:
             replica_id=9,
             max_wait_ms=0,
             current_leader_epoch=core.epoch,
-            fetch_offset=3,
+            fetch_offset=end,
             last_fetched_epoch=core.epoch + 5,
             log_start_offset=0,
         ),
         1002,
     )
     resp = next(a.message for a in acts if isinstance(a, Send))
-    assert isinstance(resp, FetchResponse) and resp.diverging_epoch == (core.epoch, 3)
+    assert isinstance(resp, FetchResponse) and resp.diverging_epoch == (core.epoch, end)
     acts = core.take_snapshot(2, b"image", 1003)
     assert isinstance(acts[0], PersistSnapshot) and core.log_start == 2
     acts = core.receive(
@@ -183,7 +185,7 @@ def test_leader_reports_divergence_and_snapshot_to_fetchers() -> None:
         1005,
     )
     resp = next(a.message for a in acts if isinstance(a, Send))
-    assert isinstance(resp, FetchResponse) and [e.offset for e in resp.records] == [2]
+    assert isinstance(resp, FetchResponse) and [e.offset for e in resp.records] == [2, 3]
     dq = core.describe_quorum(1005)
     assert dq.error_code == NONE and dq.leader_id == 1
     assert [o.replica_id for o in dq.observers] == [9]

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import base64
+import re
 import socket
 import ssl
 import struct
+from pathlib import Path
 from typing import Any
 
 from jocko_py.protocol import codec
 
 IO_TIMEOUT = 10.0
+_SECRET = re.compile(rb'\{"d":\{"secret":"([A-Za-z0-9+/=]+)"\},"k":10000,')
+
+
+def cluster_secret(data_dir: Path) -> bytes:
+    """The cluster secret as a broker's metadata log on disk holds it (only a broker,
+    or whoever can read its data directory, knows it)."""
+    for f in sorted(Path(data_dir).rglob("*")):
+        if f.is_file() and ("raft" in f.parts or f.name == "__cluster_metadata.log"):
+            m = _SECRET.search(f.read_bytes())
+            if m:
+                return base64.b64decode(m.group(1))
+    raise AssertionError(f"no cluster secret in the metadata log under {data_dir}")
 
 
 class Raw:
@@ -24,6 +39,7 @@ class Raw:
             s = ctx.wrap_socket(s, server_hostname="localhost")
         self.sock = s
         self.corr = 0
+        self.client_id = "raw-test"
 
     def close(self) -> None:
         self.sock.close()
@@ -36,7 +52,7 @@ class Raw:
 
     def send(self, api_key: int, version: int, body: dict[str, Any]) -> int:
         self.corr += 1
-        self.sock.sendall(codec.encode_request(api_key, version, self.corr, "raw-test", body))
+        self.sock.sendall(codec.encode_request(api_key, version, self.corr, self.client_id, body))
         return self.corr
 
     def _exact(self, n: int) -> bytes | None:
@@ -82,6 +98,24 @@ class Raw:
         assert self.handshake("PLAIN").error_code == 0
         r = self.authenticate(f"\0{user}\0{password}".encode())
         assert r.error_code == 0, r.error_message
+        return self
+
+    def broker_login(self, broker_id: int, secret: bytes) -> Raw:
+        """JOCKO-CLUSTER as broker ``broker_id`` (a broker's own connection); asserts
+        success, and that the broker proved it knows the secret too."""
+        from jocko_py.broker.security.cluster_auth import (
+            MECHANISM,
+            ClusterAuthClient,
+            derive_key,
+        )
+
+        assert self.handshake(MECHANISM).error_code == 0
+        auth = ClusterAuthClient(broker_id, derive_key(secret))
+        r = self.authenticate(auth.first())
+        assert r.error_code == 0, r.error_message
+        r = self.authenticate(auth.final(bytes(r.auth_bytes)))
+        assert r.error_code == 0, r.error_message
+        auth.verify(bytes(r.auth_bytes))
         return self
 
     def handshake(self, mechanism: str) -> Any:

@@ -338,3 +338,25 @@ def test_tls_certificate_principal_is_authorized(acl_broker: AclBroker) -> None:
             {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
         assert r.responses[0].partitions[0].error_code == 0
         assert len(r.responses[0].partitions[0].records) > 0
+
+
+def test_cluster_action_principal_is_served_the_broker_only_apis(acl_broker: AclBroker) -> None:
+    """Kafka's rule: with an authorizer, a principal allowed CLUSTER_ACTION (here a super
+    user) is served the controller APIs; any other principal is not even told of them,
+    and a WriteTxnMarkers from it is refused."""
+    with acl_broker.conn("admin") as c:
+        keys = {k.api_key for k in c.call(18, 3, {"client_software_name": "t",
+                                                  "client_software_version": "1"}).api_keys}
+        assert {56, 63, 67} <= keys
+        r = c.call(67, 0, {"broker_id": 0, "broker_epoch": 987654})
+        assert r.error_code == ErrorCode.STALE_BROKER_EPOCH
+    with acl_broker.conn("alice") as c:
+        keys = {k.api_key for k in c.call(18, 3, {"client_software_name": "t",
+                                                  "client_software_version": "1"}).api_keys}
+        assert not keys & {56, 63, 67}
+        r = c.call(27, 1, {"markers": [{
+            "producer_id": 1, "producer_epoch": 0, "transaction_result": True,
+            "topics": [{"name": "orders", "partition_indexes": [0]}], "coordinator_epoch": 0}]})
+        assert r.markers[0].topics[0].partitions[0].error_code == \
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert c.call(67, 0, {"broker_id": 0, "broker_epoch": 0}) is None  # closed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
@@ -12,6 +13,25 @@ from jocko_py.cli import main
 from jocko_py.client import Client
 from jocko_py.protocol import records as rb
 from tests.support.broker import BrokerProcess
+from tests.transactions.conftest import OVERRIDES
+
+# Aborting a hanging transaction writes WriteTxnMarkers, which only brokers, or a
+# principal allowed CLUSTER_ACTION (Kafka's rule for its abort), may send: this module's
+# broker has an authorizer whose super user is the tools' (PLAINTEXT) principal.
+ADMIN_OVERRIDES = OVERRIDES | {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
+}
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("txn-admin") / "data", overrides=ADMIN_OVERRIDES)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
 
 
 def run(capsys: pytest.CaptureFixture[str], b: BrokerProcess, *args: str) -> tuple[int, str]:

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
@@ -20,6 +21,7 @@ from confluent_kafka import Producer
 from jocko_py.client import Client
 from jocko_py.protocol import records as rb
 from tests.support.broker import REPO, BrokerProcess
+from tests.transactions.conftest import OVERRIDES
 
 TOOLS = REPO / ".cache" / "kafka-tools-jars"
 pytestmark = [
@@ -28,6 +30,25 @@ pytestmark = [
     pytest.mark.skipif(not (TOOLS / ".done").exists() or shutil.which("java") is None,
                        reason="Kafka's tools not fetched (make -C tests/java tools) or no java"),
 ]
+
+
+# Aborting a hanging transaction writes WriteTxnMarkers, which only brokers, or a
+# principal allowed CLUSTER_ACTION (Kafka's rule for its abort), may send: this module's
+# broker has an authorizer whose super user is the tools' (PLAINTEXT) principal.
+ADMIN_OVERRIDES = OVERRIDES | {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
+}
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("txn-admin") / "data", overrides=ADMIN_OVERRIDES)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
 
 
 def tool(b: BrokerProcess, *args: str) -> list[list[str]]:

@@ -20,6 +20,7 @@ from typing import Any
 from jocko_py.client import Client
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode as E
+from tests.security.raw import Raw, cluster_secret
 from tests.support.broker import BrokerProcess
 
 
@@ -176,10 +177,13 @@ def test_init_fences_an_open_transaction(txn_broker: BrokerProcess) -> None:
         assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(t.pid, 0)]
         # the fenced epoch can no longer write there
         assert t.produce(topic, 0, 1).error_code == E.INVALID_PRODUCER_EPOCH
-        # nor can a marker from it (the coordinator's WriteTxnMarkers epoch check)
-        r = c.request(27, 1, {"markers": [{
-            "producer_id": t.pid, "producer_epoch": t.epoch, "transaction_result": True,
-            "topics": [{"name": topic, "partition_indexes": [0]}], "coordinator_epoch": 0}]})
+        # nor can a marker from it (the coordinator's WriteTxnMarkers epoch check), sent
+        # as a broker would (WriteTxnMarkers is served to brokers only)
+        with Raw(txn_broker.bootstrap) as raw:
+            raw.broker_login(txn_broker.broker_id, cluster_secret(txn_broker.data_dir))
+            r = raw.call(27, 1, {"markers": [{
+                "producer_id": t.pid, "producer_epoch": t.epoch, "transaction_result": True,
+                "topics": [{"name": topic, "partition_indexes": [0]}], "coordinator_epoch": 0}]})
         assert r.markers[0].topics[0].partitions[0].error_code == E.INVALID_PRODUCER_EPOCH
 
 

@@ -31,7 +31,7 @@ from jocko_py.broker.security.authz import (
     WILDCARD,
     authorize_cluster,
 )
-from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
+from jocko_py.broker.topics import TopicError, is_forwarded
 from jocko_py.cluster.metadata import (
     AccessControlEntryRecord,
     MetadataImage,
@@ -119,7 +119,7 @@ async def _commit_or_forward(ctx: RequestContext, key: int, body: dict[str, Any]
     try:
         await ctx.broker.topics.commit(run)
     except NotControllerError:
-        if ctx.header.client_id == FORWARD_CLIENT_ID:
+        if is_forwarded(ctx):
             return error_body(ErrorCode.NOT_CONTROLLER, None)
         try:
             resp = await ctx.broker.topics.forward(key, ctx.version, body)

@@ -10,8 +10,11 @@ either VerifyOnly (is each partition in the producer's ongoing transaction? noth
 is written: what a partition leader asks before a transactional produce) or added as
 in v0-3.
 
-Not implemented: v5 (TRANSACTION_ABORTABLE); authorisation of v4 callers (there is
-none in this broker).
+A VerifyOnly transaction is a broker's question: anyone else gets
+CLUSTER_AUTHORIZATION_FAILED (see `security/authz.py`).
+
+Not implemented: v5 (TRANSACTION_ABORTABLE); v4 transactions that are not VerifyOnly
+are authorised as a client's (Kafka requires CLUSTER_ACTION for all of v4).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """ApiVersions (key 18), versions 0-4; also what Admin.describeFeatures reads.
 
-Lists exactly the APIs and versions registered by handler modules. v3+ requests
+Lists exactly the APIs and versions registered by handler modules, less the
+controller APIs (AlterPartition, BrokerHeartbeat, AllocateProducerIds: Kafka lists
+them only on its controller listener) unless the connection is a broker's. v3+ requests
 carry the client's software name/version (accepted, not validated). Requests of
 an unknown version never reach this handler: the connection answers them with
 a v0 body carrying UNSUPPORTED_VERSION and these ranges. v3+ responses carry the
@@ -22,7 +24,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         "error_code": 0,
         "api_keys": [
             {"api_key": k, "min_version": lo, "max_version": hi}
-            for k, lo, hi in advertised_versions()
+            for k, lo, hi in advertised_versions(ctx.broker.security.is_cluster_peer(ctx.session))
         ],
         "throttle_time_ms": 0,
         "finalized_features_epoch": -1,

@@ -22,7 +22,7 @@ from typing import Any
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import authorize_cluster
 from jocko_py.broker.security.quotas import CLIENT_ID, KEYS, USER
-from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
+from jocko_py.broker.topics import TopicError, is_forwarded
 from jocko_py.cluster.metadata import ClientQuotaRecord, MetadataImage, MetadataRecord
 from jocko_py.cluster.quorum import NotControllerError
 from jocko_py.protocol.errors import ErrorCode
@@ -84,7 +84,7 @@ async def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
     try:
         await ctx.broker.topics.commit(decide)
     except NotControllerError:
-        if ctx.header.client_id == FORWARD_CLIENT_ID:
+        if is_forwarded(ctx):
             return fail(ErrorCode.NOT_CONTROLLER, None)
         body = {"validate_only": req.validate_only, "entries": [
             {"entity": [dict(x) for x in e.entity], "ops": [dict(o) for o in e.ops]}

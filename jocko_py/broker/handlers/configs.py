@@ -31,7 +31,7 @@ from jocko_py.broker.broker_configs import (
     validate_dynamic_change,
 )
 from jocko_py.broker.security.authz import authorize_cluster, authorize_topic
-from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
+from jocko_py.broker.topics import TopicError, is_forwarded
 from jocko_py.commitlog.config import TOPIC_CONFIGS, TOPIC_TO_BROKER, LogConfig
 from jocko_py.protocol.errors import ErrorCode
 
@@ -209,7 +209,7 @@ async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
     changes = {k: v for k, v in changes.items() if current.get(k) != v}
     if changes:
         await broker.topics.set_configs(
-            BROKER, name, changes, forwarded=ctx.header.client_id == FORWARD_CLIENT_ID)
+            BROKER, name, changes, forwarded=is_forwarded(ctx))
 
 
 async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: bool) -> dict[str, Any]:
@@ -282,7 +282,7 @@ async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: 
             changes = {k: v for k, v in new.items() if current.get(k) != v}
             if changes:
                 await broker.topics.set_topic_configs(
-                    name, changes, forwarded=ctx.header.client_id == FORWARD_CLIENT_ID)
+                    name, changes, forwarded=is_forwarded(ctx))
     except TopicError as e:
         res.update(error_code=e.code, error_message=e.message)
     return res

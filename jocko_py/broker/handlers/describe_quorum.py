@@ -16,7 +16,7 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
+from jocko_py.broker.topics import TopicError, is_forwarded
 from jocko_py.cluster.quorum import RaftQuorum
 from jocko_py.protocol.errors import ErrorCode
 
@@ -79,7 +79,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                           for r in dq.observers],
         }
         return _answer(ErrorCode.NONE, part, nodes)
-    if ctx.header.client_id == FORWARD_CLIENT_ID:
+    if is_forwarded(ctx):
         return _answer(ErrorCode.NOT_CONTROLLER, None, [])
     body = {"topics": [{"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]}
     try:

@@ -16,7 +16,7 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.features import SAFE_DOWNGRADE, UPGRADE, check_update, finalized
-from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
+from jocko_py.broker.topics import TopicError, is_forwarded
 from jocko_py.protocol.errors import ErrorCode
 
 
@@ -46,7 +46,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not error and not validate_only and wanted:
         try:
             await broker.topics.update_features(
-                wanted, forwarded=ctx.header.client_id == FORWARD_CLIENT_ID)
+                wanted, forwarded=is_forwarded(ctx))
         except TopicError as e:
             error, message = e.code, e.message
     out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": error, "error_message": message}

@@ -13,7 +13,10 @@ log end; their fetch offset is their log end offset, which moves the HW and the
 ISR; a `last_fetched_epoch` that ends before the fetch offset in the leader's
 epoch cache gets `diverging_epoch` and no records (KIP-279). Every partition must
 be led here (NOT_LEADER_OR_FOLLOWER), and a `current_leader_epoch` other than ours
-gets FENCED_LEADER_EPOCH (older) or UNKNOWN_LEADER_EPOCH (newer).
+gets FENCED_LEADER_EPOCH (older) or UNKNOWN_LEADER_EPOCH (newer). Only a broker of
+the cluster may fetch as a follower (CLUSTER_ACTION, see `security/authz.py`: never
+an ordinary client, even without an authorizer); anyone else setting a replica id gets
+TOPIC_AUTHORIZATION_FAILED for every partition, as Kafka answers, and nothing moves.
 
 Fetch sessions (KIP-227, v7+; rules in `broker/fetch_session.py`): a full fetch with
 epoch 0 opens a session (its id in the response) when

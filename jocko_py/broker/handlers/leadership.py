@@ -21,14 +21,14 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
+from jocko_py.broker.topics import TopicError, is_forwarded
 from jocko_py.cluster.quorum import NotControllerError
 from jocko_py.protocol.errors import ErrorCode
 
 
 async def _forward(ctx: RequestContext, key: int, req: Any, error_body: dict[str, Any]
                    ) -> dict[str, Any]:
-    if ctx.header.client_id == FORWARD_CLIENT_ID:
+    if is_forwarded(ctx):
         return error_body
     try:
         resp = await ctx.broker.topics.forward(

@@ -7,7 +7,9 @@ next epoch in the leader-epoch cache, or the log end for the latest), as Kafka's
 gets UNDEFINED (-1, -1). `current_leader_epoch` is checked as in Fetch
 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). Consumers (KIP-320) use it to detect
 log truncation after a leader change; followers here use diverging epochs in Fetch
-instead.
+instead. A request with a replica id (>= 0) is a follower's: only brokers of the
+cluster may send it (CLUSTER_ACTION, see `security/authz.py`), anyone else gets
+CLUSTER_AUTHORIZATION_FAILED for every partition, as Kafka answers.
 """
 
 from __future__ import annotations
@@ -24,15 +26,18 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     replicas = ctx.broker.replicas
     topics = []
     names = [t.topic for t in req.topics]
-    denied = (set() if authorize_cluster(ctx, "CLUSTER_ACTION") else set(names)) \
-        if req.replica_id >= 0 else denied_topics(ctx, "DESCRIBE", names)
+    replica = req.replica_id >= 0
+    refused = replica and not authorize_cluster(ctx, "CLUSTER_ACTION")
+    denied = set() if replica else denied_topics(ctx, "DESCRIBE", names)
     for t in req.topics:
         parts = []
         for rp in t.partitions:
             out: dict[str, Any] = {"error_code": 0, "partition": rp.partition,
                                    "leader_epoch": -1, "end_offset": -1}
             p, err = replicas.get_partition_or_error(t.topic, rp.partition)
-            if t.topic in denied:
+            if refused:
+                out["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            elif t.topic in denied:
                 out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif p is None:
                 out["error_code"] = err

@@ -27,7 +27,7 @@ from jocko_py.broker.security.scram import (
     MIN_ITERATIONS,
     credential_from_salted,
 )
-from jocko_py.broker.topics import FORWARD_CLIENT_ID, TopicError
+from jocko_py.broker.topics import TopicError, is_forwarded
 from jocko_py.cluster.metadata import (
     MetadataImage,
     MetadataRecord,
@@ -107,7 +107,7 @@ async def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
     try:
         await broker.topics.commit(decide)
     except NotControllerError:
-        if ctx.header.client_id == FORWARD_CLIENT_ID:
+        if is_forwarded(ctx):
             return all_fail(ErrorCode.NOT_CONTROLLER, None)
         try:
             resp = await broker.topics.forward(

@@ -22,7 +22,7 @@ from typing import Any
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.handlers.configs import describe_topic_configs, validate_topic_configs
 from jocko_py.broker.security.authz import authorize_topic, may_create_topic
-from jocko_py.broker.topics import FORWARD_CLIENT_ID, INTERNAL_TOPICS, TopicError
+from jocko_py.broker.topics import INTERNAL_TOPICS, TopicError, is_forwarded
 from jocko_py.protocol.errors import ErrorCode
 
 ZERO = uuid.UUID(int=0)
@@ -51,14 +51,14 @@ def mutation_quota_exceeded(ctx: RequestContext, strict: bool) -> bool:
     """KIP-599: a client already over its controller_mutation_rate gets
     THROTTLING_QUOTA_EXCEEDED from the versions that know it (`strict`); requests
     forwarded by another broker were counted there."""
-    return strict and ctx.header.client_id != FORWARD_CLIENT_ID and \
+    return strict and not is_forwarded(ctx) and \
         ctx.broker.security.over_quota(ctx.session, ctx.header.client_id, MUTATION) > 0
 
 
 def count_mutations(ctx: RequestContext, partitions: int) -> int:
     """Record `partitions` created or deleted against the client's mutation quota; the
     throttle time (ms) of the response."""
-    if ctx.header.client_id == FORWARD_CLIENT_ID or partitions <= 0:
+    if is_forwarded(ctx) or partitions <= 0:
         return 0
     return ctx.broker.security.throttle(ctx.session, ctx.header.client_id, MUTATION,
                                         partitions)
@@ -94,7 +94,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
             tid = await broker.topics.create_topic(
                 t.name, n, rf, configs, validate_only=req.validate_only,
                 validate_configs=lambda c: validate_topic_configs(broker, c),
-                forwarded=ctx.header.client_id == FORWARD_CLIENT_ID,
+                forwarded=is_forwarded(ctx),
                 assignments=manual,
             )
             entry.update(topic_id=tid if not req.validate_only else ZERO,
@@ -147,7 +147,7 @@ async def delete_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
             known = image.topics.get(name)
             parts = len(known.partitions) if known is not None else 0
             entry["topic_id"] = await broker.topics.delete_topic(
-                name, forwarded=ctx.header.client_id == FORWARD_CLIENT_ID)
+                name, forwarded=is_forwarded(ctx))
             throttle = max(throttle, count_mutations(ctx, parts))
         except TopicError as e:
             entry.update(error_code=e.code, error_message=e.message)
@@ -172,7 +172,7 @@ async def create_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
             before = len(known.partitions) if known is not None else 0
             await broker.topics.create_partitions(
                 t.name, t.count, req.validate_only,
-                forwarded=ctx.header.client_id == FORWARD_CLIENT_ID, assignments=manual)
+                forwarded=is_forwarded(ctx), assignments=manual)
             if not req.validate_only:
                 throttle = max(throttle, count_mutations(ctx, t.count - before))
         except TopicError as e:

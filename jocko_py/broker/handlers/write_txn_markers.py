@@ -8,8 +8,10 @@ older producer epoch gets INVALID_PRODUCER_EPOCH and one from an older coordinat
 epoch TRANSACTION_COORDINATOR_FENCED; partitions not led here get
 NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION). A commit marker on
 `__consumer_offsets` makes the group coordinator apply the transaction's offsets.
-Clients have no business sending it, but no authorisation is checked (there is none
-in this broker).
+Only brokers of the cluster may send it (CLUSTER_ACTION, see `security/authz.py`:
+never an ordinary client, even without an authorizer; with an authorizer, a principal
+allowed CLUSTER_ACTION too, as Kafka's admin `abortTransaction` needs); anyone else
+gets CLUSTER_AUTHORIZATION_FAILED for every partition and nothing is written.
 """
 
 from __future__ import annotations

@@ -17,6 +17,12 @@ every principal do everything, as Kafka without an authorizer. Rules, in order:
 5. with no ACL at all on the resource, `allow.everyone.if.no.acl.found` (false)
    decides; otherwise the request is denied.
 
+Whatever the authorizer, a broker of the cluster (a connection authenticated with
+JOCKO-CLUSTER) may do everything, and CLUSTER_ACTION (the inter-broker requests:
+WriteTxnMarkers, follower Fetch, OffsetForLeaderEpoch for a replica, the controller
+APIs) is allowed only to brokers, or to a principal the authorizer allows it (Kafka's
+rule), never to everyone just because no authorizer is configured.
+
 Handlers call `authorize(ctx, op, resource_type, name)` (or the `authorize_*`
 shorthands) and answer Kafka's error code themselves.
 """
@@ -122,11 +128,17 @@ class Authorizer:
 
 
 def authorize(ctx: RequestContext, op: str, resource_type: int, name: str) -> bool:
-    """May this request's principal do ``op`` on the resource? (True without an
-    authorizer, or for in-process callers without a session.)"""
-    az = ctx.broker.security.authorizer
+    """May this request's principal do ``op`` on the resource? True for in-process
+    callers without a session and for brokers of the cluster (JOCKO-CLUSTER); else True
+    without an authorizer, except CLUSTER_ACTION (what brokers do to each other: only
+    brokers, or principals the authorizer allows it)."""
     s = ctx.session
-    if az is None or s is None:
+    if s is None or s.cluster_broker_id is not None:
+        return True
+    if op == "CLUSTER_ACTION":
+        return ctx.broker.security.is_cluster_peer(s)
+    az = ctx.broker.security.authorizer
+    if az is None:
         return True
     return az.authorize(s.principal, s.client_host, OPERATIONS[op], resource_type, name)
 
@@ -151,7 +163,7 @@ def authorized_operations(ctx: RequestContext, resource_type: int, name: str) ->
     """The authorized-operations bitfield a response reports when asked."""
     az = ctx.broker.security.authorizer
     s = ctx.session
-    if az is None or s is None:
+    if az is None or s is None or s.cluster_broker_id is not None:
         return sum(1 << op for op in RESOURCE_OPS.get(resource_type, ()))
     return az.authorized_operations(s.principal, s.client_host, resource_type, name)
 
@@ -174,7 +186,8 @@ def authorize_any_topic(ctx: RequestContext, op: str) -> bool:
     (an ALLOW ACL for it on any topic pattern)? Used for idempotent producers."""
     az = ctx.broker.security.authorizer
     s = ctx.session
-    if az is None or s is None or s.principal in az.super_users:
+    if az is None or s is None or s.principal in az.super_users or \
+            s.cluster_broker_id is not None:
         return True
     code = OPERATIONS[op]
     return any(a.permission == ALLOW and a.operation in (code, ALL)

@@ -12,6 +12,9 @@ Settings (each also per listener as `listener.name.<name>.<setting>`):
 * SCRAM users: UserScramCredentialRecords in the metadata image (managed with
   AlterUserScramCredentials; salted, never in clear).
 
+Besides these, every listener (PLAINTEXT and SSL too) accepts JOCKO-CLUSTER, the
+brokers' own mechanism (`cluster_auth.py`), which is never advertised.
+
 A failed exchange raises `SaslFailed` with the message the client gets (one
 generic message: no hint whether the user or the password was wrong).
 """
@@ -27,6 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jocko_py.broker.config import BrokerConfig, ConfigError, parse_properties
+from jocko_py.broker.security.cluster_auth import (
+    PRINCIPAL_PREFIX,
+    ClusterAuthError,
+    ClusterAuthServer,
+)
 from jocko_py.broker.security.scram import MECHANISMS, ScramCredential, ScramError, ScramServer
 
 log = logging.getLogger("jocko_py.broker.security.sasl")
@@ -115,15 +123,27 @@ ScramLookup = Callable[[str, str], ScramCredential | None]
 
 
 class SaslExchange:
-    """One authentication: the mechanism chosen by SaslHandshake, then tokens."""
+    """One authentication: the mechanism chosen by SaslHandshake, then tokens. With
+    ``cluster`` it is a broker's JOCKO-CLUSTER exchange (`cluster_auth.py`): on success
+    ``cluster_broker_id`` is the broker's id."""
 
-    def __init__(self, mechanism: str, settings: SaslSettings, scram: ScramLookup) -> None:
+    def __init__(self, mechanism: str, settings: SaslSettings | None, scram: ScramLookup,
+                 cluster: ClusterAuthServer | None = None) -> None:
         self.mechanism = mechanism
         self.settings = settings
         self.user: str | None = None
         self.complete = False
+        self.cluster_broker_id: int | None = None
+        self._attempted: str | None = None
+        self._cluster = cluster
         self._scram = (ScramServer(mechanism, lambda u: scram(u, mechanism))
                        if mechanism in MECHANISMS else None)
+
+    def attempted_user(self) -> str | None:
+        """The user name the client gave, when it got that far (for the failure log)."""
+        if self._scram is not None:
+            return self._scram.username
+        return self._attempted
 
     def failure(self) -> str:
         return ("Authentication failed during authentication due to invalid credentials "
@@ -133,11 +153,22 @@ class SaslExchange:
         """The server's answer to one client token; raises SaslFailed."""
         if self.complete:
             raise SaslFailed(f"unexpected {self.mechanism} token after authentication")
+        if self._cluster is not None:
+            try:
+                out = self._cluster.step(token)
+            except ClusterAuthError as e:
+                log.debug("[mechanism=%s] broker authentication failed: %s", self.mechanism, e)
+                raise SaslFailed(self.failure()) from None
+            if self._cluster.complete:
+                self.cluster_broker_id = self._cluster.broker_id
+                self.user = f"{PRINCIPAL_PREFIX}{self.cluster_broker_id}"
+                self.complete = True
+            return out
         if self._scram is not None:
             try:
                 out = self._scram.step(token)
             except ScramError as e:
-                log.info("[mechanism=%s] SCRAM authentication failed: %s", self.mechanism, e)
+                log.debug("[mechanism=%s] SCRAM authentication failed: %s", self.mechanism, e)
                 raise SaslFailed(self.failure()) from None
             if self._scram.complete:
                 self.user = self._scram.username
@@ -159,9 +190,9 @@ class SaslExchange:
         if authzid and authzid != user:
             raise SaslFailed("Authentication failed: Client requested an authorization id "
                              "that is different from username")
-        expected = self.settings.plain.lookup(user)
+        expected = self.settings.plain.lookup(user) if self.settings is not None else None
         if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
-            log.info("[mechanism=PLAIN] authentication failed for user %r", user)
+            self._attempted = user
             raise SaslFailed("Authentication failed: Invalid username or password")
         self.user = user
         self.complete = True

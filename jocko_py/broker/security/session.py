@@ -11,10 +11,15 @@ With `connections.max.reauth.ms` > 0 (KIP-368) the session expires: the client
 re-authenticates on the same connection (same principal required), and a request
 other than the SASL exchange after expiry closes the connection. Frames before
 authentication are capped at `sasl.server.max.receive.size` (524288).
+
+Brokers authenticate to each other with JOCKO-CLUSTER (`cluster_auth.py`) on any
+listener; such a session carries `cluster_broker_id` and `is_cluster_peer` holds for
+it (the broker-only APIs; every authorization passes, as for a super user).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import ssl
 import time
@@ -23,7 +28,14 @@ from dataclasses import dataclass, field
 
 from jocko_py.broker.config import BrokerConfig, ConfigError, Listener
 from jocko_py.broker.inter_broker import ClientSecurity
-from jocko_py.broker.security.authz import AUTHORIZER_NAMES, Authorizer
+from jocko_py.broker.security.authz import (
+    AUTHORIZER_NAMES,
+    CLUSTER,
+    CLUSTER_NAME,
+    OPERATIONS,
+    Authorizer,
+)
+from jocko_py.broker.security.cluster_auth import ClusterAuthServer, NonceCache, derive_key
 from jocko_py.broker.security.quotas import QuotaManager
 from jocko_py.broker.security.sasl import (
     SaslExchange,
@@ -65,6 +77,8 @@ class Session:
     reauth_principal: str | None = None
     mechanism: str | None = None
     raw_tokens: bool = False  # after SaslHandshake v0: bare SASL tokens, no Kafka header
+    # a broker of this cluster (authenticated with JOCKO-CLUSTER): its id, else None
+    cluster_broker_id: int | None = None
     muted_until: float = 0.0  # monotonic; a throttled connection reads nothing before it
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -83,6 +97,7 @@ class Session:
             self.close_after_response = failed_auth_delay_s
             raise
         if ex.complete:
+            self.cluster_broker_id = ex.cluster_broker_id
             self.exchange, self.raw_tokens = None, False
             self.principal, self.mechanism, self.authenticated = \
                 f"User:{ex.user}", ex.mechanism, True
@@ -128,6 +143,8 @@ class SecurityManager:
             0.1, int(config.get("connections.max.idle.ms") or 600000) / 1000)
         self.quotas = QuotaManager(image or MetadataImage, config.int("quota.window.num"),
                                    float(config.get("quota.window.size.seconds")))
+        self.cluster_nonces = NonceCache()
+        self._cluster_key: tuple[bytes, bytes] | None = None
         self.authorizer: Authorizer | None = None
         az = config.get("authorizer.class.name").strip()
         if az:
@@ -138,6 +155,30 @@ class SecurityManager:
                 image or MetadataImage,
                 [u.strip() for u in config.get("super.users").split(";") if u.strip()],
                 config.bool("allow.everyone.if.no.acl.found"))
+
+    # ---- brokers among themselves (JOCKO-CLUSTER, see cluster_auth.py)
+
+    def cluster_key(self) -> bytes | None:
+        """The key derived from the cluster secret (None until this broker applied it)."""
+        secret = self.image().cluster_secret if self.image is not None else None
+        if secret is None:
+            return None
+        if self._cluster_key is None or self._cluster_key[0] != secret:
+            self._cluster_key = (secret, derive_key(secret))
+        return self._cluster_key[1]
+
+    def cluster_auth_server(self) -> ClusterAuthServer:
+        return ClusterAuthServer(self.cluster_key, self.cluster_nonces)
+
+    def is_cluster_peer(self, s: Session | None) -> bool:
+        """May this connection use the broker-only APIs? An in-process caller; a broker
+        of this cluster (JOCKO-CLUSTER); or, as Kafka's rule, a principal the configured
+        authorizer allows CLUSTER_ACTION on the cluster (super.users or an ACL)."""
+        if s is None or s.cluster_broker_id is not None:
+            return True
+        az = self.authorizer
+        return az is not None and s.authenticated and az.authorize(
+            s.principal, s.client_host, OPERATIONS["CLUSTER_ACTION"], CLUSTER, CLUSTER_NAME)
 
     def new_session(self, listener: Listener, client_host: str, ssl_object: object) -> Session:
         s = Session(listener, client_host)
@@ -151,12 +192,23 @@ class SecurityManager:
             s.sasl = self.sasl[listener.name]
         return s
 
+    def broker_channel_security(self) -> ClientSecurity:
+        """How this broker's own connections to the others (replica fetchers, requests
+        to the controller, transaction markers) connect: TLS as `inter_broker_client`,
+        and always JOCKO-CLUSTER (the cluster secret), on every listener, instead of the
+        listener's SASL mechanism, so the other broker serves them the broker-only APIs."""
+        return dataclasses.replace(self.inter_broker_client() or ClientSecurity(),
+                                   cluster_broker_id=self.config.broker_id,
+                                   cluster_key=self.cluster_key)
+
     def inter_broker_client(self) -> ClientSecurity | None:
         """TLS and SASL settings for connections to other brokers' inter-broker
         listener (None for PLAINTEXT). The client certificate is this broker's own
         keystore; SASL uses `sasl.mechanism.inter.broker.protocol` (PLAIN here; Kafka's
         GSSAPI default is not implemented) and the JAAS `username` / `password` of
-        `listener.name.<listener>.<mechanism>.sasl.jaas.config` or `sasl.jaas.config`."""
+        `listener.name.<listener>.<mechanism>.sasl.jaas.config` or `sasl.jaas.config`
+        (required and checked as Kafka does; the brokers' own channels authenticate
+        with JOCKO-CLUSTER instead, see `broker_channel_security`)."""
         cfg = self.config
         x = next((x for x in cfg.listeners if x.name == cfg.inter_broker_listener), None)
         if x is None or x.security_protocol == "PLAINTEXT":

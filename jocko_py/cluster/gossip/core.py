@@ -38,6 +38,12 @@ Rules
    reason.
 6. Leave. A leaving member broadcasts ``left`` with a raised incarnation; others do not
    suspect or reconnect to it. Dead and left members are reaped after ``reap_ms``.
+7. Cluster id. Once a member knows its cluster id (``MemberMeta.cluster_id``), updates
+   carrying another non-empty id are ignored (logged once per member and id), and a
+   message whose sender announces itself with another id is dropped whole: a broker of
+   another cluster never enters the membership. A member learning its id drops the
+   members it holds that carry another one. Updates without an id (a member that has
+   not learned it yet) are accepted.
 """
 
 from __future__ import annotations
@@ -126,8 +132,24 @@ class GossipCore:
         self._next_reconnect = 0
         self._seeds: list[str] = []
         self.left = False
+        self._foreign_seen: set[tuple[str, str]] = set()  # (member, cluster id) logged
 
     # ------------------------------------------------------------------ queries
+
+    @property
+    def cluster_id(self) -> str:
+        return self.members[self.name].meta.cluster_id
+
+    def _foreign(self, u: Update) -> bool:
+        """Rule 7: an update from another cluster (logged once per member and id)."""
+        mine, theirs = self.cluster_id, u.meta.cluster_id
+        if not (mine and theirs and mine != theirs):
+            return False
+        if (u.name, theirs) not in self._foreign_seen:
+            self._foreign_seen.add((u.name, theirs))
+            log.warning("[gossip %s] ignoring member %s at %s: it belongs to cluster %s, this "
+                        "member to cluster %s", self.name, u.name, u.addr, theirs, mine)
+        return True
 
     def alive_members(self) -> list[Member]:
         return [m for m in self.members.values() if m.state is State.ALIVE]
@@ -214,6 +236,11 @@ class GossipCore:
         self.incarnation += 1
         me.incarnation, me.meta = self.incarnation, meta
         self._enqueue(self._self_update())
+        for m in list(self.members.values()):
+            if m.name != self.name and self._foreign(self._update_of(m)):
+                del self.members[m.name]  # rule 7: learned our id; theirs differs
+                self._suspect_deadline.pop(m.name, None)
+                self._queue.pop(m.name, None)
         return self._drain()
 
     def tick(self, now: int) -> list[GossipAction]:
@@ -330,8 +357,11 @@ class GossipCore:
     def receive(self, msg: Ping | Ack | PingReq | Sync, now: int) -> list[GossipAction]:
         if self.left:
             return []
+        if any(u.name == msg.src and self._foreign(u) for u in msg.updates):
+            return []  # rule 7: the sender belongs to another cluster
         for u in msg.updates:
-            self._apply(u, now)
+            if not self._foreign(u):
+                self._apply(u, now)
         sender = self.members.get(msg.src)
         if sender is not None and sender.state is State.DEAD and msg.src != self.name:
             self._answer_dead_sender(sender, msg.src_addr, now)

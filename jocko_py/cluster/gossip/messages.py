@@ -1,7 +1,12 @@
 """Gossip (SWIM) messages, member metadata and actions, plus their datagram encoding.
 
 Datagram encoding: compact JSON ``{"t": type, ...fields}``; one message per UDP
-datagram. ``decode_datagram`` raises ``GossipDecodeError`` on anything malformed so a
+datagram. A member's metadata is a list ``[broker id, advertised, raft, rack,
+incarnation]``, followed by the previous broker epoch only when there is one: a
+member that names none encodes exactly as versions before it, whose decoders refuse a
+sixth field (so, in a rolling upgrade, only a broker restarted cleanly by the new
+version, which is then the only one with a previous epoch, is unreadable to the old
+ones, and only until they are upgraded too); extra trailing fields are ignored here. ``decode_datagram`` raises ``GossipDecodeError`` on anything malformed so a
 garbled or hostile datagram is dropped, never crashes the member.
 """
 
@@ -28,6 +33,13 @@ class MemberMeta:
     # Fresh for every process start (uuid4 as text): a restarted broker is a new
     # incarnation, so the controller registers it with a new broker epoch.
     incarnation_id: str = ""
+    # The member's cluster id ("" while it has none): members of another cluster are
+    # ignored (gossip/core.py, rule 7).
+    cluster_id: str = ""
+    # The broker epoch the previous process was registered under, from the clean-shutdown
+    # markers of its log dirs (Kafka's BrokerRegistration PreviousBrokerEpoch); -1 when
+    # it did not stop cleanly.
+    previous_broker_epoch: int = -1
 
 
 def member_incarnation(meta: MemberMeta) -> uuid.UUID:
@@ -114,20 +126,29 @@ _STATES = {"alive", "suspect", "dead", "left"}
 
 def _enc_update(u: Update) -> list[Any]:
     m = u.meta
-    return [
-        u.state,
-        u.name,
-        u.addr,
-        u.incarnation,
-        [m.broker_id, m.advertised_addr, m.raft_addr, m.rack, m.incarnation_id],
-    ]
+    meta: list[Any] = [m.broker_id, m.advertised_addr, m.raft_addr, m.rack, m.incarnation_id]
+    if m.cluster_id or m.previous_broker_epoch >= 0:
+        meta.append(m.cluster_id)
+    if m.previous_broker_epoch >= 0:
+        meta.append(m.previous_broker_epoch)
+    return [u.state, u.name, u.addr, u.incarnation, meta]
 
 
 def _dec_update(v: Any) -> Update:
-    state, name, addr, inc, (bid, adv, raft, rack, iid) = v
+    state, name, addr, inc, meta_fields = v
+    bid, adv, raft, rack, iid, *rest = meta_fields
     if state not in _STATES:
         raise GossipDecodeError(f"bad state {state!r}")
-    meta = MemberMeta(int(bid), str(adv), str(raft), None if rack is None else str(rack), str(iid))
+    # optional, in order: the cluster id, the previous broker epoch; later fields (of a
+    # newer version) are ignored
+    cid = rest[0] if rest else ""
+    prev = rest[1] if len(rest) > 1 else -1
+    if not isinstance(cid, str):
+        raise GossipDecodeError(f"bad cluster id {cid!r}")
+    if not isinstance(prev, int) or isinstance(prev, bool):
+        raise GossipDecodeError(f"bad previous broker epoch {prev!r}")
+    meta = MemberMeta(int(bid), str(adv), str(raft), None if rack is None else str(rack),
+                      str(iid), cid, max(-1, prev))
     return Update(state, str(name), str(addr), int(inc), meta)
 
 

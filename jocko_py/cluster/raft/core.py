@@ -57,6 +57,17 @@ Terms are KRaft *epochs*; epochs start at 1, an empty log has last epoch 0.
    its own vote) until the removal commits: the old set may still need it. Vote requests
    are answered whatever the voter sets say; a candidate counts only votes from its own
    latest set.
+9. Cluster id. Every request carries this replica's cluster id ("" while unknown). A
+   request whose non-empty id differs from ours (when ours is known) is answered
+   INCONSISTENT_CLUSTER_ID and not acted on, as KafkaRaftClient does; a response with
+   that error is not acted on either. The id is configured (a formatted directory) or
+   learned from the log: a leader whose log carries no CLUSTER_ID entry appends one
+   after its LEADER_CHANGE (with its own id, or a new random one when it has none), and
+   a replica without an id takes the one it finds committed (in an entry or a
+   snapshot); a known id never changes. A replica that has not yet reached a leader,
+   and whose voters of the same id (itself and those not seen with another one) can no
+   longer make a majority, cannot join this quorum: it stops (``inconsistent`` is set
+   and the core does nothing more), as does one whose log commits another id.
 8. Discovery. A replica without a known leader sends Fetch to a random voter every
    ``request_timeout_ms``; non-leaders answer NOT_LEADER_OR_FOLLOWER with the leader
    they know. Such hearsay never counts as contact with the leader, and hearsay naming
@@ -68,16 +79,20 @@ Terms are KRaft *epochs*; epochs start at 1, an empty log has last epoch 0.
 
 from __future__ import annotations
 
+import base64
 import enum
 import json
 import logging
 import random
+import uuid
 from dataclasses import dataclass, field
 
 from jocko_py.cluster.raft.messages import (
+    CLUSTER_ID,
     DATA,
     DUPLICATE_VOTER,
     FENCED_LEADER_EPOCH,
+    INCONSISTENT_CLUSTER_ID,
     INVALID_REQUEST,
     LEADER_CHANGE,
     NONE,
@@ -134,7 +149,8 @@ class NotLeaderError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RaftConfig:
-    cluster_id: str = "jocko"
+    # this replica's cluster id; "" when unknown (learned from the log, rule 9)
+    cluster_id: str = ""
     election_timeout_ms: int = 1000
     fetch_timeout_ms: int = 2000
     fetch_max_wait_ms: int = 500
@@ -233,6 +249,16 @@ class RaftCore:
         self._gone_leader: tuple[int, int] | None = None
         self._timed_out: tuple[int, int, int] | None = None  # (epoch, leader, when)
         self._voters_cache: tuple[tuple[int, int, int], dict[int, str]] | None = None
+        # rule 9: our cluster id ("" while unknown), the voters seen with another one (their
+        # id, "" when they only refused ours), and why this replica cannot join, if so
+        self.cluster_id = self.config.cluster_id
+        self._foreign: dict[int, str] = {}
+        self._joined = False
+        self.inconsistent: str | None = None
+        id_rng = random.SystemRandom() if seed is None else random.Random(f"cluster-id/{seed}")
+        self._id_rng: random.Random = id_rng
+        if self.snapshot is not None:
+            self._learn_cluster_id(self.snapshot.cluster_id)
 
     # ------------------------------------------------------------------ log helpers
 
@@ -386,6 +412,8 @@ class RaftCore:
 
     def tick(self, now: int) -> list[Action]:
         c = self.config
+        if self.inconsistent is not None:
+            return []
         if self.role is Role.LEADER:
             self._leader_tick(now)
         else:
@@ -408,8 +436,10 @@ class RaftCore:
         return self._drain()
 
     def receive(self, msg: Message, now: int) -> list[Action]:
-        if msg.dest != self.node_id:
+        if msg.dest != self.node_id or self.inconsistent is not None:
             return []
+        if not self._cluster_id_ok(msg, now):
+            return self._drain()
         if isinstance(msg, VoteRequest):
             self._on_vote_request(msg, now)
         elif isinstance(msg, VoteResponse):
@@ -442,7 +472,8 @@ class RaftCore:
     def take_snapshot(self, end_offset: int, data: bytes, now: int) -> list[Action]:
         if end_offset > self.applied or end_offset <= self.log_start:
             return []
-        snap = Snapshot(end_offset, self.epoch_at(end_offset), self.voters_at(end_offset), data)
+        snap = Snapshot(end_offset, self.epoch_at(end_offset), self.voters_at(end_offset), data,
+                        self.log_cluster_id(end_offset))
         self.entries = self.entries[end_offset - self.log_start :]
         self.snapshot = snap
         self.log_start = end_offset
@@ -492,7 +523,7 @@ class RaftCore:
                         src=self.node_id,
                         dest=v,
                         correlation_id=self._next_corr(),
-                        cluster_id=self.config.cluster_id,
+                        cluster_id=self.cluster_id,
                         leader_id=self.node_id,
                         leader_epoch=self.epoch,
                         preferred_successors=tuple(succ),
@@ -520,6 +551,116 @@ class RaftCore:
             tuple(state(v) for v in sorted(voters)),
             tuple(state(o) for o in sorted(self._progress) if o not in voters),
         )
+
+    # ------------------------------------------------------------------ cluster id
+
+    def log_cluster_id(self, end_offset: int) -> str:
+        """The cluster id recorded in the log below ``end_offset`` ("" if none)."""
+        for e in self.entries:
+            if e.offset >= end_offset:
+                break
+            if e.kind == CLUSTER_ID:
+                return e.data.decode("utf-8", "replace")
+        return self.snapshot.cluster_id if self.snapshot is not None else ""
+
+    def _new_cluster_id(self) -> str:
+        """A random id as `kafka-storage random-uuid` makes (base64url uuid4, no '-' first)."""
+        while True:
+            u = uuid.UUID(int=self._id_rng.getrandbits(128), version=4)
+            text = base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+            if not text.startswith("-"):
+                return text
+
+    def _learn_cluster_id(self, cluster_id: str) -> None:
+        """``cluster_id`` is committed in the log: adopt it, or stop if ours differs."""
+        if not cluster_id or cluster_id == self.cluster_id:
+            return
+        if not self.cluster_id:
+            self.cluster_id = cluster_id
+            log.info("[raft node=%d] cluster id %s (learned from the metadata log)",
+                     self.node_id, cluster_id)
+            return
+        self._fail(f"the metadata log holds cluster id {cluster_id}, but this node's "
+                   f"cluster id is {self.cluster_id}")
+
+    def _fail(self, reason: str) -> None:
+        if self.inconsistent is None:
+            self.inconsistent = reason
+            log.error("[raft node=%d] %s", self.node_id, reason)
+
+    def _cluster_id_ok(self, msg: Message, now: int) -> bool:
+        """Rule 9: False (after answering INCONSISTENT_CLUSTER_ID) for a request of
+        another cluster, and for a refusal of ours."""
+        if isinstance(msg, VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest
+                      | FetchRequest | FetchSnapshotRequest):
+            if not (msg.cluster_id and self.cluster_id and msg.cluster_id != self.cluster_id):
+                self._foreign.pop(msg.src, None)
+                return True
+            self._refuse(msg)
+            self._note_foreign(msg.src, msg.cluster_id, type(msg).__name__.removesuffix(
+                "Request"))
+            return False
+        if msg.error_code != INCONSISTENT_CLUSTER_ID:
+            self._foreign.pop(msg.src, None)
+            return True
+        self._note_foreign(msg.src, "" if msg.cluster_id == self.cluster_id else msg.cluster_id,
+                           "")
+        return False
+
+    def _refuse(self, m: VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest
+                | FetchRequest | FetchSnapshotRequest) -> None:
+        err, me, to, corr = INCONSISTENT_CLUSTER_ID, self.node_id, m.src, m.correlation_id
+        ours = self.cluster_id
+        if isinstance(m, VoteRequest):
+            self._send(VoteResponse(src=me, dest=to, correlation_id=corr, error_code=err,
+                                    leader_id=-1, leader_epoch=-1, vote_granted=False,
+                                    cluster_id=ours))
+        elif isinstance(m, BeginQuorumEpochRequest):
+            self._send(BeginQuorumEpochResponse(src=me, dest=to, correlation_id=corr,
+                                                error_code=err, leader_id=-1, leader_epoch=-1,
+                                                cluster_id=ours))
+        elif isinstance(m, FetchRequest):
+            self._send(FetchResponse(src=me, dest=to, correlation_id=corr, error_code=err,
+                                     high_watermark=-1, log_start_offset=-1, leader_id=-1,
+                                     leader_epoch=-1, cluster_id=ours))
+        elif isinstance(m, FetchSnapshotRequest):
+            self._send(FetchSnapshotResponse(src=me, dest=to, correlation_id=corr,
+                                             error_code=err, leader_id=-1, leader_epoch=-1,
+                                             snapshot_id=m.snapshot_id, size=-1,
+                                             position=m.position, cluster_id=ours))
+        # EndQuorumEpoch has no response here
+
+    def _note_foreign(self, peer: int, their_id: str, what: str) -> None:
+        known = self._foreign.get(peer)
+        if known is None or (their_id and known != their_id):
+            if what:
+                log.warning("[raft node=%d] refused %s from node %d: it belongs to cluster %s, "
+                            "this node to cluster %s (INCONSISTENT_CLUSTER_ID)", self.node_id,
+                            what, peer, their_id, self.cluster_id)
+            else:
+                log.warning("[raft node=%d] node %d refused this node: it belongs to cluster "
+                            "%s, this node to cluster %s (INCONSISTENT_CLUSTER_ID)", self.node_id,
+                            peer, their_id or "(not said)", self.cluster_id or "(none yet)")
+        self._foreign[peer] = their_id or known or ""
+        self._check_joinable()
+
+    def _check_joinable(self) -> None:
+        """A replica that never reached a leader stops once the voters that may share its
+        cluster id cannot make a majority (rule 9); one that did keeps refusing."""
+        if self._joined:
+            return
+        voters = self.voters
+        same = [v for v in voters if v == self.node_id or v not in self._foreign]
+        if not voters or len(same) >= self._majority(voters):
+            return
+        foreign = sorted(v for v in voters if v in self._foreign)
+        theirs = sorted({self._foreign[v] for v in foreign if self._foreign[v]})
+        self._fail(
+            f"cannot join the metadata quorum: this node's cluster id is "
+            f"{self.cluster_id or '(none)'}, but voter(s) {', '.join(map(str, foreign))} "
+            + (f"belong to cluster {', '.join(theirs)}" if theirs else "refused it")
+            + " (INCONSISTENT_CLUSTER_ID); was its data directory formatted for another "
+            "cluster?")
 
     # ------------------------------------------------------------------ elections
 
@@ -556,7 +697,7 @@ class RaftCore:
                     src=self.node_id,
                     dest=v,
                     correlation_id=self._vote_corr,
-                    cluster_id=self.config.cluster_id,
+                    cluster_id=self.cluster_id,
                     voter_id=v,
                     candidate_epoch=epoch,
                     candidate_id=self.node_id,
@@ -667,7 +808,13 @@ class RaftCore:
         self._begin_sent = {}
         self._became_leader_ms = now
         self._epoch_start = self.log_end
-        self._leader_append([(b"%d" % self.node_id, LEADER_CHANGE)], now)
+        self._joined = True
+        items = [(b"%d" % self.node_id, LEADER_CHANGE)]
+        if not self.log_cluster_id(self.log_end):
+            # rule 9: the first leader records the cluster id (its own, or a new one)
+            cid = self.cluster_id or self._new_cluster_id()
+            items.append((cid.encode(), CLUSTER_ID))
+        self._leader_append(items, now)
         self._send_begin_quorum(now)
 
     def _send_begin_quorum(self, now: int) -> None:
@@ -685,7 +832,7 @@ class RaftCore:
                     src=self.node_id,
                     dest=v,
                     correlation_id=self._next_corr(),
-                    cluster_id=self.config.cluster_id,
+                    cluster_id=self.cluster_id,
                     voter_id=v,
                     leader_id=self.node_id,
                     leader_epoch=self.epoch,
@@ -766,7 +913,11 @@ class RaftCore:
             batch = tuple(self.entries[start - self.log_start : hw - self.log_start])
             self.applied = hw
             if batch:
-                self._out.append(Commit(batch))
+                for e in batch:
+                    if e.kind == CLUSTER_ID:
+                        self._learn_cluster_id(e.data.decode("utf-8", "replace"))
+                if self.inconsistent is None:  # another cluster's log is not applied
+                    self._out.append(Commit(batch))
 
     def _check_reconfig(self) -> int:
         if self.role is not Role.LEADER:
@@ -985,7 +1136,7 @@ class RaftCore:
                     src=self.node_id,
                     dest=dest,
                     correlation_id=self._fetch_corr,
-                    cluster_id=self.config.cluster_id,
+                    cluster_id=self.cluster_id,
                     replica_id=self.node_id,
                     current_leader_epoch=self.epoch,
                     snapshot_id=(end, epoch),
@@ -1002,7 +1153,7 @@ class RaftCore:
                 src=self.node_id,
                 dest=dest,
                 correlation_id=self._fetch_corr,
-                cluster_id=self.config.cluster_id,
+                cluster_id=self.cluster_id,
                 replica_id=self.node_id,
                 max_wait_ms=self.config.fetch_max_wait_ms if max_wait is None else max_wait,
                 current_leader_epoch=self.epoch,
@@ -1046,6 +1197,7 @@ class RaftCore:
         self._fetch_corr = None
         self._fetch_backoff = 0
         self._last_leader_contact = now
+        self._joined = True
         self._reset_election_timer(now, follower=True)
         if m.diverging_epoch is not None:
             epoch, end = m.diverging_epoch
@@ -1139,6 +1291,9 @@ class RaftCore:
         self._snap_buf = bytearray()
         if snap.end_offset <= self.high_watermark:
             self._send_fetch(self.leader_id, now)
+            return
+        self._learn_cluster_id(snap.cluster_id)  # committed; another cluster's: stop here
+        if self.inconsistent is not None:
             return
         self.snapshot = snap
         self.entries = []

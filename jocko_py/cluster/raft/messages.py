@@ -33,14 +33,17 @@ UNKNOWN_LEADER_EPOCH = 75
 INCONSISTENT_VOTER_SET = 94
 SNAPSHOT_NOT_FOUND = 98
 POSITION_OUT_OF_RANGE = 99
+INCONSISTENT_CLUSTER_ID = 104
 DUPLICATE_VOTER = 126
 VOTER_NOT_FOUND = 127
 
 # Entry kinds: DATA carries application bytes; the others are raft control records
-# (KRaft's LeaderChangeMessage and VotersRecord).
+# (KRaft's LeaderChangeMessage and VotersRecord; CLUSTER_ID, the cluster id as UTF-8,
+# is jocko-py's: how a cluster started without `storage format` agrees on its id).
 DATA = 0
 LEADER_CHANGE = 1
 VOTERS = 2
+CLUSTER_ID = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +62,15 @@ class Snapshot:
     epoch: int
     voters: dict[int, str]
     data: bytes
+    # the cluster id committed in the log below end_offset ("" if none)
+    cluster_id: str = ""
 
     def to_bytes(self) -> bytes:
-        head = json.dumps(
-            {"end_offset": self.end_offset, "epoch": self.epoch, "voters": self.voters},
-            sort_keys=True,
-        ).encode()
+        doc: dict[str, Any] = {"end_offset": self.end_offset, "epoch": self.epoch,
+                               "voters": self.voters}
+        if self.cluster_id:
+            doc["cluster_id"] = self.cluster_id
+        head = json.dumps(doc, sort_keys=True).encode()
         return len(head).to_bytes(4, "big") + head + self.data
 
     @staticmethod
@@ -76,6 +82,7 @@ class Snapshot:
             int(head["epoch"]),
             {int(k): str(v) for k, v in head["voters"].items()},
             bytes(b[4 + n :]),
+            str(head.get("cluster_id", "")),
         )
 
 
@@ -102,6 +109,9 @@ class VoteResponse:
     leader_id: int
     leader_epoch: int
     vote_granted: bool
+    # the responder's cluster id, sent with INCONSISTENT_CLUSTER_ID only (jocko-py's
+    # addition to Kafka's fields: the refused node can say which cluster refused it)
+    cluster_id: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,6 +133,9 @@ class BeginQuorumEpochResponse:
     error_code: int
     leader_id: int
     leader_epoch: int
+    # the responder's cluster id, sent with INCONSISTENT_CLUSTER_ID only (jocko-py's
+    # addition to Kafka's fields: the refused node can say which cluster refused it)
+    cluster_id: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,6 +178,9 @@ class FetchResponse:
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end_offset)
     snapshot_id: tuple[int, int] | None = None  # (end_offset, epoch)
     records: tuple[Entry, ...] = ()
+    # the responder's cluster id, sent with INCONSISTENT_CLUSTER_ID only (jocko-py's
+    # addition to Kafka's fields: the refused node can say which cluster refused it)
+    cluster_id: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,6 +208,9 @@ class FetchSnapshotResponse:
     size: int
     position: int
     unaligned_records: bytes = b""
+    # the responder's cluster id, sent with INCONSISTENT_CLUSTER_ID only (jocko-py's
+    # addition to Kafka's fields: the refused node can say which cluster refused it)
+    cluster_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
