@@ -6,7 +6,8 @@ The quirks (also listed in `jocko_py/protocol/codec.py` and DESIGN.md):
   UNSUPPORTED_VERSION and the supported ranges;
 - the client id in request header v2 keeps its int16 length (not compact);
 - a Produce with acks=0 gets no response at all;
-- Produce v0-2 are advertised (old clients probe them) but rejected.
+- Produce v0-2 are advertised (librdkafka probes them, KAFKA-18659) but a request of
+  them closes the connection, as Kafka 4.x does.
 Plus: responses to pipelined requests on one connection come back in request order.
 """
 
@@ -234,19 +235,32 @@ def test_acks_zero_produce_gets_no_response(client: RawClient) -> None:
     assert latest_offset(client, "quirks-acks0") == 1, "the acks=0 batch was still appended"
 
 
+def _produce_v0_frame(version: int, corr: int, topic: str) -> bytes:
+    """A Produce v0-2 request by hand: the 4.x specs no longer describe these versions."""
+    batch = build_batch([NewRecord(key=None, value=b"v")])
+    name, cid = topic.encode(), b"quirks"
+    body = struct.pack(">hhih", PRODUCE, version, corr, len(cid)) + cid
+    body += struct.pack(">hii", 1, 5000, 1) + struct.pack(">h", len(name)) + name
+    body += struct.pack(">iii", 1, 0, len(batch)) + bytes(batch)
+    return struct.pack(">i", len(body)) + body
+
+
 @pytest.mark.parametrize("version", [0, 1, 2])
-def test_produce_v0_to_v2_are_advertised_but_rejected(client: RawClient, version: int) -> None:
+def test_produce_v0_to_v2_are_advertised_but_close_the_connection(
+        broker: BrokerProcess, client: RawClient, version: int) -> None:
     _, versions = client.request(API_VERSIONS, 3, 60, {})
     produce = next(k for k in versions.api_keys if k.api_key == PRODUCE)
-    assert produce.min_version <= version
+    assert produce.min_version == 0, "advertised from v0, as Kafka 4.x does (KAFKA-18659)"
 
     topic = f"quirks-old-produce-v{version}"
     create_topic(client, topic)
-    corr, resp = client.request(PRODUCE, version, 61, produce_body(topic, 1))
-    assert corr == 61
-    p = resp.responses[0].partition_responses[0]
-    assert p.error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert latest_offset(client, topic) == 0, "nothing was appended"
+    client.send(_produce_v0_frame(version, 61, topic))
+    assert client.sock.recv(1) == b"", "the broker closes the connection, no response"
+    other = RawClient(broker.port)
+    try:
+        assert latest_offset(other, topic) == 0, "nothing was appended"
+    finally:
+        other.close()
 
 
 # -- ordering ----------------------------------------------------------------------

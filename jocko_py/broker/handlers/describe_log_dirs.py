@@ -1,4 +1,4 @@
-"""DescribeLogDirs (key 35), versions 0-4: what `kafka-log-dirs --describe` reads.
+"""DescribeLogDirs (key 35), versions 1-4: what `kafka-log-dirs --describe` reads.
 
 One result per data directory of this broker (`log.dirs`): its absolute path, per topic and partition hosted in it the size of the log in
 bytes (every segment) and the offset lag (Kafka's: high watermark minus log end
@@ -21,7 +21,7 @@ from jocko_py.broker.api import RequestContext, api
 from jocko_py.protocol.errors import ErrorCode
 
 
-@api(35, 0, 4)
+@api(35, 1, 4)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     logs = broker.replicas.logs

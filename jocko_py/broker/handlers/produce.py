@@ -1,4 +1,5 @@
-"""Produce (key 0), versions 3-11 served; 0-2 advertised and rejected as Kafka 4 does.
+"""Produce (key 0), versions 3-11 served; 0-2 advertised (KAFKA-18659), a request of them
+closes the connection, as Kafka 4 does.
 
 Each partition's records blob must be exactly one magic-2 batch with a valid
 CRC-32C (else CORRUPT_MESSAGE / INVALID_RECORD); idempotent batches are checked
@@ -93,9 +94,6 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
 
 def _precheck(ctx: RequestContext, topic: str, data: Any, acks: int) -> AppendResult | None:
     """Request-level checks; None when the records go to the replica manager."""
-    if ctx.version < 3:
-        return AppendResult(ErrorCode.UNSUPPORTED_VERSION,
-                            message="Produce v0-2 are not supported")
     if acks not in (-1, 0, 1):
         return AppendResult(ErrorCode.INVALID_REQUIRED_ACKS)
     if not authorize_topic(ctx, "WRITE", topic):

@@ -93,7 +93,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         committed = gc.txn_commit(
             group_id=req.group_id, producer_id=req.producer_id,
             producer_epoch=req.producer_epoch,
-            generation_id=req.generation_id if v >= 3 else -1,
+            generation_id=req.generation_id_or_member_epoch if v >= 3 else -1,
             member_id=(req.member_id or "") if v >= 3 else "",
             instance_id=req.group_instance_id if v >= 3 else None, offsets=wanted)
         if any(e == ErrorCode.NONE for e in committed.values()):
