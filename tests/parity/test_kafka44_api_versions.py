@@ -1,0 +1,141 @@
+"""jocko-py's ApiVersions against Apache Kafka 4.4.0's (issue 21).
+
+One Apache Kafka 4.4.0 node (KRaft, `kafka-storage format --standalone`, see
+tests/support/kafka44.py) and the module's jocko-py broker each answer
+ApiVersions; every API key a Kafka broker offers its clients must be served by
+jocko-py up to the same newest version (and from the same oldest one), and
+jocko-py offers nothing Kafka does not, unless `NOT_YET` names the key with
+jocko-py's current version and the reason. Keys Kafka serves only on its
+controller listener are left aside (jocko-py may still list them while that is
+being changed). An entry that no longer matches jocko-py fails too, so the list
+stays the truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jocko_py.client import Client
+from jocko_py.protocol import messages
+from jocko_py.protocol.messages._generated import APIS
+from tests.support import kafka44
+from tests.support.e2e import TargetBroker
+
+# key -> (jocko-py's newest version, None when not served; why it differs from Kafka 4.4.0)
+NOT_YET: dict[int, tuple[int | None, str]] = {
+    0: (11, "Produce v12 (KIP-890 part 2: implicit AddPartitionsToTxn) and v13 (topic ids)"),
+    1: (17, "Fetch v18 (KIP-1166: the follower's high watermark)"),
+    2: (10, "ListOffsets v11 (KIP-1023: earliest pending upload offset)"),
+    3: (12, "Metadata v13 (KIP-1102: top-level error code)"),
+    8: (9, "OffsetCommit v10 (topic ids)"),
+    9: (9, "OffsetFetch v10 (topic ids)"),
+    15: (5, "DescribeGroups v6 (KIP-1043: GROUP_ID_NOT_FOUND)"),
+    18: (4, "ApiVersions v5 (KIP-1242: cluster id and node id checks)"),
+    24: (4, "AddPartitionsToTxn v5 (KIP-890: TRANSACTION_ABORTABLE)"),
+    27: (1, "WriteTxnMarkers v2 (KIP-1228: the marker's transaction version)"),
+    28: (4, "TxnOffsetCommit v5 (KIP-890 part 2) and v6 (topic ids)"),
+    34: (None, "AlterReplicaLogDirs: one log dir per broker"),
+    35: (4, "DescribeLogDirs v5 (cordoned log dirs)"),
+    38: (None, "delegation tokens"),
+    39: (None, "delegation tokens"),
+    40: (None, "delegation tokens"),
+    41: (None, "delegation tokens"),
+    42: (2, "DeleteGroups v3 (per-group error message)"),
+    45: (0, "AlterPartitionReassignments v1 (AllowReplicationFactorChange)"),
+    60: (1, "DescribeCluster v2 (KIP-1073: fenced brokers)"),
+    64: (None, "UnregisterBroker"),
+    66: (1, "ListTransactions v2 (KIP-1152: transactional id pattern)"),
+    69: (0, "ConsumerGroupDescribe v1 (KIP-1099: member type)"),
+    74: (None, "ListConfigResources (KIP-1142)"),
+    76: (None, "share groups (KIP-932)"),
+    77: (None, "share groups (KIP-932)"),
+    78: (None, "share groups (KIP-932)"),
+    79: (None, "share groups (KIP-932)"),
+    80: (None, "AddRaftVoter: the quorum is not reconfigurable (KIP-853)"),
+    81: (None, "RemoveRaftVoter: the quorum is not reconfigurable (KIP-853)"),
+    83: (None, "share group state (KIP-932)"),
+    84: (None, "share group state (KIP-932)"),
+    85: (None, "share group state (KIP-932)"),
+    86: (None, "share group state (KIP-932)"),
+    87: (None, "share group state (KIP-932)"),
+    88: (None, "streams groups (KIP-1071)"),
+    89: (None, "streams groups (KIP-1071)"),
+    90: (None, "share group offsets (KIP-932)"),
+    91: (None, "share group offsets (KIP-932)"),
+    92: (None, "share group offsets (KIP-932)"),
+    93: (None, "streams groups (KIP-1071)"),
+    94: (None, "UnregisterController"),
+}
+
+
+def _controller_only(key: int) -> bool:
+    try:
+        listeners = messages._module(APIS[key][1]).LISTENERS
+    except KeyError:
+        return False
+    return "broker" not in listeners
+
+
+def _api_versions(bootstrap: str) -> Any:
+    with Client(bootstrap, timeout=10) as c:
+        return c.request(18, 3, {"client_software_name": "jocko-py-parity",
+                                 "client_software_version": "1"})
+
+
+def _ranges(resp: Any) -> dict[int, tuple[int, int]]:
+    assert resp.error_code == 0
+    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys
+            if not _controller_only(int(k.api_key))}
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka44.ApacheKafka44]:
+    why = kafka44.missing()
+    if why:
+        pytest.skip(why)
+    tmp: Path = tmp_path_factory.mktemp("kafka44")
+    k = kafka44.ApacheKafka44(tmp / "data")
+    k.start()
+    try:
+        k.wait_ready()
+        yield k
+    finally:
+        k.stop(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def both(kafka: kafka44.ApacheKafka44, target: TargetBroker) -> tuple[Any, Any]:
+    return _api_versions(kafka.bootstrap), _api_versions(target.bootstrap)
+
+
+def test_every_api_key_is_served_up_to_kafka_44s_newest_version(both: tuple[Any, Any]) -> None:
+    theirs, ours = (_ranges(r) for r in both)
+    wrong = []
+    for key in sorted(set(theirs) | set(ours)):
+        mine = ours[key][1] if key in ours else None
+        kafka_max = theirs[key][1] if key in theirs else None
+        name = messages.api_name(key)
+        if key in NOT_YET:
+            expected, why = NOT_YET[key]
+            if mine != expected:
+                wrong.append(f"{name} ({key}): NOT_YET says jocko-py serves up to {expected} "
+                             f"({why}), it serves {mine}: update the entry")
+            elif mine == kafka_max:
+                wrong.append(f"{name} ({key}) matches Kafka ({mine}): drop it from NOT_YET")
+            continue
+        if mine != kafka_max:
+            wrong.append(f"{name} ({key}): jocko-py {mine}, Apache Kafka 4.4.0 {kafka_max}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_oldest_versions_are_kafka_44s(both: tuple[Any, Any]) -> None:
+    """Where both serve a key, from the same oldest version (Kafka 4.x dropped many)."""
+    theirs, ours = (_ranges(r) for r in both)
+    wrong = [f"{messages.api_name(k)} ({k}): jocko-py from v{ours[k][0]}, "
+             f"Apache Kafka 4.4.0 from v{theirs[k][0]}"
+             for k in sorted(set(theirs) & set(ours)) if ours[k][0] != theirs[k][0]]
+    assert not wrong, "\n".join(wrong)
