@@ -43,8 +43,6 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
     39: (None, "delegation tokens"),
     40: (None, "delegation tokens"),
     41: (None, "delegation tokens"),
-    45: (0, "AlterPartitionReassignments v1 (AllowReplicationFactorChange)"),
-    60: (1, "DescribeCluster v2 (KIP-1073: fenced brokers)"),
     64: (None, "UnregisterBroker"),
     66: (1, "ListTransactions v2 (KIP-1152: transactional id pattern)"),
     74: (None, "ListConfigResources (KIP-1142)"),
