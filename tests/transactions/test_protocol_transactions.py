@@ -253,3 +253,33 @@ def test_txn_offset_commit_needs_add_offsets(txn_broker: BrokerProcess) -> None:
             time.sleep(0.02)
         assert fetched() == 5
         assert commit_offset(6) == E.INVALID_TXN_STATE      # that transaction is over
+
+
+def test_list_transactions_v2_filters_by_a_pattern_of_the_whole_id(
+        txn_broker: BrokerProcess) -> None:
+    """KIP-1152, as Apache Kafka 4.4.0 answers: the pattern must match the whole
+    transactional id; null or empty filters nothing; one that does not compile is
+    INVALID_REGULAR_EXPRESSION."""
+    run = uuid.uuid4().hex[:6]
+    a, b = f"lt-{run}-a1", f"lt-{run}-b2"
+    with Client(txn_broker.bootstrap) as c:
+        Txn(c, a)
+        Txn(c, b)
+
+        def listed(version: int, pattern: str | None) -> tuple[int, list[str]]:
+            body: dict[str, Any] = {"state_filters": [], "producer_id_filters": [],
+                                    "duration_filter": -1}
+            if version >= 2:
+                body["transactional_id_pattern"] = pattern
+            r = c.request(66, version, body)
+            return int(r.error_code), sorted(
+                t.transactional_id for t in r.transaction_states if run in t.transactional_id)
+        assert listed(1, None) == (0, [a, b])
+        assert listed(2, None) == (0, [a, b])
+        assert listed(2, "") == (0, [a, b])
+        assert listed(2, f"lt-{run}-a") == (0, [])
+        assert listed(2, f"lt-{run}-a.*") == (0, [a])
+        assert listed(2, r".*-(a|b)\d") == (0, [a, b])
+        assert listed(2, f"^lt-{run}-b2$") == (0, [b])
+        assert listed(2, "LT-.*") == (0, [])
+        assert listed(2, "[") == (E.INVALID_REGULAR_EXPRESSION, [])
