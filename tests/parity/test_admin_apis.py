@@ -63,15 +63,19 @@ def test_kafka_log_dirs_reports_sizes_per_partition(
     assert all(p["offsetLag"] == 0 and not p["isFuture"] for p in d["partitions"])
 
 
-def test_describe_log_dirs_v4_has_disk_totals(target: TargetBroker, topic: str) -> None:
+@pytest.mark.parametrize("version", [4, 5])
+def test_describe_log_dirs_v4_has_disk_totals(
+        target: TargetBroker, topic: str, version: int) -> None:
     with Client(target.bootstrap) as c:
-        r = c.request(35, 4, {"topics": None})
+        r = c.request(35, version, {"topics": None})
         [res] = r.results
         assert res.error_code == 0 and r.error_code == 0
         assert res.total_bytes > 0 and 0 <= res.usable_bytes <= res.total_bytes
+        assert res.is_cordoned is False  # v5; no directory is ever cordoned
         assert topic in {t.name for t in res.topics}
-        # named partitions only; one this broker does not host is left out
-        r = c.request(35, 0, {"topics": [{"topic": topic, "partitions": [1, 7]}]})
+        # named partitions only; one this broker does not host is left out (v0 is
+        # gone since Kafka 4.0)
+        r = c.request(35, 1, {"topics": [{"topic": topic, "partitions": [1, 7]}]})
         [res] = r.results
         assert [(t.name, [p.partition_index for p in t.partitions]) for t in res.topics] == [
             (topic, [1])]

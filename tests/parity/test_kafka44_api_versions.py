@@ -38,7 +38,6 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
     27: (1, "WriteTxnMarkers v2 (KIP-1228: the marker's transaction version)"),
     28: (4, "TxnOffsetCommit v5 (KIP-890 part 2) and v6 (topic ids)"),
     34: (None, "AlterReplicaLogDirs: one log dir per broker"),
-    35: (4, "DescribeLogDirs v5 (cordoned log dirs)"),
     38: (None, "delegation tokens"),
     39: (None, "delegation tokens"),
     40: (None, "delegation tokens"),
