@@ -33,7 +33,6 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
     3: (12, "Metadata v13 (KIP-1102: top-level error code)"),
     8: (9, "OffsetCommit v10 (topic ids)"),
     9: (9, "OffsetFetch v10 (topic ids)"),
-    18: (4, "ApiVersions v5 (KIP-1242: cluster id and node id checks)"),
     24: (4, "AddPartitionsToTxn v5 (KIP-890: TRANSACTION_ABORTABLE)"),
     27: (1, "WriteTxnMarkers v2 (KIP-1228: the marker's transaction version)"),
     28: (4, "TxnOffsetCommit v5 (KIP-890 part 2) and v6 (topic ids)"),

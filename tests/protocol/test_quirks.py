@@ -118,7 +118,7 @@ def latest_offset(c: RawClient, topic: str) -> int:
 # -- ApiVersions -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [3, 4])
+@pytest.mark.parametrize("version", [3, 4, 5])
 def test_flexible_api_versions_response_uses_header_v0(client: RawClient, version: int) -> None:
     body = {"client_software_name": "jocko-quirks", "client_software_version": "1"}
     client.send(codec.encode_request(API_VERSIONS, version, 41, "quirks", body))
@@ -159,7 +159,7 @@ def test_unknown_api_versions_version_gets_v0_unsupported_version_reply(
     assert r.pos == r.end, "the reply is exactly a v0 body after a v0 header"
     assert v0.error_code == ErrorCode.UNSUPPORTED_VERSION
     ranges = {k.api_key: (k.min_version, k.max_version) for k in v0.api_keys}
-    assert ranges[API_VERSIONS] == (0, 4)
+    assert ranges[API_VERSIONS] == (0, 5)
     assert ranges[PRODUCE][0] == 0
     # and a client of our codec reads it as v0 whatever version it asked for
     corr, body = codec.decode_response(API_VERSIONS, 4, reply)
@@ -170,7 +170,33 @@ def test_unknown_api_versions_version_gets_v0_unsupported_version_reply(
     assert (corr, resp.error_code) == (44, ErrorCode.NONE)
 
 
-@pytest.mark.parametrize("asked", [0, 1, 2, 3, 4])
+def test_api_versions_v5_checks_the_cluster_and_node_the_client_means(
+        client: RawClient) -> None:
+    """KIP-1242, as Apache Kafka 4.4.0 answers: both ids right, the usual answer; either
+    wrong, REBOOTSTRAP_REQUIRED; only one of them given, INVALID_REQUEST; the error
+    answers carry nothing else, and the connection stays open."""
+    _, dc = client.request(60, 0, 69, {"include_cluster_authorized_operations": False})
+    cluster, node = dc.cluster_id, dc.brokers[0].broker_id
+
+    def ask(corr: int, cluster_id: str | None, node_id: int) -> Any:
+        return client.request(API_VERSIONS, 5, corr, {
+            "client_software_name": "jocko-quirks", "client_software_version": "1",
+            "cluster_id": cluster_id, "node_id": node_id})[1]
+    for corr, (cid, nid) in enumerate([(None, -1), (cluster, node)], 70):
+        ok = ask(corr, cid, nid)
+        assert ok.error_code == ErrorCode.NONE and ok.api_keys and ok.finalized_features
+    for corr, (cid, nid, code) in enumerate([
+            ("AAAAAAAAAAAAAAAAAAAAAA", node, ErrorCode.REBOOTSTRAP_REQUIRED),
+            (cluster, node + 7, ErrorCode.REBOOTSTRAP_REQUIRED),
+            (None, node, ErrorCode.INVALID_REQUEST),
+            (cluster, -1, ErrorCode.INVALID_REQUEST)], 80):
+        bad = ask(corr, cid, nid)
+        assert (bad.error_code, list(bad.api_keys), list(bad.supported_features),
+                list(bad.finalized_features), bad.finalized_features_epoch) == (
+            code, [], [], [], -1), (cid, nid)
+
+
+@pytest.mark.parametrize("asked", [0, 1, 2, 3, 4, 5])
 def test_decode_response_reads_the_unsupported_version_reply_as_v0(asked: int) -> None:
     body = {
         "error_code": ErrorCode.UNSUPPORTED_VERSION,
