@@ -30,7 +30,6 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
     0: (11, "Produce v12 (KIP-890 part 2: implicit AddPartitionsToTxn) and v13 (topic ids)"),
     1: (17, "Fetch v18 (KIP-1166: the follower's high watermark)"),
     2: (10, "ListOffsets v11 (KIP-1023: earliest pending upload offset)"),
-    3: (12, "Metadata v13 (KIP-1102: top-level error code)"),
     8: (9, "OffsetCommit v10 (topic ids)"),
     9: (9, "OffsetFetch v10 (topic ids)"),
     24: (4, "AddPartitionsToTxn v5 (KIP-890: TRANSACTION_ABORTABLE)"),

@@ -144,6 +144,16 @@ def test_other_flexible_responses_use_header_v1(client: RawClient) -> None:
     assert r.pos == r.end
 
 
+def test_metadata_v13_answers_as_v12_with_a_top_level_error_code(client: RawClient) -> None:
+    create_topic(client, "quirks-md13")
+    body = {"topics": [{"name": "quirks-md13"}], "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}
+    _, v12 = client.request(METADATA, 12, 45, body)
+    _, v13 = client.request(METADATA, 13, 46, body)
+    assert v13.error_code == ErrorCode.NONE
+    assert v13.topics == v12.topics and v13.cluster_id == v12.cluster_id
+
+
 def test_unknown_api_versions_version_gets_v0_unsupported_version_reply(
     client: RawClient,
 ) -> None:

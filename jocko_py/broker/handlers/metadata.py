@@ -1,4 +1,4 @@
-"""Metadata (key 3), versions 0-12.
+"""Metadata (key 3), versions 0-13.
 
 Brokers, cluster id and controller, and per topic its id, internal flag and
 partitions (leader, leader epoch, replicas, ISR). A null topic list (or an empty
@@ -9,6 +9,8 @@ names get INVALID_TOPIC_EXCEPTION. With an authorizer, topics the principal may 
 DESCRIBE are left out of an all-topics answer and get TOPIC_AUTHORIZATION_FAILED
 when named; auto-creation needs CREATE (cluster or topic), else
 UNKNOWN_TOPIC_OR_PARTITION. Authorized operations (v8+) are filled in when asked.
+v13's top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED) is always 0: like Kafka
+4.4's broker, this one never asks a client to rebootstrap through Metadata.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO) -
             "partitions": [], "topic_authorized_operations": AUTHORIZED_OPS_NOT_REQUESTED}
 
 
-@api(3, 0, 12)
+@api(3, 0, 13)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     image = broker.topics.image
@@ -129,4 +131,5 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         "controller_id": broker.controller_id,
         "topics": topics_out,
         "cluster_authorized_operations": cluster_ops,
+        "error_code": ErrorCode.NONE,
     }
