@@ -301,11 +301,14 @@ class ReplicaManager:
     async def append_records(
         self, entries: list[tuple[str, int, memoryview | bytes]], acks: int, timeout_ms: int,
         *, internal: bool = False, transactional_id: str | None = None,
+        abortable_supported: bool = False,
     ) -> list[AppendResult]:
-        """Append each (topic, partition, records) as leader; wait as ``acks`` says."""
+        """Append each (topic, partition, records) as leader; wait as ``acks`` says.
+        ``abortable_supported``: the producer knows TRANSACTION_ABORTABLE (Produce v11+)."""
         refused: dict[int, AppendResult] = {}
         if transactional_id is not None and not internal and self.txn_verifier is not None:
-            refused = await self._verify_transactional(entries, transactional_id)
+            refused = await self._verify_transactional(entries, transactional_id,
+                                                       abortable_supported)
         now = now_ms()
         results: list[AppendResult] = []
         appended: list[tuple[Partition, AppendResult]] = []
@@ -354,9 +357,13 @@ class ReplicaManager:
 
     async def _verify_transactional(
         self, entries: list[tuple[str, int, memoryview | bytes]], transactional_id: str,
+        abortable_supported: bool = False,
     ) -> dict[int, AppendResult]:
         """KIP-890 part 1: the entries whose transactional batch would open its
-        producer's transaction here, asked of the coordinator; the refused ones."""
+        producer's transaction here, asked of the coordinator; the refused ones. A
+        partition not in the transaction (the coordinator's TRANSACTION_ABORTABLE) is
+        TRANSACTION_ABORTABLE for a producer that knows it (Produce v11+), else
+        INVALID_TXN_STATE, as Kafka 4.x answers."""
         assert self.txn_verifier is not None
         wanted: dict[tuple[int, int], list[tuple[int, Partition]]] = {}
         for i, (topic, idx, data) in enumerate(entries):
@@ -384,13 +391,15 @@ class ReplicaManager:
                 if err == ErrorCode.NONE and \
                         p.log.producer_state.verification_token(pid) != tokens[i]:
                     # a marker (or another epoch) ended that transaction while we asked
-                    err = ErrorCode.INVALID_TXN_STATE
+                    err = ErrorCode.TRANSACTION_ABORTABLE
                 if err == ErrorCode.NONE:
                     continue
                 if err in _VERIFY_RETRIABLE:
                     err = ErrorCode.NOT_ENOUGH_REPLICAS
                 elif err == ErrorCode.PRODUCER_FENCED:
                     err = ErrorCode.INVALID_PRODUCER_EPOCH
+                elif err == ErrorCode.TRANSACTION_ABORTABLE and abortable_supported:
+                    pass
                 elif err != ErrorCode.INVALID_PRODUCER_EPOCH:
                     err = ErrorCode.INVALID_TXN_STATE
                 refused[i] = AppendResult(

@@ -32,7 +32,6 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
     2: (10, "ListOffsets v11 (KIP-1023: earliest pending upload offset)"),
     8: (9, "OffsetCommit v10 (topic ids)"),
     9: (9, "OffsetFetch v10 (topic ids)"),
-    24: (4, "AddPartitionsToTxn v5 (KIP-890: TRANSACTION_ABORTABLE)"),
     27: (1, "WriteTxnMarkers v2 (KIP-1228: the marker's transaction version)"),
     28: (4, "TxnOffsetCommit v5 (KIP-890 part 2) and v6 (topic ids)"),
     34: (None, "AlterReplicaLogDirs: one log dir per broker"),

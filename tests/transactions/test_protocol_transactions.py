@@ -48,8 +48,9 @@ class Txn:
         return int(r.results_by_topic_v3_and_below[0].results_by_partition[0]
                    .partition_error_code)
 
-    def produce(self, topic: str, partition: int, seq: int, value: bytes = b"v") -> Any:
-        r = self.c.request(0, 9, {"transactional_id": self.tid, "acks": -1, "timeout_ms": 10000,
+    def produce(self, topic: str, partition: int, seq: int, value: bytes = b"v",
+                version: int = 9) -> Any:
+        r = self.c.request(0, version, {"transactional_id": self.tid, "acks": -1, "timeout_ms": 10000,
                                   "topic_data": [{"name": topic, "partition_data": [{
                                       "index": partition,
                                       "records": _txn_batch(self.pid, self.epoch, seq, value)}]}]})
@@ -114,6 +115,36 @@ def test_produce_outside_the_transaction_is_refused(txn_broker: BrokerProcess) -
         assert t.produce(topic, 0, 2).error_code == E.NONE
         assert t.end(False) == E.NONE
         _wait_lso(c, topic, 5)
+
+
+def test_a_partition_not_in_the_transaction_as_kafka_44_answers(
+        txn_broker: BrokerProcess) -> None:
+    """Probed on Apache Kafka 4.4.0: Produce v9-10 INVALID_TXN_STATE, v11+
+    TRANSACTION_ABORTABLE (with no message); a broker's AddPartitionsToTxn VerifyOnly
+    TRANSACTION_ABORTABLE at v4 and v5 alike."""
+    with Client(txn_broker.bootstrap) as c:
+        topic = _topic(c)
+        t = Txn(c, f"na-{uuid.uuid4().hex[:6]}")
+        for version in (9, 10):
+            assert t.produce(topic, 0, 0, version=version).error_code == E.INVALID_TXN_STATE
+        p = t.produce(topic, 0, 0, version=11)
+        assert (p.error_code, p.error_message) == (E.TRANSACTION_ABORTABLE, None)
+        for version in (4, 5):
+            r = c.request(24, version, {"transactions": [{
+                "transactional_id": t.tid, "producer_id": t.pid, "producer_epoch": t.epoch,
+                "verify_only": True, "topics": [{"name": topic, "partitions": [0]}]}]})
+            [tr] = r.results_by_transaction
+            assert tr.topic_results[0].results_by_partition[0].partition_error_code == \
+                E.TRANSACTION_ABORTABLE
+        assert c.list_offset(topic, 0, -1)[0] == 0, "nothing was written"
+        assert t.add(topic, 0) == E.NONE
+        assert t.produce(topic, 0, 0, version=11).error_code == E.NONE
+        r = c.request(24, 5, {"transactions": [{
+            "transactional_id": t.tid, "producer_id": t.pid, "producer_epoch": t.epoch,
+            "verify_only": True, "topics": [{"name": topic, "partitions": [0]}]}]})
+        assert r.results_by_transaction[0].topic_results[0].results_by_partition[0] \
+            .partition_error_code == E.NONE
+        assert t.end(False) == E.NONE
 
 
 def test_end_txn_edges_and_fencing(txn_broker: BrokerProcess) -> None:
