@@ -29,8 +29,6 @@ from tests.support.e2e import TargetBroker
 NOT_YET: dict[int, tuple[int | None, str]] = {
     0: (11, "Produce v12 (KIP-890 part 2: implicit AddPartitionsToTxn) and v13 (topic ids)"),
     1: (17, "Fetch v18 (KIP-1166: the follower's high watermark)"),
-    8: (9, "OffsetCommit v10 (topic ids)"),
-    9: (9, "OffsetFetch v10 (topic ids)"),
     27: (1, "WriteTxnMarkers v2 (KIP-1228: the marker's transaction version)"),
     28: (4, "TxnOffsetCommit v5 (KIP-890 part 2) and v6 (topic ids)"),
     34: (None, "AlterReplicaLogDirs: one log dir per broker"),
