@@ -81,6 +81,9 @@ class FetchParams:
     partitions: list[FetchPartition] = field(default_factory=list)
     # the follower process's incarnation, from its client id (see replica_fetcher)
     replica_incarnation: str | None = None
+    # Fetch v18 (KIP-1166): the high watermark the follower knows, per partition it sent
+    # one for; a leader whose HW is past it answers at once instead of waiting
+    replica_high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
 
     @property
     def is_follower(self) -> bool:
@@ -497,11 +500,19 @@ class ReplicaManager:
                     stats.failed_fetch[fp.topic] += 1
         return results
 
+    def _follower_hw_behind(self, params: FetchParams) -> bool:
+        """KIP-1166: the follower's high watermark is behind ours for some partition."""
+        for key, hw in params.replica_high_watermarks.items():
+            p = self.partitions.get(key)
+            if p is not None and p.role is Role.LEADER and p.high_watermark > hw:
+                return True
+        return False
+
     async def _fetch_messages(self, params: FetchParams) -> list[ReadResult]:
         results, total = self._read_all(params, True)
         wait = params.max_wait_ms / 1000
         if total >= params.min_bytes or wait <= 0 or any(r.error for r in results) \
-                or any(r.diverging_epoch for r in results):
+                or any(r.diverging_epoch for r in results) or self._follower_hw_behind(params):
             return results
         keys = [(fp.topic, fp.partition) for fp in params.partitions]
         deadline = time.monotonic() + wait
@@ -511,7 +522,7 @@ class ReplicaManager:
                 break
             await asyncio.sleep(0)  # let a burst of produces land before re-reading
             results, total = self._read_all(params, False)
-            if any(r.error for r in results):
+            if any(r.error for r in results) or self._follower_hw_behind(params):
                 break
         return results
 
