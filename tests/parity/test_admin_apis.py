@@ -14,6 +14,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 
 from jocko_py.client import Client
+from jocko_py.protocol.errors import ErrorCode
 from tests.parity import kafka_tools as kt
 from tests.support.e2e import TargetBroker, create_topics, unique_suffix
 
@@ -291,3 +292,29 @@ def test_kafka_transactions_describe_producers(target: TargetBroker, version: st
                             "LastSequence"], out
     [row] = lines[1:]
     assert int(row[0]) >= 0 and row[3] == "4", out  # five batches: sequences 0-4
+
+
+def test_list_config_resources_as_kafka_44_answers(target: TargetBroker, topic: str) -> None:
+    """ListConfigResources (KIP-1142), as Apache Kafka 4.4.0 answers it (probed): v0 the
+    client-metrics resources, v1 the types asked (none: all), every topic and broker; an
+    unknown type UNSUPPORTED_VERSION."""
+    with Client(target.bootstrap) as c:
+        assert c.request(74, 0, {}).config_resources == []
+
+        def listed(types: list[int]) -> tuple[int, set[tuple[int, str]]]:
+            r = c.request(74, 1, {"resource_types": types})
+            return int(r.error_code), {(int(x.resource_type), str(x.resource_name))
+                                       for x in r.config_resources}
+        md = c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                               "include_topic_authorized_operations": False})
+        topics = {(2, t.name) for t in md.topics}  # internal ones too
+        brokers = {(4, str(b.node_id)) for b in md.brokers}
+        loggers = {(8, str(b.node_id)) for b in md.brokers}
+        assert (2, topic) in topics
+        assert listed([]) == (0, topics | brokers | loggers)
+        assert listed([2]) == (0, topics)
+        assert listed([4]) == (0, brokers)
+        assert listed([8]) == (0, loggers)
+        assert listed([16]) == (0, set())
+        assert listed([32]) == (0, set())
+        assert listed([99]) == (ErrorCode.UNSUPPORTED_VERSION, set())

@@ -36,7 +36,6 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
     40: (None, "delegation tokens"),
     41: (None, "delegation tokens"),
     64: (None, "UnregisterBroker"),
-    74: (None, "ListConfigResources (KIP-1142)"),
     76: (None, "share groups (KIP-932)"),
     77: (None, "share groups (KIP-932)"),
     78: (None, "share groups (KIP-932)"),
