@@ -5,7 +5,8 @@ tests/support/kafka44.py) and the module's jocko-py broker each answer
 ApiVersions; every API key a Kafka broker offers its clients must be served by
 jocko-py up to the same newest version (and from the same oldest one), and
 jocko-py offers nothing Kafka does not, unless `NOT_YET` names the key with
-jocko-py's current version and the reason. Keys Kafka serves only on its
+jocko-py's current version and the reason; the same for the supported features
+(`FEATURES_NOT_YET`). Keys Kafka serves only on its
 controller listener are left aside (jocko-py may still list them while that is
 being changed). An entry that no longer matches jocko-py fails too, so the list
 stays the truth.
@@ -54,6 +55,19 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
     92: (None, "share group offsets (KIP-932)"),
     93: (None, "streams groups (KIP-1071)"),
     94: (None, "UnregisterController"),
+}
+
+
+# feature -> (jocko-py's supported range, None when unknown to it; why it differs)
+FEATURES_NOT_YET: dict[str, tuple[tuple[int, int] | None, str]] = {
+    "metadata.version": ((7, 21), "levels past 3.9-IV0 (21) up to 4.4-IV2 (33): their "
+                                  "record and protocol changes are not checked level by level"),
+    "kraft.version": ((0, 0), "kraft.version 1 (KIP-853 dynamic quorums)"),
+    "group.version": (None, "KIP-848 groups are served whatever the level; not gated"),
+    "transaction.version": (None, "transaction.version 2 (KIP-890 part 2) not finalizable"),
+    "eligible.leader.replicas.version": (None, "ELR is kept whatever the level; not gated"),
+    "share.version": (None, "share groups (KIP-932)"),
+    "streams.version": (None, "streams groups (KIP-1071)"),
 }
 
 
@@ -123,4 +137,23 @@ def test_oldest_versions_are_kafka_44s(both: tuple[Any, Any]) -> None:
     wrong = [f"{messages.api_name(k)} ({k}): jocko-py from v{ours[k][0]}, "
              f"Apache Kafka 4.4.0 from v{theirs[k][0]}"
              for k in sorted(set(theirs) & set(ours)) if ours[k][0] != theirs[k][0]]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_supported_features_are_kafka_44s(both: tuple[Any, Any]) -> None:
+    """ApiVersions' supported features: Kafka 4.4.0's ranges, or FEATURES_NOT_YET."""
+    theirs, ours = ({f.name: (int(f.min_version), int(f.max_version))
+                     for f in r.supported_features} for r in both)
+    wrong = []
+    for name in sorted(set(theirs) | set(ours)):
+        mine = ours.get(name)
+        if name in FEATURES_NOT_YET:
+            expected, why = FEATURES_NOT_YET[name]
+            if mine != expected:
+                wrong.append(f"{name}: FEATURES_NOT_YET says {expected} ({why}), jocko-py "
+                             f"supports {mine}: update the entry")
+            elif mine == theirs.get(name):
+                wrong.append(f"{name} matches Kafka ({mine}): drop it from FEATURES_NOT_YET")
+        elif mine != theirs.get(name):
+            wrong.append(f"{name}: jocko-py {mine}, Apache Kafka 4.4.0 {theirs.get(name)}")
     assert not wrong, "\n".join(wrong)
