@@ -257,10 +257,10 @@ def test_txn_offset_commit_needs_add_offsets(txn_broker: BrokerProcess) -> None:
         assert r.coordinators[0].error_code == 0
         t = Txn(c, f"vo-{uuid.uuid4().hex[:6]}")
 
-        def commit_offset(offset: int) -> int:
-            r = c.request(28, 3, {
+        def commit_offset(offset: int, version: int = 3) -> int:
+            r = c.request(28, version, {
                 "transactional_id": t.tid, "group_id": group, "producer_id": t.pid,
-                "producer_epoch": t.epoch, "generation_id": -1, "member_id": "",
+                "producer_epoch": t.epoch, "generation_id_or_member_epoch": -1, "member_id": "",
                 "group_instance_id": None, "topics": [{"name": topic, "partitions": [{
                     "partition_index": 0, "committed_offset": offset,
                     "committed_leader_epoch": -1, "committed_metadata": None}]}]})
@@ -272,6 +272,8 @@ def test_txn_offset_commit_needs_add_offsets(txn_broker: BrokerProcess) -> None:
             return int(r.topics[0].partitions[0].committed_offset)
 
         assert commit_offset(5) == E.INVALID_TXN_STATE      # no AddOffsetsToTxn
+        # v4 knows TRANSACTION_ABORTABLE (as Apache Kafka 4.4.0 answers, probed)
+        assert commit_offset(5, version=4) == E.TRANSACTION_ABORTABLE
         assert t.add(topic, 0) == E.NONE
         r = c.request(25, 3, {"transactional_id": t.tid, "producer_id": t.pid,
                               "producer_epoch": t.epoch, "group_id": group})
