@@ -54,7 +54,7 @@ generate: venv
 
 # The specs are vendored (a clean checkout must build alone); where the shared
 # upstream copy is present, the vendored one must not have drifted from it.
-SHARED_SPECS ?= ../shared/kafka-protocol
+SHARED_SPECS ?= ../shared/kafka-protocol-4.4
 check-generated: venv
 	@if [ -d $(SHARED_SPECS) ]; then \
 	  diff -rq $(SHARED_SPECS) $(SPECS) || { echo "$(SPECS) differs from $(SHARED_SPECS): copy it over and run make generate"; exit 1; }; \

@@ -94,10 +94,15 @@ class GroupAdmin:
         return sorted(found.values(), key=lambda g: g.group_id)
 
     def describe(self, group: str) -> Any:
-        r = self.find_coordinator(group).request(15, 5, {"groups": [group], "include_authorized_operations": False})
+        # v6 (KIP-1043) tells a KIP-848 group (and an unknown one) by GROUP_ID_NOT_FOUND
+        r = self.find_coordinator(group).request(15, 6, {"groups": [group], "include_authorized_operations": False})
         g = r.groups[0]
         if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
-            return self.describe_consumer_group(group)  # KIP-848 groups (as Kafka 4)
+            c = self.find_coordinator(group).request(
+                69, 0, {"group_ids": [group], "include_authorized_operations": False}).groups[0]
+            if c.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
+                return self.describe_consumer_group(group)  # KIP-848 groups (as Kafka 4)
+            return g  # no such group: Dead, no members
         _check(g.error_code, f"DescribeGroups {group}")
         return g
 

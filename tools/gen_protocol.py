@@ -177,6 +177,8 @@ def generate(specs: Path) -> dict[str, str]:
         req = load(path)
         if req.get("type") != "request":
             continue
+        if req.get("validVersions") == "none":
+            continue  # removed from Kafka (the ZooKeeper-era LeaderAndIsr, StopReplica, ...)
         resp_path = msg_dir / path.name.replace("Request.json", "Response.json")
         resp = load(resp_path)
         api = req["name"][: -len("Request")]
@@ -197,7 +199,7 @@ def generate(specs: Path) -> dict[str, str]:
             spec = load(path)
             if spec.get("type") in ("request", "response"):
                 continue
-            if "validVersions" not in spec:
+            if spec.get("validVersions", "none") == "none":
                 continue
             mod = "data_" + snake(spec["name"])
             text = HEADER.format(src=f"{sub}/{path.name}")

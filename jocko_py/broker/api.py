@@ -3,7 +3,8 @@
 Handlers register themselves with `@api(key, min, max)`; ApiVersions is derived
 from these registrations, so the broker never advertises a version it does not
 implement. `advertise_min` lets an API advertise versions below what it
-serves (Produce v0-2: advertised, then rejected as Kafka 4 does). `broker_only`
+serves (Produce v0-2: advertised for librdkafka's sake, KAFKA-18659, but not decoded:
+a request of them closes the connection, as Kafka 4 does). `broker_only`
 marks the controller APIs (Kafka's controller listener): advertised and served only
 to brokers; any other connection sending one is closed, as Kafka closes a connection
 that sends an API its listener does not enable.
@@ -93,8 +94,8 @@ def registry() -> dict[int, ApiEntry]:
 
 
 def served_versions() -> dict[int, tuple[int, int]]:
-    """Versions the decoder accepts (including advertised-but-rejected ones)."""
-    return {k: (e.advertised_min, e.max_version) for k, e in _REGISTRY.items()}
+    """Versions the decoder accepts (not the advertised-only ones below them)."""
+    return {k: (e.min_version, e.max_version) for k, e in _REGISTRY.items()}
 
 
 def advertised_versions(broker: bool = False) -> list[tuple[int, int, int]]:

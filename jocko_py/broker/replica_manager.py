@@ -81,6 +81,9 @@ class FetchParams:
     partitions: list[FetchPartition] = field(default_factory=list)
     # the follower process's incarnation, from its client id (see replica_fetcher)
     replica_incarnation: str | None = None
+    # Fetch v18 (KIP-1166): the high watermark the follower knows, per partition it sent
+    # one for; a leader whose HW is past it answers at once instead of waiting
+    replica_high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
 
     @property
     def is_follower(self) -> bool:
@@ -301,11 +304,14 @@ class ReplicaManager:
     async def append_records(
         self, entries: list[tuple[str, int, memoryview | bytes]], acks: int, timeout_ms: int,
         *, internal: bool = False, transactional_id: str | None = None,
+        abortable_supported: bool = False,
     ) -> list[AppendResult]:
-        """Append each (topic, partition, records) as leader; wait as ``acks`` says."""
+        """Append each (topic, partition, records) as leader; wait as ``acks`` says.
+        ``abortable_supported``: the producer knows TRANSACTION_ABORTABLE (Produce v11+)."""
         refused: dict[int, AppendResult] = {}
         if transactional_id is not None and not internal and self.txn_verifier is not None:
-            refused = await self._verify_transactional(entries, transactional_id)
+            refused = await self._verify_transactional(entries, transactional_id,
+                                                       abortable_supported)
         now = now_ms()
         results: list[AppendResult] = []
         appended: list[tuple[Partition, AppendResult]] = []
@@ -354,9 +360,13 @@ class ReplicaManager:
 
     async def _verify_transactional(
         self, entries: list[tuple[str, int, memoryview | bytes]], transactional_id: str,
+        abortable_supported: bool = False,
     ) -> dict[int, AppendResult]:
         """KIP-890 part 1: the entries whose transactional batch would open its
-        producer's transaction here, asked of the coordinator; the refused ones."""
+        producer's transaction here, asked of the coordinator; the refused ones. A
+        partition not in the transaction (the coordinator's TRANSACTION_ABORTABLE) is
+        TRANSACTION_ABORTABLE for a producer that knows it (Produce v11+), else
+        INVALID_TXN_STATE, as Kafka 4.x answers."""
         assert self.txn_verifier is not None
         wanted: dict[tuple[int, int], list[tuple[int, Partition]]] = {}
         for i, (topic, idx, data) in enumerate(entries):
@@ -384,13 +394,15 @@ class ReplicaManager:
                 if err == ErrorCode.NONE and \
                         p.log.producer_state.verification_token(pid) != tokens[i]:
                     # a marker (or another epoch) ended that transaction while we asked
-                    err = ErrorCode.INVALID_TXN_STATE
+                    err = ErrorCode.TRANSACTION_ABORTABLE
                 if err == ErrorCode.NONE:
                     continue
                 if err in _VERIFY_RETRIABLE:
                     err = ErrorCode.NOT_ENOUGH_REPLICAS
                 elif err == ErrorCode.PRODUCER_FENCED:
                     err = ErrorCode.INVALID_PRODUCER_EPOCH
+                elif err == ErrorCode.TRANSACTION_ABORTABLE and abortable_supported:
+                    pass
                 elif err != ErrorCode.INVALID_PRODUCER_EPOCH:
                     err = ErrorCode.INVALID_TXN_STATE
                 refused[i] = AppendResult(
@@ -488,11 +500,19 @@ class ReplicaManager:
                     stats.failed_fetch[fp.topic] += 1
         return results
 
+    def _follower_hw_behind(self, params: FetchParams) -> bool:
+        """KIP-1166: the follower's high watermark is behind ours for some partition."""
+        for key, hw in params.replica_high_watermarks.items():
+            p = self.partitions.get(key)
+            if p is not None and p.role is Role.LEADER and p.high_watermark > hw:
+                return True
+        return False
+
     async def _fetch_messages(self, params: FetchParams) -> list[ReadResult]:
         results, total = self._read_all(params, True)
         wait = params.max_wait_ms / 1000
         if total >= params.min_bytes or wait <= 0 or any(r.error for r in results) \
-                or any(r.diverging_epoch for r in results):
+                or any(r.diverging_epoch for r in results) or self._follower_hw_behind(params):
             return results
         keys = [(fp.topic, fp.partition) for fp in params.partitions]
         deadline = time.monotonic() + wait
@@ -502,7 +522,7 @@ class ReplicaManager:
                 break
             await asyncio.sleep(0)  # let a burst of produces land before re-reading
             results, total = self._read_all(params, False)
-            if any(r.error for r in results):
+            if any(r.error for r in results) or self._follower_hw_behind(params):
                 break
         return results
 

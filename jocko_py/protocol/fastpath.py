@@ -2,7 +2,8 @@
 
 The construct schemas are the reference; these functions produce the same
 values and the same bytes (tests/protocol/test_fastpath.py checks both ways
-with generated messages) with fewer calls per field. They cover Produce v3-11;
+with generated messages) with fewer calls per field. They cover Produce v3-13
+(requests; v13 names topics by id);
 a response they cannot express (record errors, a current-leader hint, node
 endpoints) returns None and the caller uses the schema.
 """
@@ -14,6 +15,7 @@ from typing import Any
 
 from jocko_py.protocol.errors import ProtocolError
 from jocko_py.protocol.wire import (
+    ZERO_UUID,
     Msg,
     Reader,
     r_cnstring,
@@ -24,6 +26,7 @@ from jocko_py.protocol.wire import (
     r_records,
     r_string,
     r_tagged,
+    r_uuid,
     r_uvarint,
     w_uvarint,
 )
@@ -54,8 +57,12 @@ def decode_produce_request(r: Reader, version: int) -> Msg:
     read_name = r_cstring if flexible else r_string
     read_records = r_crecords if flexible else r_records
     topics = []
+    by_id = version >= 13
     for _ in range(_count(r, flexible)):
-        name = read_name(r)
+        if by_id:
+            name, topic_id = "", r_uuid(r)
+        else:
+            name, topic_id = read_name(r), ZERO_UUID
         parts = []
         for _ in range(_count(r, flexible)):
             index = r_i32(r)
@@ -64,7 +71,7 @@ def decode_produce_request(r: Reader, version: int) -> Msg:
             if flexible:
                 r_tagged(r, _NO_TAGS, p)
             parts.append(p)
-        t = Msg(name=name, partition_data=parts)
+        t = Msg(name=name, topic_id=topic_id, partition_data=parts)
         if flexible:
             r_tagged(r, _NO_TAGS, t)
         topics.append(t)
@@ -76,6 +83,8 @@ def decode_produce_request(r: Reader, version: int) -> Msg:
 
 def encode_produce_response(version: int, body: Any, out: bytearray) -> bool:
     """Append the response body to `out`; False (nothing written) if not expressible."""
+    if version >= 13:
+        return False  # topic ids: the schema writes them
     flexible = version >= 9
     start = len(out)
     topics = body.get("responses", [])

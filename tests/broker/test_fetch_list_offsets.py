@@ -129,6 +129,30 @@ def test_max_timestamp_needs_v7(mod_broker: BrokerProcess) -> None:
         assert (p.error_code, p.offset) == (ErrorCode.UNSUPPORTED_VERSION, -1)
 
 
+def test_tiered_storage_timestamps_as_kafka_44_answers_without_it(
+        mod_broker: BrokerProcess) -> None:
+    """Probed on Apache Kafka 4.4.0 (no remote storage): -5 latest tiered (v9+) and -6
+    earliest pending upload (v11+, KIP-1023) find nothing (offset, timestamp and leader
+    epoch -1); below those versions they are UNSUPPORTED_VERSION; -4 is the log start."""
+    with Client(mod_broker.bootstrap) as c:
+        c.create_topic("tiered", 1)
+        c.produce("tiered", 0, batch(3))
+
+        def ask(version: int, ts: int) -> tuple[int, int, int, int]:
+            r = c.request(2, version, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 1000,
+                                       "topics": [{"name": "tiered", "partitions": [
+                                           {"partition_index": 0, "current_leader_epoch": -1,
+                                            "timestamp": ts}]}]})
+            p = r.topics[0].partitions[0]
+            return int(p.error_code), int(p.offset), int(p.timestamp), int(p.leader_epoch)
+        for version, ts in [(11, -6), (11, -5), (10, -5), (9, -5)]:
+            assert ask(version, ts) == (0, -1, -1, -1), (version, ts)
+        for version, ts in [(10, -6), (9, -6), (8, -5)]:
+            assert ask(version, ts)[0] == ErrorCode.UNSUPPORTED_VERSION, (version, ts)
+        assert ask(11, -4) == (0, 0, -1, 0)
+        assert ask(11, -1)[:2] == (0, 3)
+
+
 def test_newer_leader_epoch_than_ours_is_unknown(mod_broker: BrokerProcess) -> None:
     with Client(mod_broker.bootstrap) as c:
         r = c.request(1, 12, {

@@ -70,6 +70,18 @@ def test_preferred_leader_election_after_restart(cluster: Cluster) -> None:
     cluster.brokers[leader].kill()
     cluster.wait_for("a new leader", lambda: cluster.partition_state("pref")[0]
                      not in (leader, -1))
+    # DescribeCluster lists live brokers; v2 (KIP-1073) the fenced one too when asked
+    other = next(b for b in cluster.brokers if b != leader)
+
+    def described(version: int) -> dict[int, bool]:
+        with Client(cluster.brokers[other].bootstrap) as c:
+            r = c.request(60, version, {"include_cluster_authorized_operations": False,
+                                        "endpoint_type": 1,
+                                        "include_fenced_brokers": version >= 2})
+        return {b.broker_id: b.is_fenced for b in r.brokers}
+    cluster.wait_for(f"broker {leader} fenced", lambda: described(2).get(leader) is True)
+    assert described(2) == {b: b == leader for b in cluster.brokers}
+    assert described(1) == {b: False for b in cluster.brokers if b != leader}
     cluster.brokers[leader].start()
     cluster.wait_for("back in the ISR", lambda: leader in cluster.partition_state("pref")[1])
     assert cluster.partition_state("pref")[0] != leader
@@ -98,6 +110,14 @@ def test_reassignment_moves_a_replica_and_keeps_the_data(cluster: Cluster) -> No
         for i in range(50):
             c.produce("moved", 0, _batch(b"v%d" % i), acks=-1)
     with Client(cluster.brokers[3].bootstrap) as c:
+        # v1 (KIP-860): a change of replication factor refused when not allowed
+        r = c.request(45, 1, {"timeout_ms": 30000, "allow_replication_factor_change": False,
+                              "topics": [{"name": "moved", "partitions": [
+                                  {"partition_index": 0, "replicas": [target, leader]}]}]})
+        assert r.allow_replication_factor_change is False
+        assert (r.responses[0].partitions[0].error_code,
+                r.responses[0].partitions[0].error_message) == (
+            38, "The replication factor is changed from 1 to 2")  # INVALID_REPLICATION_FACTOR
         r = c.request(45, 0, {"timeout_ms": 30000, "topics": [
             {"name": "moved", "partitions": [{"partition_index": 0, "replicas": [target]}]}]})
     assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0

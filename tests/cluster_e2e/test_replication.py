@@ -225,6 +225,52 @@ def test_follower_answers_not_leader(cluster: Cluster) -> None:
         assert e.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
+def test_fetch_v18_follower_behind_the_high_watermark_is_answered_at_once(
+        cluster: Cluster) -> None:
+    """KIP-1166: a follower's Fetch v18 carries the high watermark it knows; a leader
+    whose high watermark is past it answers without waiting for data. One that knows the
+    leader's high watermark, or does not say (Long.MAX_VALUE), or fetches at v17, waits
+    max_wait_ms for data as before."""
+    import uuid
+
+    topic = "hw18"
+    _create(cluster, topic, partitions=1)
+    leader = cluster.partition_state(topic)[0]
+    follower = next(b for b in cluster.brokers if b != leader)
+    with Client(cluster.brokers[leader].bootstrap) as cl:
+        for i in range(3):
+            cl.produce(topic, 0, rb.build_batch([rb.NewRecord(None, b"v%d" % i)]), acks=-1)
+        hw = cl.list_offset(topic, 0, -1)[0]
+        assert hw == 3
+        md = cl.request(3, 12, {"topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}],
+                                "allow_auto_topic_creation": False,
+                                "include_topic_authorized_operations": False})
+        tid = md.topics[0].topic_id
+
+        def fetch(version: int, known_hw: int | None) -> tuple[float, Any]:
+            part: dict[str, Any] = {"partition": 0, "current_leader_epoch": -1,
+                                    "fetch_offset": hw, "last_fetched_epoch": -1,
+                                    "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+            if known_hw is not None:
+                part["high_watermark"] = known_hw
+            t0 = time.monotonic()
+            r = cl.request(1, version, {
+                "replica_state": {"replica_id": follower, "replica_epoch": -1},
+                "max_wait_ms": 2000, "min_bytes": 1, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic_id": tid, "partitions": [part]}],
+                "forgotten_topics_data": [], "rack_id": ""})
+            p = r.responses[0].partitions[0]
+            assert (r.error_code, p.error_code, p.high_watermark) == (0, 0, hw), r
+            return time.monotonic() - t0, p
+        for known in (hw - 1, -1):
+            took, p = fetch(18, known)
+            assert took < 1.0 and not p.records, (known, took)
+        for version, known in ((18, hw), (18, None), (17, None)):
+            took, _ = fetch(version, known)
+            assert took >= 1.8, (version, known, took)
+
+
 def test_idempotent_dedup_survives_failover(cluster: Cluster) -> None:
     """A batch acknowledged by the old leader and retried (same producer id, epoch and
     sequence) to the new leader is recognised as a duplicate: followers rebuilt the

@@ -363,6 +363,89 @@ def test_leave_and_admin(broker: BrokerProcess) -> None:
         assert list(f.groups[0].topics) == []
 
 
+def test_describe_groups_v6_and_delete_groups_v3_as_kafka_44(broker: BrokerProcess) -> None:
+    """KIP-1043: an unknown or consumer-protocol group is Dead with no error up to
+    DescribeGroups v5, GROUP_ID_NOT_FOUND with Kafka's message from v6; DeleteGroups v3
+    carries a null per-group message; ConsumerGroupDescribe v1 types its members
+    (KIP-1099) and names what it cannot describe as Kafka does."""
+    import uuid
+
+    g, cg = "g-v6-classic", f"g-v6-consumer-{uuid.uuid4().hex[:6]}"
+    stable_single(broker, g)
+    with Client(broker.bootstrap) as c:
+        hb = c.request(68, 1, {
+            "group_id": cg, "member_id": str(uuid.uuid4()), "member_epoch": 0,
+            "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
+            "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
+            "server_assignor": None, "topic_partitions": []})
+        assert hb.error_code == 0
+        groups = [g, "g-v6-none", cg]
+        # (Kafka 4.4 does not keep the request's order)
+        old = {x.group_id: (x.error_code, x.group_state) for x in c.request(
+            15, 5, {"groups": groups, "include_authorized_operations": False}).groups}
+        assert old == {g: (0, "Stable"), "g-v6-none": (0, "Dead"), cg: (0, "Dead")}
+        new = {x.group_id: (x.error_code, x.group_state, x.error_message) for x in c.request(
+            15, 6, {"groups": groups, "include_authorized_operations": False}).groups}
+        assert new == {
+            g: (0, "Stable", None),
+            "g-v6-none": (E.GROUP_ID_NOT_FOUND, "Dead", "Group g-v6-none not found."),
+            cg: (E.GROUP_ID_NOT_FOUND, "Dead", f"Group {cg} is not a classic group.")}
+        cd = c.request(69, 1, {"group_ids": [cg, g, "g-v6-none"],
+                               "include_authorized_operations": False})
+        by_id = {x.group_id: x for x in cd.groups}
+        assert by_id[cg].error_code == 0
+        assert [m.member_type for m in by_id[cg].members] == [1]
+        assert (by_id[g].error_code, by_id[g].error_message) == (
+            E.GROUP_ID_NOT_FOUND, f"Group {g} is not a consumer group.")
+        assert (by_id["g-v6-none"].error_code, by_id["g-v6-none"].error_message) == (
+            E.GROUP_ID_NOT_FOUND, "Group g-v6-none not found.")
+        dl = c.request(42, 3, {"groups_names": [g, "g-v6-none"]})
+        assert {x.group_id: (x.error_code, x.error_message) for x in dl.results} == {
+            g: (E.NON_EMPTY_GROUP, None), "g-v6-none": (E.GROUP_ID_NOT_FOUND, None)}
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(broker: BrokerProcess) -> None:
+    """KIP-848's v10, as Apache Kafka 4.4.0 answers: topics by id; an unknown id is
+    UNKNOWN_TOPIC_ID on each partition, a partition the topic lacks
+    UNKNOWN_TOPIC_OR_PARTITION; fetching every offset lists topics by id."""
+    import uuid
+
+    g, bogus = f"g-v10-{uuid.uuid4().hex[:6]}", uuid.uuid4()
+    with Client(broker.bootstrap) as c:
+        md = c.request(3, 12, {"topics": [{"name": "t", "topic_id": uuid.UUID(int=0)}],
+                               "allow_auto_topic_creation": False,
+                               "include_topic_authorized_operations": False})
+        tid = md.topics[0].topic_id
+
+        def part(i: int, offset: int) -> dict[str, Any]:
+            return {"partition_index": i, "committed_offset": offset,
+                    "committed_leader_epoch": -1, "committed_metadata": "m"}
+        r = c.request(8, 10, {"group_id": g, "generation_id_or_member_epoch": -1,
+                              "member_id": "", "group_instance_id": None, "topics": [
+                                  {"topic_id": tid, "partitions": [part(0, 7), part(9, 7)]},
+                                  {"topic_id": bogus, "partitions": [part(0, 1)]}]})
+        assert {(t.topic_id, p.partition_index): p.error_code
+                for t in r.topics for p in t.partitions} == {
+            (tid, 0): 0, (tid, 9): E.UNKNOWN_TOPIC_OR_PARTITION,
+            (bogus, 0): E.UNKNOWN_TOPIC_ID}
+
+        def fetch(version: int, topics: Any) -> dict[Any, tuple[int, int, str]]:
+            r = c.request(9, version, {"groups": [{
+                "group_id": g, "member_id": None, "member_epoch": -1, "topics": topics}],
+                "require_stable": False})
+            [gr] = r.groups
+            assert gr.error_code == 0
+            return {(t.topic_id if version >= 10 else t.name, p.partition_index):
+                    (p.error_code, p.committed_offset, p.metadata)
+                    for t in gr.topics for p in t.partitions}
+        assert fetch(10, [{"topic_id": tid, "partition_indexes": [0, 1]},
+                          {"topic_id": bogus, "partition_indexes": [0]}]) == {
+            (tid, 0): (0, 7, "m"), (tid, 1): (0, -1, ""),
+            (bogus, 0): (E.UNKNOWN_TOPIC_ID, -1, "")}
+        assert fetch(10, None) == {(tid, 0): (0, 7, "m")}
+        assert fetch(9, None) == {("t", 0): (0, 7, "m")}
+
+
 def test_simple_commits_and_unknown_topics(broker: BrokerProcess) -> None:
     with Client(broker.bootstrap) as c:
         r = c.request(8, 2, {"group_id": "g-simple", "generation_id_or_member_epoch": -1,

@@ -14,6 +14,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 
 from jocko_py.client import Client
+from jocko_py.protocol.errors import ErrorCode
 from tests.parity import kafka_tools as kt
 from tests.support.e2e import TargetBroker, create_topics, unique_suffix
 
@@ -63,15 +64,19 @@ def test_kafka_log_dirs_reports_sizes_per_partition(
     assert all(p["offsetLag"] == 0 and not p["isFuture"] for p in d["partitions"])
 
 
-def test_describe_log_dirs_v4_has_disk_totals(target: TargetBroker, topic: str) -> None:
+@pytest.mark.parametrize("version", [4, 5])
+def test_describe_log_dirs_v4_has_disk_totals(
+        target: TargetBroker, topic: str, version: int) -> None:
     with Client(target.bootstrap) as c:
-        r = c.request(35, 4, {"topics": None})
+        r = c.request(35, version, {"topics": None})
         [res] = r.results
         assert res.error_code == 0 and r.error_code == 0
         assert res.total_bytes > 0 and 0 <= res.usable_bytes <= res.total_bytes
+        assert res.is_cordoned is False  # v5; no directory is ever cordoned
         assert topic in {t.name for t in res.topics}
-        # named partitions only; one this broker does not host is left out
-        r = c.request(35, 0, {"topics": [{"topic": topic, "partitions": [1, 7]}]})
+        # named partitions only; one this broker does not host is left out (v0 is
+        # gone since Kafka 4.0)
+        r = c.request(35, 1, {"topics": [{"topic": topic, "partitions": [1, 7]}]})
         [res] = r.results
         assert [(t.name, [p.partition_index for p in t.partitions]) for t in res.topics] == [
             (topic, [1])]
@@ -287,3 +292,29 @@ def test_kafka_transactions_describe_producers(target: TargetBroker, version: st
                             "LastSequence"], out
     [row] = lines[1:]
     assert int(row[0]) >= 0 and row[3] == "4", out  # five batches: sequences 0-4
+
+
+def test_list_config_resources_as_kafka_44_answers(target: TargetBroker, topic: str) -> None:
+    """ListConfigResources (KIP-1142), as Apache Kafka 4.4.0 answers it (probed): v0 the
+    client-metrics resources, v1 the types asked (none: all), every topic and broker; an
+    unknown type UNSUPPORTED_VERSION."""
+    with Client(target.bootstrap) as c:
+        assert c.request(74, 0, {}).config_resources == []
+
+        def listed(types: list[int]) -> tuple[int, set[tuple[int, str]]]:
+            r = c.request(74, 1, {"resource_types": types})
+            return int(r.error_code), {(int(x.resource_type), str(x.resource_name))
+                                       for x in r.config_resources}
+        md = c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                               "include_topic_authorized_operations": False})
+        topics = {(2, t.name) for t in md.topics}  # internal ones too
+        brokers = {(4, str(b.node_id)) for b in md.brokers}
+        loggers = {(8, str(b.node_id)) for b in md.brokers}
+        assert (2, topic) in topics
+        assert listed([]) == (0, topics | brokers | loggers)
+        assert listed([2]) == (0, topics)
+        assert listed([4]) == (0, brokers)
+        assert listed([8]) == (0, loggers)
+        assert listed([16]) == (0, set())
+        assert listed([32]) == (0, set())
+        assert listed([99]) == (ErrorCode.UNSUPPORTED_VERSION, set())

@@ -215,7 +215,8 @@ def test_kafka_python_consumer_uses_incremental_sessions(
 def test_java_consumer_uses_incremental_sessions(
         tapped: tuple[BrokerProcess, WireTap], tmp_path: Path) -> None:
     """The Java consumer (kafka-clients 4.1, a group member subscribed to 1,000
-    partitions) opens a session and keeps fetching incrementally, by topic id (v17)."""
+    partitions) opens a session and keeps fetching incrementally, by topic id (v18, the
+    newest both speak)."""
     broker, tap = tapped
     bootstrap = f"127.0.0.1:{tap.port}"
     jars = REPO / ".cache" / "java-test-jars-4"
@@ -251,7 +252,7 @@ def test_java_consumer_uses_incremental_sessions(
             proc.kill()
             proc.wait(5)
     fetches = tap.snapshot()[before:]
-    assert {f.version for f in fetches} == {17}
+    assert {f.version for f in fetches} == {18}
     sent, got = _check_sessions(fetches, None, partitions=JAVA_PARTITIONS)
     # idle incremental fetches name no partition and get none back
     assert min(sent) == 0 and min(got) == 0, (sent, got)

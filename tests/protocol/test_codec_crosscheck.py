@@ -10,6 +10,8 @@ compared too (request header v1/v2, response header v0/v1, ApiVersions' v0).
 Known differences in kafka-python, worked around here rather than hidden:
 - it renames `*_authorized_operations` to `authorized_operations` and models
   some of them as a set of bits (`bitfield`); values are converted;
+- its specs predate Kafka 4.x's renames (TxnOffsetCommit's `GenerationId` is
+  `GenerationIdOrMemberEpoch` since 4.0); `RENAMED` maps its names to ours;
 - it decodes any ApiVersions response with a non-zero error code as v0 (the
   UNSUPPORTED_VERSION fallback), so ApiVersions responses use error code 0.
 """
@@ -111,8 +113,13 @@ def _data_class(field: Any) -> Any:
     return field.data_class
 
 
+RENAMED = {"generation_id": "generation_id_or_member_epoch"}
+
+
 def _our_name(kp_field: Any, ours: dict[str, Any]) -> str | None:
     name = snake(kp_field._name)
+    if name not in ours and RENAMED.get(name) in ours:
+        return RENAMED[name]
     if name in ours:
         return name
     alias = [k for k in ours if k.endswith("_" + name)]  # authorized_operations renames

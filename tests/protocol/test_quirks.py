@@ -6,7 +6,8 @@ The quirks (also listed in `jocko_py/protocol/codec.py` and DESIGN.md):
   UNSUPPORTED_VERSION and the supported ranges;
 - the client id in request header v2 keeps its int16 length (not compact);
 - a Produce with acks=0 gets no response at all;
-- Produce v0-2 are advertised (old clients probe them) but rejected.
+- Produce v0-2 are advertised (librdkafka probes them, KAFKA-18659) but a request of
+  them closes the connection, as Kafka 4.x does.
 Plus: responses to pipelined requests on one connection come back in request order.
 """
 
@@ -117,7 +118,7 @@ def latest_offset(c: RawClient, topic: str) -> int:
 # -- ApiVersions -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [3, 4])
+@pytest.mark.parametrize("version", [3, 4, 5])
 def test_flexible_api_versions_response_uses_header_v0(client: RawClient, version: int) -> None:
     body = {"client_software_name": "jocko-quirks", "client_software_version": "1"}
     client.send(codec.encode_request(API_VERSIONS, version, 41, "quirks", body))
@@ -143,6 +144,16 @@ def test_other_flexible_responses_use_header_v1(client: RawClient) -> None:
     assert r.pos == r.end
 
 
+def test_metadata_v13_answers_as_v12_with_a_top_level_error_code(client: RawClient) -> None:
+    create_topic(client, "quirks-md13")
+    body = {"topics": [{"name": "quirks-md13"}], "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}
+    _, v12 = client.request(METADATA, 12, 45, body)
+    _, v13 = client.request(METADATA, 13, 46, body)
+    assert v13.error_code == ErrorCode.NONE
+    assert v13.topics == v12.topics and v13.cluster_id == v12.cluster_id
+
+
 def test_unknown_api_versions_version_gets_v0_unsupported_version_reply(
     client: RawClient,
 ) -> None:
@@ -158,7 +169,7 @@ def test_unknown_api_versions_version_gets_v0_unsupported_version_reply(
     assert r.pos == r.end, "the reply is exactly a v0 body after a v0 header"
     assert v0.error_code == ErrorCode.UNSUPPORTED_VERSION
     ranges = {k.api_key: (k.min_version, k.max_version) for k in v0.api_keys}
-    assert ranges[API_VERSIONS] == (0, 4)
+    assert ranges[API_VERSIONS] == (0, 5)
     assert ranges[PRODUCE][0] == 0
     # and a client of our codec reads it as v0 whatever version it asked for
     corr, body = codec.decode_response(API_VERSIONS, 4, reply)
@@ -169,7 +180,33 @@ def test_unknown_api_versions_version_gets_v0_unsupported_version_reply(
     assert (corr, resp.error_code) == (44, ErrorCode.NONE)
 
 
-@pytest.mark.parametrize("asked", [0, 1, 2, 3, 4])
+def test_api_versions_v5_checks_the_cluster_and_node_the_client_means(
+        client: RawClient) -> None:
+    """KIP-1242, as Apache Kafka 4.4.0 answers: both ids right, the usual answer; either
+    wrong, REBOOTSTRAP_REQUIRED; only one of them given, INVALID_REQUEST; the error
+    answers carry nothing else, and the connection stays open."""
+    _, dc = client.request(60, 0, 69, {"include_cluster_authorized_operations": False})
+    cluster, node = dc.cluster_id, dc.brokers[0].broker_id
+
+    def ask(corr: int, cluster_id: str | None, node_id: int) -> Any:
+        return client.request(API_VERSIONS, 5, corr, {
+            "client_software_name": "jocko-quirks", "client_software_version": "1",
+            "cluster_id": cluster_id, "node_id": node_id})[1]
+    for corr, (cid, nid) in enumerate([(None, -1), (cluster, node)], 70):
+        ok = ask(corr, cid, nid)
+        assert ok.error_code == ErrorCode.NONE and ok.api_keys and ok.finalized_features
+    for corr, (cid, nid, code) in enumerate([
+            ("AAAAAAAAAAAAAAAAAAAAAA", node, ErrorCode.REBOOTSTRAP_REQUIRED),
+            (cluster, node + 7, ErrorCode.REBOOTSTRAP_REQUIRED),
+            (None, node, ErrorCode.INVALID_REQUEST),
+            (cluster, -1, ErrorCode.INVALID_REQUEST)], 80):
+        bad = ask(corr, cid, nid)
+        assert (bad.error_code, list(bad.api_keys), list(bad.supported_features),
+                list(bad.finalized_features), bad.finalized_features_epoch) == (
+            code, [], [], [], -1), (cid, nid)
+
+
+@pytest.mark.parametrize("asked", [0, 1, 2, 3, 4, 5])
 def test_decode_response_reads_the_unsupported_version_reply_as_v0(asked: int) -> None:
     body = {
         "error_code": ErrorCode.UNSUPPORTED_VERSION,
@@ -234,19 +271,32 @@ def test_acks_zero_produce_gets_no_response(client: RawClient) -> None:
     assert latest_offset(client, "quirks-acks0") == 1, "the acks=0 batch was still appended"
 
 
+def _produce_v0_frame(version: int, corr: int, topic: str) -> bytes:
+    """A Produce v0-2 request by hand: the 4.x specs no longer describe these versions."""
+    batch = build_batch([NewRecord(key=None, value=b"v")])
+    name, cid = topic.encode(), b"quirks"
+    body = struct.pack(">hhih", PRODUCE, version, corr, len(cid)) + cid
+    body += struct.pack(">hii", 1, 5000, 1) + struct.pack(">h", len(name)) + name
+    body += struct.pack(">iii", 1, 0, len(batch)) + bytes(batch)
+    return struct.pack(">i", len(body)) + body
+
+
 @pytest.mark.parametrize("version", [0, 1, 2])
-def test_produce_v0_to_v2_are_advertised_but_rejected(client: RawClient, version: int) -> None:
+def test_produce_v0_to_v2_are_advertised_but_close_the_connection(
+        broker: BrokerProcess, client: RawClient, version: int) -> None:
     _, versions = client.request(API_VERSIONS, 3, 60, {})
     produce = next(k for k in versions.api_keys if k.api_key == PRODUCE)
-    assert produce.min_version <= version
+    assert produce.min_version == 0, "advertised from v0, as Kafka 4.x does (KAFKA-18659)"
 
     topic = f"quirks-old-produce-v{version}"
     create_topic(client, topic)
-    corr, resp = client.request(PRODUCE, version, 61, produce_body(topic, 1))
-    assert corr == 61
-    p = resp.responses[0].partition_responses[0]
-    assert p.error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert latest_offset(client, topic) == 0, "nothing was appended"
+    client.send(_produce_v0_frame(version, 61, topic))
+    assert client.sock.recv(1) == b"", "the broker closes the connection, no response"
+    other = RawClient(broker.port)
+    try:
+        assert latest_offset(other, topic) == 0, "nothing was appended"
+    finally:
+        other.close()
 
 
 # -- ordering ----------------------------------------------------------------------

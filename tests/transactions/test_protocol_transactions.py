@@ -49,8 +49,9 @@ class Txn:
         return int(r.results_by_topic_v3_and_below[0].results_by_partition[0]
                    .partition_error_code)
 
-    def produce(self, topic: str, partition: int, seq: int, value: bytes = b"v") -> Any:
-        r = self.c.request(0, 9, {"transactional_id": self.tid, "acks": -1, "timeout_ms": 10000,
+    def produce(self, topic: str, partition: int, seq: int, value: bytes = b"v",
+                version: int = 9) -> Any:
+        r = self.c.request(0, version, {"transactional_id": self.tid, "acks": -1, "timeout_ms": 10000,
                                   "topic_data": [{"name": topic, "partition_data": [{
                                       "index": partition,
                                       "records": _txn_batch(self.pid, self.epoch, seq, value)}]}]})
@@ -115,6 +116,36 @@ def test_produce_outside_the_transaction_is_refused(txn_broker: BrokerProcess) -
         assert t.produce(topic, 0, 2).error_code == E.NONE
         assert t.end(False) == E.NONE
         _wait_lso(c, topic, 5)
+
+
+def test_a_partition_not_in_the_transaction_as_kafka_44_answers(
+        txn_broker: BrokerProcess) -> None:
+    """Probed on Apache Kafka 4.4.0: Produce v9-10 INVALID_TXN_STATE, v11+
+    TRANSACTION_ABORTABLE (with no message); a broker's AddPartitionsToTxn VerifyOnly
+    TRANSACTION_ABORTABLE at v4 and v5 alike."""
+    with Client(txn_broker.bootstrap) as c:
+        topic = _topic(c)
+        t = Txn(c, f"na-{uuid.uuid4().hex[:6]}")
+        for version in (9, 10):
+            assert t.produce(topic, 0, 0, version=version).error_code == E.INVALID_TXN_STATE
+        p = t.produce(topic, 0, 0, version=11)
+        assert (p.error_code, p.error_message) == (E.TRANSACTION_ABORTABLE, None)
+        for version in (4, 5):
+            r = c.request(24, version, {"transactions": [{
+                "transactional_id": t.tid, "producer_id": t.pid, "producer_epoch": t.epoch,
+                "verify_only": True, "topics": [{"name": topic, "partitions": [0]}]}]})
+            [tr] = r.results_by_transaction
+            assert tr.topic_results[0].results_by_partition[0].partition_error_code == \
+                E.TRANSACTION_ABORTABLE
+        assert c.list_offset(topic, 0, -1)[0] == 0, "nothing was written"
+        assert t.add(topic, 0) == E.NONE
+        assert t.produce(topic, 0, 0, version=11).error_code == E.NONE
+        r = c.request(24, 5, {"transactions": [{
+            "transactional_id": t.tid, "producer_id": t.pid, "producer_epoch": t.epoch,
+            "verify_only": True, "topics": [{"name": topic, "partitions": [0]}]}]})
+        assert r.results_by_transaction[0].topic_results[0].results_by_partition[0] \
+            .partition_error_code == E.NONE
+        assert t.end(False) == E.NONE
 
 
 def test_end_txn_edges_and_fencing(txn_broker: BrokerProcess) -> None:
@@ -230,10 +261,10 @@ def test_txn_offset_commit_needs_add_offsets(txn_broker: BrokerProcess) -> None:
         assert r.coordinators[0].error_code == 0
         t = Txn(c, f"vo-{uuid.uuid4().hex[:6]}")
 
-        def commit_offset(offset: int) -> int:
-            r = c.request(28, 3, {
+        def commit_offset(offset: int, version: int = 3) -> int:
+            r = c.request(28, version, {
                 "transactional_id": t.tid, "group_id": group, "producer_id": t.pid,
-                "producer_epoch": t.epoch, "generation_id": -1, "member_id": "",
+                "producer_epoch": t.epoch, "generation_id_or_member_epoch": -1, "member_id": "",
                 "group_instance_id": None, "topics": [{"name": topic, "partitions": [{
                     "partition_index": 0, "committed_offset": offset,
                     "committed_leader_epoch": -1, "committed_metadata": None}]}]})
@@ -245,6 +276,8 @@ def test_txn_offset_commit_needs_add_offsets(txn_broker: BrokerProcess) -> None:
             return int(r.topics[0].partitions[0].committed_offset)
 
         assert commit_offset(5) == E.INVALID_TXN_STATE      # no AddOffsetsToTxn
+        # v4 knows TRANSACTION_ABORTABLE (as Apache Kafka 4.4.0 answers, probed)
+        assert commit_offset(5, version=4) == E.TRANSACTION_ABORTABLE
         assert t.add(topic, 0) == E.NONE
         r = c.request(25, 3, {"transactional_id": t.tid, "producer_id": t.pid,
                               "producer_epoch": t.epoch, "group_id": group})
@@ -257,3 +290,33 @@ def test_txn_offset_commit_needs_add_offsets(txn_broker: BrokerProcess) -> None:
             time.sleep(0.02)
         assert fetched() == 5
         assert commit_offset(6) == E.INVALID_TXN_STATE      # that transaction is over
+
+
+def test_list_transactions_v2_filters_by_a_pattern_of_the_whole_id(
+        txn_broker: BrokerProcess) -> None:
+    """KIP-1152, as Apache Kafka 4.4.0 answers: the pattern must match the whole
+    transactional id; null or empty filters nothing; one that does not compile is
+    INVALID_REGULAR_EXPRESSION."""
+    run = uuid.uuid4().hex[:6]
+    a, b = f"lt-{run}-a1", f"lt-{run}-b2"
+    with Client(txn_broker.bootstrap) as c:
+        Txn(c, a)
+        Txn(c, b)
+
+        def listed(version: int, pattern: str | None) -> tuple[int, list[str]]:
+            body: dict[str, Any] = {"state_filters": [], "producer_id_filters": [],
+                                    "duration_filter": -1}
+            if version >= 2:
+                body["transactional_id_pattern"] = pattern
+            r = c.request(66, version, body)
+            return int(r.error_code), sorted(
+                t.transactional_id for t in r.transaction_states if run in t.transactional_id)
+        assert listed(1, None) == (0, [a, b])
+        assert listed(2, None) == (0, [a, b])
+        assert listed(2, "") == (0, [a, b])
+        assert listed(2, f"lt-{run}-a") == (0, [])
+        assert listed(2, f"lt-{run}-a.*") == (0, [a])
+        assert listed(2, r".*-(a|b)\d") == (0, [a, b])
+        assert listed(2, f"^lt-{run}-b2$") == (0, [b])
+        assert listed(2, "LT-.*") == (0, [])
+        assert listed(2, "[") == (E.INVALID_REGULAR_EXPRESSION, [])

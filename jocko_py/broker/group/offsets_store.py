@@ -87,12 +87,18 @@ def _encode(name: str, version: int, obj: dict[str, Any]) -> bytes:
     return _I16.pack(version) + bytes(messages.data_schema(name, version).build(obj))
 
 
+def _encode_key(name: str, record_type: int, obj: dict[str, Any]) -> bytes:
+    """A key: its int16 is the record type (the spec's apiKey; the key layout is v0)."""
+    return _I16.pack(record_type) + bytes(messages.data_schema(name, 0).build(obj))
+
+
 def offset_key(group: str, topic: str, partition: int) -> bytes:
-    return _encode("OffsetCommitKey", 1, {"group": group, "topic": topic, "partition": partition})
+    return _encode_key("OffsetCommitKey", 1,
+                       {"group": group, "topic": topic, "partition": partition})
 
 
 def group_key(group: str) -> bytes:
-    return _encode("GroupMetadataKey", 2, {"group": group})
+    return _encode_key("GroupMetadataKey", 2, {"group": group})
 
 
 def offset_value(om: OffsetAndMetadata) -> bytes:
@@ -129,7 +135,7 @@ def group_value(g: Group, assignments: dict[str, bytes] | None = None) -> bytes:
     })
 
 
-# KIP-848 record types: (key version, key name, value name, model record kind)
+# KIP-848 record types: (record type, key name, value name, model record kind)
 _CONSUMER_RECORDS = {
     3: ("ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue", "metadata"),
     5: ("ConsumerGroupMemberMetadataKey", "ConsumerGroupMemberMetadataValue", "member"),
@@ -160,7 +166,7 @@ def consumer_record(group: str, kind: str, member_id: str, rec: object | None
     key_obj: dict[str, Any] = {"group_id": group}
     if kind in ("member", "target", "current"):
         key_obj["member_id"] = member_id
-    key = _encode(kname, version, key_obj)
+    key = _encode_key(kname, version, key_obj)
     if rec is None:
         return key, None
     value: dict[str, Any]
@@ -228,15 +234,15 @@ def decode_key(data: bytes) -> DecodedKey | None:
         return None
     (version,) = _I16.unpack_from(data)
     body = data[2:]
-    if version in (0, 1):
-        k = messages.data_schema("OffsetCommitKey", version).parse_bytes(body)
+    if version in (0, 1):  # LegacyOffsetCommitKey and OffsetCommitKey: one layout
+        k = messages.data_schema("OffsetCommitKey", 0).parse_bytes(body)
         return DecodedKey("offset", k.group, k.topic, k.partition)
     if version == 2:
-        k = messages.data_schema("GroupMetadataKey", 2).parse_bytes(body)
+        k = messages.data_schema("GroupMetadataKey", 0).parse_bytes(body)
         return DecodedKey("group", k.group)
     if version in _CONSUMER_RECORDS:
         kname, _, kind = _CONSUMER_RECORDS[version]
-        k = messages.data_schema(kname, version).parse_bytes(body)
+        k = messages.data_schema(kname, 0).parse_bytes(body)
         return DecodedKey(kind, k.group_id, member_id=getattr(k, "member_id", "") or "")
     return None  # e.g. partition metadata (4), share groups: not ours
 

@@ -38,6 +38,7 @@ MODULES = [
     "txn_offset_commit",
     "describe_transactions",
     "list_transactions",
+    "list_config_resources",
 ]
 
 

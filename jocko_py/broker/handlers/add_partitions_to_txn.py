@@ -1,20 +1,21 @@
-"""AddPartitionsToTxn (key 24), versions 0-4: partitions join a transaction.
+"""AddPartitionsToTxn (key 24), versions 0-5: partitions join a transaction.
 
 Served by the transaction coordinator of the transactional id (see
 `broker/txn/coordinator.py` for the rules). v0-3 (clients): one transaction;
 partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and the others
 OPERATION_NOT_ATTEMPTED (nothing is added); otherwise every partition gets the
 coordinator's answer. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2, as Kafka
-answers older clients. v4 (brokers, KIP-890 part 1): a batch of transactions, each
+answers older clients. v4-5 (brokers, KIP-890 part 1): a batch of transactions, each
 either VerifyOnly (is each partition in the producer's ongoing transaction? nothing
-is written: what a partition leader asks before a transactional produce) or added as
-in v0-3.
+is written: what a partition leader asks before a transactional produce; one that is
+not gets TRANSACTION_ABORTABLE, at v4 as at v5, as Kafka 4.4 answers) or added as
+in v0-3. v5 is v4 for a caller that knows TRANSACTION_ABORTABLE.
 
 A VerifyOnly transaction is a broker's question: anyone else gets
 CLUSTER_AUTHORIZATION_FAILED (see `security/authz.py`).
 
-Not implemented: v5 (TRANSACTION_ABORTABLE); v4 transactions that are not VerifyOnly
-are authorised as a client's (Kafka requires CLUSTER_ACTION for all of v4).
+Not implemented: v4-5 transactions that are not VerifyOnly are authorised as a
+client's (Kafka requires CLUSTER_ACTION for all of v4).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ async def _add(ctx: RequestContext, tid: str, pid: int, epoch: int,
     return {tp: err for tp in wanted}
 
 
-@api(24, 0, 4)
+@api(24, 0, 5)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if ctx.version >= 4:
         results = []

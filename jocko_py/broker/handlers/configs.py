@@ -1,4 +1,4 @@
-"""DescribeConfigs (32) v0-4, AlterConfigs (33) v0-2, IncrementalAlterConfigs (44) v0-1.
+"""DescribeConfigs (32) v1-4, AlterConfigs (33) v0-2, IncrementalAlterConfigs (44) v0-1.
 
 Topic resources (type 2): every topic config with its value and source
 (DYNAMIC_TOPIC_CONFIG when set on the topic, else the broker property it defaults
@@ -111,7 +111,7 @@ def _authorized(ctx: RequestContext, op: str, resource_type: int, name: str) -> 
     return authorize_cluster(ctx, op)
 
 
-@api(32, 0, 4)
+@api(32, 1, 4)
 async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     results = []

@@ -1,5 +1,5 @@
 """KIP-848 consumer-protocol groups: ConsumerGroupHeartbeat (68) v0-1 and
-ConsumerGroupDescribe (69) v0.
+ConsumerGroupDescribe (69) v0-1.
 
 ConsumerGroupHeartbeat joins (member epoch 0), heartbeats and leaves (-1; -2 for a
 static member that will be back) a consumer-protocol group; the coordinator computes
@@ -12,9 +12,10 @@ interval is ``group.consumer.heartbeat.interval.ms``; a member is removed after
 ``group.consumer.session.timeout.ms`` without a heartbeat.
 
 ConsumerGroupDescribe shows each group's state (Empty, Assigning, Reconciling,
-Stable), epochs, assignor and members with their current and target assignments; a
-classic group, or one that does not exist, answers GROUP_ID_NOT_FOUND (the admin
-client then asks DescribeGroups). Authorized operations are not computed.
+Stable), epochs, assignor and members with their current and target assignments and,
+from v1 (KIP-1099), their type (0: a classic member of the group, 1: a consumer
+member); a classic group, or one that does not exist, answers GROUP_ID_NOT_FOUND with
+Kafka's message (the admin client then asks DescribeGroups). Authorized operations are not computed.
 
 The group is kept in ``__consumer_offsets`` with Kafka's record types (group epoch,
 member metadata, target and current assignments); a heartbeat that changed it is
@@ -93,7 +94,7 @@ def _topic_partitions(ctx: RequestContext, tps: frozenset[TopicPartition]
             for tid, ps in sorted(group_assignment(tps).items(), key=lambda kv: str(kv[0]))]
 
 
-@api(69, 0, 0)
+@api(69, 0, 1)
 async def consumer_group_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
     gc = coordinator(ctx.broker)
     out = []
@@ -105,7 +106,8 @@ async def consumer_group_describe(ctx: RequestContext, req: Any) -> dict[str, An
             "authorized_operations": AUTHORIZED_OPS_NOT_REQUESTED}
         if err == ErrorCode.NONE and (g is None or g.consumer is None):
             entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
-            entry["error_message"] = f"group {gid} is not a consumer group"
+            entry["error_message"] = f"Group {gid} not found." if g is None \
+                else f"Group {gid} is not a consumer group."
         elif g is not None and g.consumer is not None:
             cg = g.consumer
             entry.update({
@@ -120,6 +122,7 @@ async def consumer_group_describe(ctx: RequestContext, req: Any) -> dict[str, An
                     "assignment": {"topic_partitions": _topic_partitions(ctx, m.assigned)},
                     "target_assignment": {"topic_partitions": _topic_partitions(
                         ctx, cg.target.get(m.member_id, frozenset()))},
+                    "member_type": 0 if m.classic is not None else 1,
                 } for m in cg.members.values()]})
         out.append(entry)
     return {"throttle_time_ms": 0, "groups": out}

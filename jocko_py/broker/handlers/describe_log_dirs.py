@@ -1,13 +1,14 @@
-"""DescribeLogDirs (key 35), versions 0-4: what `kafka-log-dirs --describe` reads.
+"""DescribeLogDirs (key 35), versions 1-5: what `kafka-log-dirs --describe` reads.
 
 One result per data directory of this broker (`log.dirs`): its absolute path, per topic and partition hosted in it the size of the log in
 bytes (every segment) and the offset lag (Kafka's: high watermark minus log end
 offset, floored at 0, as there are no "future" replicas), and from v4 the total and
-usable bytes of its file system. A null topic list means every partition; named
+usable bytes of its file system; v5's IsCordoned is false (KIP-1066's cordoned
+log dirs are not implemented: no directory is ever cordoned). A null topic list means every partition; named
 partitions not hosted here are left out, as Kafka does. A directory taken offline by
 a disk failure answers KAFKA_STORAGE_ERROR with no topics.
 
-Not implemented: future replicas (AlterReplicaLogDirs, moving a partition between
+Not implemented: cordoning a directory (`cordoned.log.dirs`), future replicas (AlterReplicaLogDirs, moving a partition between
 directories); a failed directory takes every directory offline.
 """
 
@@ -24,7 +25,7 @@ from jocko_py.broker.metadata_cache import YIELD_S
 from jocko_py.protocol.errors import ErrorCode
 
 
-@api(35, 0, 4)
+@api(35, 1, 5)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     logs = broker.replicas.logs
@@ -38,7 +39,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for base in logs.dirs:
         path = os.path.abspath(base)
         results[path] = {"error_code": 0, "log_dir": path, "topics": [],
-                         "total_bytes": -1, "usable_bytes": -1}
+                         "total_bytes": -1, "usable_bytes": -1, "is_cordoned": False}
         by_dir[path] = {}
         if logs.dir_offline_reason(base) is not None:
             results[path]["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR

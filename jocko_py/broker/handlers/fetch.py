@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 4-17, for consumers and for follower replicas.
+"""Fetch (key 1), versions 4-18, for consumers and for follower replicas.
 
 Reads whole batches as stored (never re-encoded) from each partition's fetch
 offset, honouring `partition_max_bytes` and the response `max_bytes`; the first
@@ -33,7 +33,10 @@ without tiered storage; v15+ carry the replica id in `replica_state` (its broker
 epoch is not checked: jocko-py's followers fetch at v12 and are told apart by their
 registered incarnation); v16+ answer NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH with
 the current leader and its endpoint (KIP-951); v17's replica directory id (JBOD
-followers) is ignored.
+followers) is ignored; v18 (KIP-1166): a follower's fetch carries the high watermark it
+knows per partition, and one the leader's high watermark is past (or -1, unknown) is
+answered at once rather than waiting for data; a waiting one is answered when the high
+watermark moves past it (Long.MAX_VALUE: the follower does not say; consumers' is ignored).
 """
 
 from __future__ import annotations
@@ -50,9 +53,10 @@ from jocko_py.broker.security.authz import authorize_cluster, denied_topics
 from jocko_py.protocol.errors import ErrorCode
 
 ZERO = uuid.UUID(int=0)
+HW_NOT_SENT = 2**63 - 1  # v18: the follower does not track it (the field's default)
 
 
-@api(1, 4, 17)
+@api(1, 4, 18)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     v = ctx.version
     sessions = ctx.broker.fetch_sessions
@@ -61,6 +65,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     replica_id = req.replica_state.replica_id if v >= 15 else req.replica_id
     requested: list[FetchPartition] = []
     unknown: list[tuple[uuid.UUID, list[int]]] = []  # topic ids not in the metadata
+    follower_hws: dict[tuple[str, int], int] = {}  # v18 (KIP-1166)
     for ft in req.topics:
         tid = None
         if by_id:
@@ -72,6 +77,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         else:
             name = ft.topic
         for fp in ft.partitions:
+            if v >= 18 and replica_id >= 0 and fp.high_watermark != HW_NOT_SENT:
+                follower_hws[(name, fp.partition)] = fp.high_watermark
             requested.append(FetchPartition(
                 name, fp.partition, fp.fetch_offset, fp.current_leader_epoch,
                 fp.last_fetched_epoch if v >= 12 else -1, fp.partition_max_bytes, tid))
@@ -113,6 +120,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         max_bytes=req.max_bytes if v >= 3 else 2**31 - 1,
         isolation_level=req.isolation_level,
         partitions=[fp for i, fp in enumerate(to_read) if i not in gone and i not in denied],
+        replica_high_watermarks=follower_hws,
     )
     read = iter(await ctx.broker.replicas.fetch_messages(params))
     results = [ReadResult(ErrorCode.UNKNOWN_TOPIC_ID) if i in gone

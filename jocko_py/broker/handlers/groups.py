@@ -2,10 +2,11 @@
 
 JoinGroup (key 11) v0-9, SyncGroup (14) v0-5, Heartbeat (12) v0-4, LeaveGroup
 (13) v0-5 (batched members from v3), ListGroups (16) v0-5 (state filter v4,
-type filter v5: "classic" or "consumer", KIP-848), DescribeGroups (15) v0-5
-(a consumer-protocol group answers GROUP_ID_NOT_FOUND, as Kafka 4: it is described
-with ConsumerGroupDescribe),
-DeleteGroups (42) v0-2.
+type filter v5: "classic" or "consumer", KIP-848), DescribeGroups (15) v0-6
+(an unknown or consumer-protocol group is Dead up to v5 and GROUP_ID_NOT_FOUND
+with a message from v6, KIP-1043, as Kafka 4.4: a consumer group is described
+with ConsumerGroupDescribe), DeleteGroups (42) v0-3 (v3's per-group error
+message is null, as Kafka 4.4 leaves it).
 
 JoinGroup and SyncGroup responses wait until the rebalance phase completes
 (see `broker/group/coordinator.py`); v4+ JoinGroup without a static
@@ -143,8 +144,10 @@ async def list_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": 0, "groups": out}
 
 
-@api(15, 0, 5)
+@api(15, 0, 6)
 async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """A group this coordinator does not know, or a consumer (KIP-848) group, is Dead
+    with no error up to v5; v6 (KIP-1043) says GROUP_ID_NOT_FOUND and why, as Kafka 4.x."""
     from jocko_py.broker.group.state import GroupState
 
     gc = coordinator(ctx.broker)
@@ -156,11 +159,14 @@ async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "error_code": err, "group_id": gid, "group_state": "Dead" if err == 0 else "",
             "protocol_type": "", "protocol_data": "", "members": [],
-            "authorized_operations": AUTHORIZED_OPS_NOT_REQUESTED,
+            "authorized_operations": AUTHORIZED_OPS_NOT_REQUESTED, "error_message": None,
         }
-        if g is not None and g.consumer is not None:
-            entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
-            entry["group_state"] = ""
+        if err == 0 and (g is None or g.consumer is not None):
+            if ctx.version >= 6:
+                entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
+                entry["error_message"] = f"Group {gid} not found." if g is None \
+                    else f"Group {gid} is not a classic group."
+            g = None
         elif g is not None:
             stable = g.is_(GroupState.STABLE)
             entry["group_state"] = g.state.value
@@ -181,7 +187,7 @@ async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "groups": out}
 
 
-@api(42, 0, 2)
+@api(42, 0, 3)
 async def delete_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
     gc = coordinator(ctx.broker)
     return {"throttle_time_ms": 0,

@@ -1,4 +1,4 @@
-"""ElectLeaders (43) v0-2, AlterPartitionReassignments (45) v0,
+"""ElectLeaders (43) v0-2, AlterPartitionReassignments (45) v0-1,
 ListPartitionReassignments (46) v0: what `kafka-leader-election` and
 `kafka-reassign-partitions` drive.
 
@@ -12,6 +12,9 @@ other broker forwards the request to it and relays the answer.
 - AlterPartitionReassignments: target replicas are added, caught up (they join the
   ISR through AlterPartition) and then the old ones dropped; null replicas cancel.
   Manual placement of new replicas on unknown brokers: INVALID_REPLICA_ASSIGNMENT.
+  v1 (KIP-860) with `allow_replication_factor_change` false refuses a target whose
+  length differs from the replica set the partition is headed for
+  (INVALID_REPLICATION_FACTOR, Kafka's message), and echoes the flag.
 - ListPartitionReassignments: partitions with adding or removing replicas.
 """
 
@@ -68,21 +71,49 @@ async def elect_leaders(ctx: RequestContext, req: Any) -> dict[str, Any]:
     return out
 
 
-@api(45, 0, 0)
+def _replication_factor_change(ctx: RequestContext, topic: str, partition: int,
+                               target: tuple[int, ...]) -> str | None:
+    """Kafka's message when ``target`` changes the partition's replication factor; None
+    when it does not, or when another check answers first (unknown topic or broker)."""
+    image = ctx.broker.topics.image
+    t = image.topics.get(topic)
+    p = t.partitions.get(partition) if t is not None else None
+    if p is None or len(set(target)) != len(target) or \
+            any(b not in image.brokers for b in target):
+        return None
+    if p.adding_replicas or p.removing_replicas:
+        current = len((set(p.replicas) | set(p.adding_replicas)) - set(p.removing_replicas))
+    else:
+        current = len(p.replicas)
+    if current == len(target):
+        return None
+    return f"The replication factor is changed from {current} to {len(target)}"
+
+
+@api(45, 0, 1)
 async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
+    allow_rf_change = ctx.version < 1 or bool(req.allow_replication_factor_change)
     if not authorize_cluster(ctx, "ALTER"):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
-                "responses": []}
+                "responses": [], "allow_replication_factor_change": allow_rf_change}
     if not broker.quorum.is_active_controller():
         return await _forward(ctx, 45, req, {
             "throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
-            "error_message": None, "responses": []})
+            "error_message": None, "responses": [],
+            "allow_replication_factor_change": allow_rf_change})
     responses = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             target = tuple(p.replicas) if p.replicas is not None else None
+            why = None if target is None or allow_rf_change else \
+                _replication_factor_change(ctx, t.name, p.partition_index, target)
+            if why is not None:
+                parts.append({"partition_index": p.partition_index,
+                              "error_code": ErrorCode.INVALID_REPLICATION_FACTOR,
+                              "error_message": why})
+                continue
             try:
                 code = await broker.topics.reassign(t.name, p.partition_index, target)
             except NotControllerError:
@@ -91,7 +122,7 @@ async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> dict[s
                           "error_message": None if code == ErrorCode.NONE else code.name})
         responses.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-            "responses": responses}
+            "responses": responses, "allow_replication_factor_change": allow_rf_change}
 
 
 @api(46, 0, 0)

@@ -1,9 +1,10 @@
-"""ListOffsets (key 2), versions 1-10.
+"""ListOffsets (key 2), versions 1-11.
 
 Timestamps: -2 earliest (log start offset), -1 latest (high watermark, or the
 last stable offset for read_committed), -3 the record with the largest
 timestamp (v7+), -4 earliest local (v8+: the log start offset, all of the log being
-local), -5 latest tiered (v9+: offset -1, as Kafka answers without tiered storage),
+local), -5 latest tiered (v9+) and -6 earliest pending upload (v11+, KIP-1023): offset
+-1 and leader epoch -1, as Kafka answers without tiered storage,
 otherwise the first offset whose timestamp is >= the given one (offset -1 /
 timestamp -1 when there is none). The leader epoch is reported from v4. v10's
 `timeout_ms` bounds remote-storage lookups, which do not exist here: nothing waits.
@@ -18,10 +19,10 @@ from jocko_py.broker.security.authz import denied_topics
 from jocko_py.protocol.errors import ErrorCode
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
-EARLIEST_LOCAL, LATEST_TIERED = -4, -5
+EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6
 
 
-@api(2, 1, 10)
+@api(2, 1, 11)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     replicas = ctx.broker.replicas
     topics = []
@@ -49,7 +50,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                     out["offset"] = upper
                 elif ts == EARLIEST or (ts == EARLIEST_LOCAL and ctx.version >= 8):
                     out["offset"] = p.log.log_start_offset
-                elif ts == LATEST_TIERED and ctx.version >= 9:
+                elif (ts == LATEST_TIERED and ctx.version >= 9) or \
+                        (ts == EARLIEST_PENDING_UPLOAD and ctx.version >= 11):
                     out["leader_epoch"] = -1  # no tiered storage: nothing uploaded
                 elif ts == MAX_TIMESTAMP and ctx.version < 7:
                     out["error_code"] = ErrorCode.UNSUPPORTED_VERSION  # KIP-734: v7+

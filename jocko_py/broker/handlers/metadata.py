@@ -1,4 +1,4 @@
-"""Metadata (key 3), versions 0-12.
+"""Metadata (key 3), versions 0-13.
 
 Brokers, cluster id and controller, and per topic its id, internal flag and
 partitions (leader, leader epoch, replicas, ISR). A null topic list (or an empty
@@ -12,6 +12,9 @@ UNKNOWN_TOPIC_OR_PARTITION. Authorized operations (v8+) are filled in when asked
 
 Topic entries come encoded from the broker's `MetadataCache` (broker/metadata_cache.py):
 a request costs what it names plus the bytes it sends, not the cluster's size.
+
+v13's top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED) is always 0: like Kafka
+4.4's broker, this one never asks a client to rebootstrap through Metadata.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from jocko_py.protocol.wire import Encoded
 __all__ = ["AUTHORIZED_OPS_NOT_REQUESTED", "ZERO", "error_entry", "handle", "topic_entry"]
 
 
-@api(3, 0, 12)
+@api(3, 0, 13)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     image = broker.topics.image
@@ -112,4 +115,5 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         "controller_id": broker.controller_id,
         "topics": topics,
         "cluster_authorized_operations": cluster_ops,
+        "error_code": ErrorCode.NONE,
     }

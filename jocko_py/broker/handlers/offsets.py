@@ -1,4 +1,4 @@
-"""Committed offsets: OffsetCommit (key 8) v2-9, OffsetFetch (9) v1-9, OffsetDelete (47) v0.
+"""Committed offsets: OffsetCommit (key 8) v2-10, OffsetFetch (9) v1-10, OffsetDelete (47) v0.
 
 For a KIP-848 consumer-protocol group, OffsetCommit's generation is the member epoch
 (an unknown member gets UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH); OffsetFetch
@@ -14,11 +14,15 @@ answers several groups; a null topic list means every committed offset of the
 group. With require_stable, a partition with a pending transactional offset
 (TxnOffsetCommit not yet committed or aborted) gets UNSTABLE_OFFSET_COMMIT.
 OffsetCommit v0-1 and OffsetFetch v0 (ZooKeeper-era) are not served, as in
-Kafka 4.
+Kafka 4. v10 of both names topics by id (KIP-848), resolved with the metadata image:
+an id it does not know gets UNKNOWN_TOPIC_ID on each partition (OffsetFetch: with
+offset -1), and an OffsetFetch of every offset lists the topics by id, leaving out
+those no longer in the metadata, as Apache Kafka 4.4.0 answers.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
@@ -33,22 +37,46 @@ def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
     return t is not None and partition in t.partitions
 
 
-@api(8, 2, 9)
+def _resolve(ctx: RequestContext, topics: Any, by_id: bool) -> list[str | None]:
+    """Each request topic's name; at v10 its id looked up (None: an unknown id)."""
+    if not by_id:
+        return [t.name for t in topics]
+    image = ctx.broker.topics.image
+    return [None if (ti := image.topic_by_id(t.topic_id)) is None else ti.name
+            for t in topics]
+
+
+def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID | None:
+    t = ctx.broker.topics.image.topics.get(name)
+    return None if t is None else t.topic_id
+
+
+@api(8, 2, 10)
 async def offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
     v = ctx.version
+    by_id = v >= 10
+    names = _resolve(ctx, req.topics, by_id)
     results: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], CommitRequest] = {}
+    # (topic key, partition) in request order; an unknown topic id's key is "" + its id
     order: list[tuple[str, int]] = []
+    ids: dict[str, uuid.UUID] = {}
     group_ok = authorize_group(ctx, "READ", req.group_id)
-    denied = denied_topics(ctx, "READ", (t.name for t in req.topics))
-    for t in req.topics:
+    denied = denied_topics(ctx, "READ", (n for n in names if n is not None))
+    for t, name in zip(req.topics, names, strict=True):
+        key = name if name is not None else "\0" + str(t.topic_id)
+        if by_id:
+            ids[key] = t.topic_id
         for p in t.partitions:
-            tp = (t.name, p.partition_index)
+            tp = (key, p.partition_index)
             order.append(tp)
             if not group_ok:
                 results[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
                 continue
-            if t.name in denied:
+            if name is None:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if name in denied:
                 results[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
             if not _partition_exists(ctx, *tp):
@@ -77,6 +105,9 @@ async def offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for tp in order:
         topics.setdefault(tp[0], []).append(
             {"partition_index": tp[1], "error_code": results[tp]})
+    if by_id:
+        return {"throttle_time_ms": 0,
+                "topics": [{"topic_id": ids[k], "partitions": ps} for k, ps in topics.items()]}
     return {"throttle_time_ms": 0,
             "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
 
@@ -114,14 +145,52 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, require_stable
     return err, [{"name": n, "partitions": ps} for n, ps in by_topic.items()]
 
 
-@api(9, 1, 9)
+class _NamedTopic:
+    """A v10 request topic whose id resolved, shaped as `_fetch_group` reads topics."""
+
+    def __init__(self, name: str, partition_indexes: list[int]) -> None:
+        self.name, self.partition_indexes = name, partition_indexes
+
+
+def _fetch_group_by_id(ctx: RequestContext, group_id: str, topics: Any,
+                       require_stable: bool, member: tuple[str, int]
+                       ) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    """OffsetFetch v10: the group's offsets with topics named by id."""
+    names = None if topics is None else _resolve(ctx, topics, True)
+    named = None if topics is None or names is None else [
+        _NamedTopic(n, list(t.partition_indexes))
+        for t, n in zip(topics, names, strict=True) if n is not None]
+    err, out = _fetch_group(ctx, group_id, named, require_stable, member)
+    by_id: list[dict[str, Any]] = []
+    for t in out:
+        tid = _topic_id(ctx, t["name"])
+        if tid is None:
+            continue  # deleted since: no id to name it by
+        by_id.append({"topic_id": tid, "partitions": t["partitions"]})
+    if topics is not None and names is not None:
+        for t, n in zip(topics, names, strict=True):
+            if n is None:
+                by_id.append({"topic_id": t.topic_id, "partitions": [{
+                    "partition_index": p, "committed_offset": -1,
+                    "committed_leader_epoch": -1, "metadata": "",
+                    "error_code": ErrorCode.UNKNOWN_TOPIC_ID} for p in t.partition_indexes]})
+    return err, by_id
+
+
+@api(9, 1, 10)
 async def offset_fetch(ctx: RequestContext, req: Any) -> dict[str, Any]:
     v = ctx.version
     if v >= 8:
         groups = []
         for g in req.groups:
             member = (g.member_id or "", g.member_epoch) if v >= 9 else None
-            err, topics = _fetch_group(ctx, g.group_id, g.topics, req.require_stable, member)
+            if v >= 10:
+                assert member is not None
+                err, topics = _fetch_group_by_id(ctx, g.group_id, g.topics,
+                                                 req.require_stable, member)
+            else:
+                err, topics = _fetch_group(ctx, g.group_id, g.topics, req.require_stable,
+                                           member)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": err})
         return {"throttle_time_ms": 0, "groups": groups}
     err, topics = _fetch_group(ctx, req.group_id, req.topics if v >= 2 else req.topics or [],

@@ -1,4 +1,5 @@
-"""Produce (key 0), versions 3-11 served; 0-2 advertised and rejected as Kafka 4 does.
+"""Produce (key 0), versions 3-11 served; 0-2 advertised (KAFKA-18659), a request of them
+closes the connection, as Kafka 4 does.
 
 Each partition's records blob must be exactly one magic-2 batch with a valid
 CRC-32C (else CORRUPT_MESSAGE / INVALID_RECORD); idempotent batches are checked
@@ -14,7 +15,8 @@ decides. Transactional batches are appended like idempotent ones (the partition'
 producer state opens the producer's transaction; a plain batch inside it gets
 INVALID_TXN_STATE). The first transactional batch of a transaction on a partition is
 verified with the transaction coordinator of the request's transactional id (KIP-890
-part 1): a partition not in the producer's ongoing transaction gets INVALID_TXN_STATE,
+part 1): a partition not in the producer's ongoing transaction gets INVALID_TXN_STATE
+(TRANSACTION_ABORTABLE from v11, as Kafka 4.x),
 a coordinator not ready NOT_ENOUGH_REPLICAS (retriable for every client). v12+
 (KIP-890 part 2) is not served. Internal topics cannot be written by clients.
 """
@@ -60,7 +62,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
             parts.append((pd.index, r))
         slots.append((name, parts))
     appended = iter(await replicas.append_records(entries, acks, req.timeout_ms,
-                                                  transactional_id=req.transactional_id))
+                                                  transactional_id=req.transactional_id,
+                                                  abortable_supported=ctx.version >= 11))
     results: list[dict[str, Any]] = []
     for name, parts in slots:
         presps = [_partition_response(idx, r if r is not None else next(appended))
@@ -93,9 +96,6 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
 
 def _precheck(ctx: RequestContext, topic: str, data: Any, acks: int) -> AppendResult | None:
     """Request-level checks; None when the records go to the replica manager."""
-    if ctx.version < 3:
-        return AppendResult(ErrorCode.UNSUPPORTED_VERSION,
-                            message="Produce v0-2 are not supported")
     if acks not in (-1, 0, 1):
         return AppendResult(ErrorCode.INVALID_REQUIRED_ACKS)
     if not authorize_topic(ctx, "WRITE", topic):

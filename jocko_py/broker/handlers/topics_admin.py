@@ -1,4 +1,4 @@
-"""CreateTopics (19) v0-7, DeleteTopics (20) v0-6, CreatePartitions (37) v0-3.
+"""CreateTopics (19) v2-7, DeleteTopics (20) v1-6, CreatePartitions (37) v0-3.
 
 Topic names, partition counts, replication factors and configs are validated
 as Kafka does (INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
@@ -64,7 +64,7 @@ def count_mutations(ctx: RequestContext, partitions: int) -> int:
                                         partitions)
 
 
-@api(19, 0, 7)
+@api(19, 2, 7)
 async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     out = []
@@ -113,7 +113,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
     return {"throttle_time_ms": throttle, "topics": out}
 
 
-@api(20, 0, 6)
+@api(20, 1, 6)
 async def delete_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     image = broker.topics.image

@@ -7,14 +7,14 @@ epoch), and count only once the transaction's commit marker reaches that partiti
 UNSTABLE_OFFSET_COMMIT for those partitions. From v3 the member id, generation and
 group instance id are checked as OffsetCommit checks them (KIP-447). Unknown
 topic-partitions get UNKNOWN_TOPIC_OR_PARTITION. A producer epoch older than the
-partition has seen gets INVALID_PRODUCER_EPOCH. v4 only allows TRANSACTION_ABORTABLE,
-which this broker never returns.
+partition has seen gets INVALID_PRODUCER_EPOCH. v4 allows TRANSACTION_ABORTABLE (see
+below).
 
 KIP-890 part 1: the first commit of a transaction on the group's partition is
 verified with the transaction coordinator, as a transactional produce is: if that
 partition was not added to the producer's ongoing transaction (AddOffsetsToTxn), the
-commit gets INVALID_TXN_STATE (a coordinator not ready: COORDINATOR_NOT_AVAILABLE,
-which clients retry).
+commit gets INVALID_TXN_STATE, TRANSACTION_ABORTABLE from v4, as Kafka 4.4 answers (a
+coordinator not ready: COORDINATOR_NOT_AVAILABLE, which clients retry).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ _RETRIABLE = frozenset({
     ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.REQUEST_TIMED_OUT})
 
 
-async def _verify(ctx: RequestContext, req: Any) -> ErrorCode:
+async def _verify(ctx: RequestContext, req: Any, version: int) -> ErrorCode:
     """KIP-890 part 1 for the group's `__consumer_offsets` partition (led here if this
     broker coordinates the group; otherwise the commit itself answers NOT_COORDINATOR)."""
     replicas = ctx.broker.replicas
@@ -53,11 +53,13 @@ async def _verify(ctx: RequestContext, req: Any) -> ErrorCode:
     err = answers.get(tp, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if err == ErrorCode.NONE and p.log.producer_state.verification_token(req.producer_id) \
             != token:
-        err = ErrorCode.INVALID_TXN_STATE  # a marker ended the transaction meanwhile
+        err = ErrorCode.TRANSACTION_ABORTABLE  # a marker ended the transaction meanwhile
     if err in _RETRIABLE:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if err in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
         return ErrorCode.INVALID_PRODUCER_EPOCH
+    if err == ErrorCode.TRANSACTION_ABORTABLE and version >= 4:
+        return err
     return ErrorCode.NONE if err == ErrorCode.NONE else ErrorCode.INVALID_TXN_STATE
 
 
@@ -84,7 +86,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     elif not authorize_group(ctx, "READ", req.group_id):
         results.update({tp: ErrorCode.GROUP_AUTHORIZATION_FAILED for tp in wanted})
         wanted = {}
-    verify_err = await _verify(ctx, req) if wanted else ErrorCode.NONE
+    verify_err = await _verify(ctx, req, v) if wanted else ErrorCode.NONE
     if verify_err != ErrorCode.NONE:
         results.update({tp: verify_err for tp in wanted})
         wanted = {}
@@ -93,7 +95,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         committed = gc.txn_commit(
             group_id=req.group_id, producer_id=req.producer_id,
             producer_epoch=req.producer_epoch,
-            generation_id=req.generation_id if v >= 3 else -1,
+            generation_id=req.generation_id_or_member_epoch if v >= 3 else -1,
             member_id=(req.member_id or "") if v >= 3 else "",
             instance_id=req.group_instance_id if v >= 3 else None, offsets=wanted)
         if any(e == ErrorCode.NONE for e in committed.values()):

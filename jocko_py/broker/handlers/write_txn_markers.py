@@ -1,4 +1,4 @@
-"""WriteTxnMarkers (key 27), versions 0-1: a transaction coordinator's markers.
+"""WriteTxnMarkers (key 27), versions 1 (v0 left Kafka 4.0): a transaction coordinator's markers.
 
 Sent by the coordinator of a transaction to the leaders of its partitions (a
 coordinator writes the markers of partitions it leads itself, without a request).
@@ -24,7 +24,7 @@ from jocko_py.broker.txn.coordinator import write_markers
 from jocko_py.protocol.errors import ErrorCode
 
 
-@api(27, 0, 1)
+@api(27, 1, 1)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not authorize_cluster(ctx, "CLUSTER_ACTION"):  # brokers only
         return {"markers": [{"producer_id": m.producer_id, "topics": [

@@ -460,8 +460,10 @@ class TransactionCoordinator:
 
     def verify_local(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
-        """KIP-890 part 1 (AddPartitionsToTxn v4 with VerifyOnly): is each partition in
-        the producer's ongoing transaction? Nothing is written."""
+        """KIP-890 part 1 (AddPartitionsToTxn v4+ with VerifyOnly): is each partition in
+        the producer's ongoing transaction? One that is not: TRANSACTION_ABORTABLE (at v4
+        and v5 alike, as Kafka 4.4; the partition leader tells an older producer
+        INVALID_TXN_STATE). Nothing is written."""
         err = self._error_for(transactional_id)
         m = self.txns.get(transactional_id)
         if err is None:
@@ -474,7 +476,7 @@ class TransactionCoordinator:
         if err is not None or m is None:
             return {tp: err or E.INVALID_PRODUCER_ID_MAPPING for tp in partitions}
         ongoing = m.state is S.ONGOING
-        return {tp: E.NONE if ongoing and tp in m.partitions else E.INVALID_TXN_STATE
+        return {tp: E.NONE if ongoing and tp in m.partitions else E.TRANSACTION_ABORTABLE
                 for tp in partitions}
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,

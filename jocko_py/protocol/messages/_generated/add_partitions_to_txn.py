@@ -6,7 +6,7 @@ from jocko_py.protocol.wire import ZERO_UUID
 API_KEY = 24
 NAME = 'AddPartitionsToTxn'
 VALID_VERSIONS = (0, 5)
-LISTENERS = ['broker', 'zkBroker']
+LISTENERS = ['broker']
 
 
 def request_v0() -> KStruct:

@@ -5,7 +5,7 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 80
 NAME = 'AddRaftVoter'
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 LISTENERS = ['broker', 'controller']
 
 
@@ -20,10 +20,26 @@ def request_v0() -> KStruct:
         KField('host', CompactString, ''),
         KField('port', UInt16, 0),
     ], True)), []),
+        KField('ack_when_committed', None, True, ignorable=False),
     ], True)
 
 
-REQUEST = {0: request_v0}
+def request_v1() -> KStruct:
+    return KStruct('AddRaftVoterRequest', [
+        KField('cluster_id', CompactNullableString, ''),
+        KField('timeout_ms', Int32, 0),
+        KField('voter_id', Int32, 0),
+        KField('voter_directory_id', Uuid, ZERO_UUID),
+        KField('listeners', KArray('carray', KStruct('Listener', [
+        KField('name', CompactString, ''),
+        KField('host', CompactString, ''),
+        KField('port', UInt16, 0),
+    ], True)), []),
+        KField('ack_when_committed', Bool, True),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1}
 REQUEST_FLEXIBLE_FROM = 0
 
 
@@ -35,5 +51,13 @@ def response_v0() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0}
+def response_v1() -> KStruct:
+    return KStruct('AddRaftVoterResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('error_message', CompactNullableString, ''),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1}
 RESPONSE_FLEXIBLE_FROM = 0

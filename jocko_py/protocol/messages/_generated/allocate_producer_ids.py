@@ -6,7 +6,7 @@ from jocko_py.protocol.wire import ZERO_UUID
 API_KEY = 67
 NAME = 'AllocateProducerIds'
 VALID_VERSIONS = (0, 0)
-LISTENERS = ['controller', 'zkBroker']
+LISTENERS = ['controller']
 
 
 def request_v0() -> KStruct:

@@ -6,7 +6,7 @@ from jocko_py.protocol.wire import ZERO_UUID
 API_KEY = 33
 NAME = 'AlterConfigs'
 VALID_VERSIONS = (0, 2)
-LISTENERS = ['broker', 'controller', 'zkBroker']
+LISTENERS = ['broker', 'controller']
 
 
 def request_v0() -> KStruct:

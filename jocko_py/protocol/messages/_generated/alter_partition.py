@@ -5,46 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 56
 NAME = 'AlterPartition'
-VALID_VERSIONS = (0, 3)
-LISTENERS = ['controller', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('AlterPartitionRequest', [
-        KField('broker_id', Int32, 0),
-        KField('broker_epoch', Int64, -1),
-        KField('topics', KArray('carray', KStruct('TopicData', [
-        KField('topic_name', CompactString, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('partitions', KArray('carray', KStruct('PartitionData', [
-        KField('partition_index', Int32, 0),
-        KField('leader_epoch', Int32, 0),
-        KField('new_isr', KArray('carray', Int32), []),
-        KField('new_isr_with_epochs', None, [], ignorable=False),
-        KField('leader_recovery_state', None, 0, ignorable=False),
-        KField('partition_epoch', Int32, 0),
-    ], True)), []),
-    ], True)), []),
-    ], True)
-
-
-def request_v1() -> KStruct:
-    return KStruct('AlterPartitionRequest', [
-        KField('broker_id', Int32, 0),
-        KField('broker_epoch', Int64, -1),
-        KField('topics', KArray('carray', KStruct('TopicData', [
-        KField('topic_name', CompactString, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('partitions', KArray('carray', KStruct('PartitionData', [
-        KField('partition_index', Int32, 0),
-        KField('leader_epoch', Int32, 0),
-        KField('new_isr', KArray('carray', Int32), []),
-        KField('new_isr_with_epochs', None, [], ignorable=False),
-        KField('leader_recovery_state', Int8, 0),
-        KField('partition_epoch', Int32, 0),
-    ], True)), []),
-    ], True)), []),
-    ], True)
+VALID_VERSIONS = (2, 3)
+LISTENERS = ['controller']
 
 
 def request_v2() -> KStruct:
@@ -52,7 +14,6 @@ def request_v2() -> KStruct:
         KField('broker_id', Int32, 0),
         KField('broker_epoch', Int64, -1),
         KField('topics', KArray('carray', KStruct('TopicData', [
-        KField('topic_name', None, ''),
         KField('topic_id', Uuid, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('PartitionData', [
         KField('partition_index', Int32, 0),
@@ -71,7 +32,6 @@ def request_v3() -> KStruct:
         KField('broker_id', Int32, 0),
         KField('broker_epoch', Int64, -1),
         KField('topics', KArray('carray', KStruct('TopicData', [
-        KField('topic_name', None, ''),
         KField('topic_id', Uuid, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('PartitionData', [
         KField('partition_index', Int32, 0),
@@ -88,48 +48,8 @@ def request_v3() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3}
+REQUEST = {2: request_v2, 3: request_v3}
 REQUEST_FLEXIBLE_FROM = 0
-
-
-def response_v0() -> KStruct:
-    return KStruct('AlterPartitionResponse', [
-        KField('throttle_time_ms', Int32, 0),
-        KField('error_code', Int16, 0),
-        KField('topics', KArray('carray', KStruct('TopicData', [
-        KField('topic_name', CompactString, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('partitions', KArray('carray', KStruct('PartitionData', [
-        KField('partition_index', Int32, 0),
-        KField('error_code', Int16, 0),
-        KField('leader_id', Int32, 0),
-        KField('leader_epoch', Int32, 0),
-        KField('isr', KArray('carray', Int32), []),
-        KField('leader_recovery_state', None, 0),
-        KField('partition_epoch', Int32, 0),
-    ], True)), []),
-    ], True)), []),
-    ], True)
-
-
-def response_v1() -> KStruct:
-    return KStruct('AlterPartitionResponse', [
-        KField('throttle_time_ms', Int32, 0),
-        KField('error_code', Int16, 0),
-        KField('topics', KArray('carray', KStruct('TopicData', [
-        KField('topic_name', CompactString, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('partitions', KArray('carray', KStruct('PartitionData', [
-        KField('partition_index', Int32, 0),
-        KField('error_code', Int16, 0),
-        KField('leader_id', Int32, 0),
-        KField('leader_epoch', Int32, 0),
-        KField('isr', KArray('carray', Int32), []),
-        KField('leader_recovery_state', Int8, 0),
-        KField('partition_epoch', Int32, 0),
-    ], True)), []),
-    ], True)), []),
-    ], True)
 
 
 def response_v2() -> KStruct:
@@ -137,7 +57,6 @@ def response_v2() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', Int16, 0),
         KField('topics', KArray('carray', KStruct('TopicData', [
-        KField('topic_name', None, ''),
         KField('topic_id', Uuid, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('PartitionData', [
         KField('partition_index', Int32, 0),
@@ -157,7 +76,6 @@ def response_v3() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', Int16, 0),
         KField('topics', KArray('carray', KStruct('TopicData', [
-        KField('topic_name', None, ''),
         KField('topic_id', Uuid, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('PartitionData', [
         KField('partition_index', Int32, 0),
@@ -172,5 +90,5 @@ def response_v3() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3}
+RESPONSE = {2: response_v2, 3: response_v3}
 RESPONSE_FLEXIBLE_FROM = 0

@@ -5,13 +5,14 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 45
 NAME = 'AlterPartitionReassignments'
-VALID_VERSIONS = (0, 0)
-LISTENERS = ['broker', 'controller', 'zkBroker']
+VALID_VERSIONS = (0, 1)
+LISTENERS = ['broker', 'controller']
 
 
 def request_v0() -> KStruct:
     return KStruct('AlterPartitionReassignmentsRequest', [
         KField('timeout_ms', Int32, 60000),
+        KField('allow_replication_factor_change', None, True, ignorable=False),
         KField('topics', KArray('carray', KStruct('ReassignableTopic', [
         KField('name', CompactString, ''),
         KField('partitions', KArray('carray', KStruct('ReassignablePartition', [
@@ -22,13 +23,28 @@ def request_v0() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0}
+def request_v1() -> KStruct:
+    return KStruct('AlterPartitionReassignmentsRequest', [
+        KField('timeout_ms', Int32, 60000),
+        KField('allow_replication_factor_change', Bool, True),
+        KField('topics', KArray('carray', KStruct('ReassignableTopic', [
+        KField('name', CompactString, ''),
+        KField('partitions', KArray('carray', KStruct('ReassignablePartition', [
+        KField('partition_index', Int32, 0),
+        KField('replicas', KArray('cnarray', Int32), None),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1}
 REQUEST_FLEXIBLE_FROM = 0
 
 
 def response_v0() -> KStruct:
     return KStruct('AlterPartitionReassignmentsResponse', [
         KField('throttle_time_ms', Int32, 0),
+        KField('allow_replication_factor_change', None, True),
         KField('error_code', Int16, 0),
         KField('error_message', CompactNullableString, ''),
         KField('responses', KArray('carray', KStruct('ReassignableTopicResponse', [
@@ -42,5 +58,22 @@ def response_v0() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0}
+def response_v1() -> KStruct:
+    return KStruct('AlterPartitionReassignmentsResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('allow_replication_factor_change', Bool, True),
+        KField('error_code', Int16, 0),
+        KField('error_message', CompactNullableString, ''),
+        KField('responses', KArray('carray', KStruct('ReassignableTopicResponse', [
+        KField('name', CompactString, ''),
+        KField('partitions', KArray('carray', KStruct('ReassignablePartitionResponse', [
+        KField('partition_index', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('error_message', CompactNullableString, ''),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1}
 RESPONSE_FLEXIBLE_FROM = 0

@@ -5,20 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 34
 NAME = 'AlterReplicaLogDirs'
-VALID_VERSIONS = (0, 2)
-LISTENERS = ['broker', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('AlterReplicaLogDirsRequest', [
-        KField('dirs', KArray('array', KStruct('AlterReplicaLogDir', [
-        KField('path', String, ''),
-        KField('topics', KArray('array', KStruct('AlterReplicaLogDirTopic', [
-        KField('name', String, ''),
-        KField('partitions', KArray('array', Int32), []),
-    ], False)), []),
-    ], False)), []),
-    ], False)
+VALID_VERSIONS = (1, 2)
+LISTENERS = ['broker']
 
 
 def request_v1() -> KStruct:
@@ -45,21 +33,8 @@ def request_v2() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2}
+REQUEST = {1: request_v1, 2: request_v2}
 REQUEST_FLEXIBLE_FROM = 2
-
-
-def response_v0() -> KStruct:
-    return KStruct('AlterReplicaLogDirsResponse', [
-        KField('throttle_time_ms', Int32, 0),
-        KField('results', KArray('array', KStruct('AlterReplicaLogDirTopicResult', [
-        KField('topic_name', String, ''),
-        KField('partitions', KArray('array', KStruct('AlterReplicaLogDirPartitionResult', [
-        KField('partition_index', Int32, 0),
-        KField('error_code', Int16, 0),
-    ], False)), []),
-    ], False)), []),
-    ], False)
 
 
 def response_v1() -> KStruct:
@@ -88,5 +63,5 @@ def response_v2() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2}
+RESPONSE = {1: response_v1, 2: response_v2}
 RESPONSE_FLEXIBLE_FROM = 2

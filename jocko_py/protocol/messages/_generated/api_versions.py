@@ -5,14 +5,16 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 18
 NAME = 'ApiVersions'
-VALID_VERSIONS = (0, 4)
-LISTENERS = ['broker', 'controller', 'zkBroker']
+VALID_VERSIONS = (0, 5)
+LISTENERS = ['broker', 'controller']
 
 
 def request_v0() -> KStruct:
     return KStruct('ApiVersionsRequest', [
         KField('client_software_name', None, ''),
         KField('client_software_version', None, ''),
+        KField('cluster_id', None, None),
+        KField('node_id', None, -1),
     ], False)
 
 
@@ -20,6 +22,8 @@ def request_v1() -> KStruct:
     return KStruct('ApiVersionsRequest', [
         KField('client_software_name', None, ''),
         KField('client_software_version', None, ''),
+        KField('cluster_id', None, None),
+        KField('node_id', None, -1),
     ], False)
 
 
@@ -27,6 +31,8 @@ def request_v2() -> KStruct:
     return KStruct('ApiVersionsRequest', [
         KField('client_software_name', None, ''),
         KField('client_software_version', None, ''),
+        KField('cluster_id', None, None),
+        KField('node_id', None, -1),
     ], False)
 
 
@@ -34,6 +40,8 @@ def request_v3() -> KStruct:
     return KStruct('ApiVersionsRequest', [
         KField('client_software_name', CompactString, ''),
         KField('client_software_version', CompactString, ''),
+        KField('cluster_id', None, None),
+        KField('node_id', None, -1),
     ], True)
 
 
@@ -41,10 +49,21 @@ def request_v4() -> KStruct:
     return KStruct('ApiVersionsRequest', [
         KField('client_software_name', CompactString, ''),
         KField('client_software_version', CompactString, ''),
+        KField('cluster_id', None, None),
+        KField('node_id', None, -1),
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4}
+def request_v5() -> KStruct:
+    return KStruct('ApiVersionsRequest', [
+        KField('client_software_name', CompactString, ''),
+        KField('client_software_version', CompactString, ''),
+        KField('cluster_id', CompactNullableString, None),
+        KField('node_id', Int32, -1),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5}
 REQUEST_FLEXIBLE_FROM = 3
 
 
@@ -144,5 +163,29 @@ def response_v4() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4}
+def response_v5() -> KStruct:
+    return KStruct('ApiVersionsResponse', [
+        KField('error_code', Int16, 0),
+        KField('api_keys', KArray('carray', KStruct('ApiVersion', [
+        KField('api_key', Int16, 0),
+        KField('min_version', Int16, 0),
+        KField('max_version', Int16, 0),
+    ], True)), []),
+        KField('throttle_time_ms', Int32, 0),
+        KField('supported_features', KArray('carray', KStruct('SupportedFeatureKey', [
+        KField('name', CompactString, ''),
+        KField('min_version', Int16, 0),
+        KField('max_version', Int16, 0),
+    ], True)), [], tag=0),
+        KField('finalized_features_epoch', Int64, -1, tag=1),
+        KField('finalized_features', KArray('carray', KStruct('FinalizedFeatureKey', [
+        KField('name', CompactString, ''),
+        KField('max_version_level', Int16, 0),
+        KField('min_version_level', Int16, 0),
+    ], True)), [], tag=2),
+        KField('zk_migration_ready', Bool, False, tag=3),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5}
 RESPONSE_FLEXIBLE_FROM = 3

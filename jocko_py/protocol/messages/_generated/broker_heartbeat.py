@@ -5,7 +5,7 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 63
 NAME = 'BrokerHeartbeat'
-VALID_VERSIONS = (0, 1)
+VALID_VERSIONS = (0, 2)
 LISTENERS = ['controller']
 
 
@@ -17,6 +17,7 @@ def request_v0() -> KStruct:
         KField('want_fence', Bool, False),
         KField('want_shut_down', Bool, False),
         KField('offline_log_dirs', None, [], ignorable=False),
+        KField('cordoned_log_dirs', None, None, ignorable=False),
     ], True)
 
 
@@ -28,10 +29,23 @@ def request_v1() -> KStruct:
         KField('want_fence', Bool, False),
         KField('want_shut_down', Bool, False),
         KField('offline_log_dirs', KArray('carray', Uuid), [], tag=0),
+        KField('cordoned_log_dirs', None, None, ignorable=False),
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1}
+def request_v2() -> KStruct:
+    return KStruct('BrokerHeartbeatRequest', [
+        KField('broker_id', Int32, 0),
+        KField('broker_epoch', Int64, -1),
+        KField('current_metadata_offset', Int64, 0),
+        KField('want_fence', Bool, False),
+        KField('want_shut_down', Bool, False),
+        KField('offline_log_dirs', KArray('carray', Uuid), [], tag=0),
+        KField('cordoned_log_dirs', KArray('cnarray', Uuid), None, tag=1),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1, 2: request_v2}
 REQUEST_FLEXIBLE_FROM = 0
 
 
@@ -55,5 +69,15 @@ def response_v1() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1}
+def response_v2() -> KStruct:
+    return KStruct('BrokerHeartbeatResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('is_caught_up', Bool, False),
+        KField('is_fenced', Bool, True),
+        KField('should_shut_down', Bool, False),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2}
 RESPONSE_FLEXIBLE_FROM = 0

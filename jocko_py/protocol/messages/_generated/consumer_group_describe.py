@@ -5,8 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 69
 NAME = 'ConsumerGroupDescribe'
-VALID_VERSIONS = (0, 0)
-LISTENERS = ['broker', 'zkBroker']
+VALID_VERSIONS = (0, 1)
+LISTENERS = ['broker']
 
 
 def request_v0() -> KStruct:
@@ -16,7 +16,14 @@ def request_v0() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0}
+def request_v1() -> KStruct:
+    return KStruct('ConsumerGroupDescribeRequest', [
+        KField('group_ids', KArray('carray', CompactString), []),
+        KField('include_authorized_operations', Bool, False),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1}
 REQUEST_FLEXIBLE_FROM = 0
 
 
@@ -54,11 +61,53 @@ def response_v0() -> KStruct:
         KField('partitions', KArray('carray', Int32), []),
     ], True)), []),
     ], True), {'topic_partitions': []}),
+        KField('member_type', None, -1),
     ], True)), []),
         KField('authorized_operations', Int32, -2147483648),
     ], True)), []),
     ], True)
 
 
-RESPONSE = {0: response_v0}
+def response_v1() -> KStruct:
+    return KStruct('ConsumerGroupDescribeResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('groups', KArray('carray', KStruct('DescribedGroup', [
+        KField('error_code', Int16, 0),
+        KField('error_message', CompactNullableString, None),
+        KField('group_id', CompactString, ''),
+        KField('group_state', CompactString, ''),
+        KField('group_epoch', Int32, 0),
+        KField('assignment_epoch', Int32, 0),
+        KField('assignor_name', CompactString, ''),
+        KField('members', KArray('carray', KStruct('Member', [
+        KField('member_id', CompactString, ''),
+        KField('instance_id', CompactNullableString, None),
+        KField('rack_id', CompactNullableString, None),
+        KField('member_epoch', Int32, 0),
+        KField('client_id', CompactString, ''),
+        KField('client_host', CompactString, ''),
+        KField('subscribed_topic_names', KArray('carray', CompactString), []),
+        KField('subscribed_topic_regex', CompactNullableString, None),
+        KField('assignment', KStruct('Assignment', [
+        KField('topic_partitions', KArray('carray', KStruct('TopicPartitions', [
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('topic_name', CompactString, ''),
+        KField('partitions', KArray('carray', Int32), []),
+    ], True)), []),
+    ], True), {'topic_partitions': []}),
+        KField('target_assignment', KStruct('Assignment', [
+        KField('topic_partitions', KArray('carray', KStruct('TopicPartitions', [
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('topic_name', CompactString, ''),
+        KField('partitions', KArray('carray', Int32), []),
+    ], True)), []),
+    ], True), {'topic_partitions': []}),
+        KField('member_type', Int8, -1),
+    ], True)), []),
+        KField('authorized_operations', Int32, -2147483648),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1}
 RESPONSE_FLEXIBLE_FROM = 0

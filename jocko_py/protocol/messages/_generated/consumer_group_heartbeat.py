@@ -6,7 +6,7 @@ from jocko_py.protocol.wire import ZERO_UUID
 API_KEY = 68
 NAME = 'ConsumerGroupHeartbeat'
 VALID_VERSIONS = (0, 1)
-LISTENERS = ['broker', 'zkBroker']
+LISTENERS = ['broker']
 
 
 def request_v0() -> KStruct:

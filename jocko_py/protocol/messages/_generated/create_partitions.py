@@ -6,7 +6,7 @@ from jocko_py.protocol.wire import ZERO_UUID
 API_KEY = 37
 NAME = 'CreatePartitions'
 VALID_VERSIONS = (0, 3)
-LISTENERS = ['broker', 'controller', 'zkBroker']
+LISTENERS = ['broker', 'controller']
 
 
 def request_v0() -> KStruct:

@@ -5,48 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 19
 NAME = 'CreateTopics'
-VALID_VERSIONS = (0, 7)
-LISTENERS = ['broker', 'controller', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('CreateTopicsRequest', [
-        KField('topics', KArray('array', KStruct('CreatableTopic', [
-        KField('name', String, ''),
-        KField('num_partitions', Int32, 0),
-        KField('replication_factor', Int16, 0),
-        KField('assignments', KArray('array', KStruct('CreatableReplicaAssignment', [
-        KField('partition_index', Int32, 0),
-        KField('broker_ids', KArray('array', Int32), []),
-    ], False)), []),
-        KField('configs', KArray('array', KStruct('CreatableTopicConfig', [
-        KField('name', String, ''),
-        KField('value', NullableString, ''),
-    ], False)), []),
-    ], False)), []),
-        KField('timeout_ms', Int32, 60000),
-        KField('validate_only', None, False, ignorable=False),
-    ], False)
-
-
-def request_v1() -> KStruct:
-    return KStruct('CreateTopicsRequest', [
-        KField('topics', KArray('array', KStruct('CreatableTopic', [
-        KField('name', String, ''),
-        KField('num_partitions', Int32, 0),
-        KField('replication_factor', Int16, 0),
-        KField('assignments', KArray('array', KStruct('CreatableReplicaAssignment', [
-        KField('partition_index', Int32, 0),
-        KField('broker_ids', KArray('array', Int32), []),
-    ], False)), []),
-        KField('configs', KArray('array', KStruct('CreatableTopicConfig', [
-        KField('name', String, ''),
-        KField('value', NullableString, ''),
-    ], False)), []),
-    ], False)), []),
-        KField('timeout_ms', Int32, 60000),
-        KField('validate_only', Bool, False),
-    ], False)
+VALID_VERSIONS = (2, 7)
+LISTENERS = ['broker', 'controller']
 
 
 def request_v2() -> KStruct:
@@ -169,40 +129,8 @@ def request_v7() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7}
+REQUEST = {2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7}
 REQUEST_FLEXIBLE_FROM = 5
-
-
-def response_v0() -> KStruct:
-    return KStruct('CreateTopicsResponse', [
-        KField('throttle_time_ms', None, 0),
-        KField('topics', KArray('array', KStruct('CreatableTopicResult', [
-        KField('name', String, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('error_code', Int16, 0),
-        KField('error_message', None, ''),
-        KField('topic_config_error_code', None, 0),
-        KField('num_partitions', None, -1),
-        KField('replication_factor', None, -1),
-        KField('configs', None, []),
-    ], False)), []),
-    ], False)
-
-
-def response_v1() -> KStruct:
-    return KStruct('CreateTopicsResponse', [
-        KField('throttle_time_ms', None, 0),
-        KField('topics', KArray('array', KStruct('CreatableTopicResult', [
-        KField('name', String, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('error_code', Int16, 0),
-        KField('error_message', NullableString, ''),
-        KField('topic_config_error_code', None, 0),
-        KField('num_partitions', None, -1),
-        KField('replication_factor', None, -1),
-        KField('configs', None, []),
-    ], False)), []),
-    ], False)
 
 
 def response_v2() -> KStruct:
@@ -319,5 +247,5 @@ def response_v7() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7}
+RESPONSE = {2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7}
 RESPONSE_FLEXIBLE_FROM = 5

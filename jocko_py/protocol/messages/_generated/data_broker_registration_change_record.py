@@ -15,6 +15,7 @@ def schema_v0() -> KStruct:
         KField('fenced', Int8, 0, tag=0),
         KField('in_controlled_shutdown', None, 0, ignorable=False),
         KField('log_dirs', None, [], ignorable=False),
+        KField('cordoned_log_dirs', None, None, ignorable=False),
     ], True)
 
 
@@ -25,6 +26,7 @@ def schema_v1() -> KStruct:
         KField('fenced', Int8, 0, tag=0),
         KField('in_controlled_shutdown', Int8, 0, tag=1),
         KField('log_dirs', None, [], ignorable=False),
+        KField('cordoned_log_dirs', None, None, ignorable=False),
     ], True)
 
 
@@ -35,8 +37,20 @@ def schema_v2() -> KStruct:
         KField('fenced', Int8, 0, tag=0),
         KField('in_controlled_shutdown', Int8, 0, tag=1),
         KField('log_dirs', KArray('carray', Uuid), [], tag=2),
+        KField('cordoned_log_dirs', None, None, ignorable=False),
     ], True)
 
 
-SCHEMA = {0: schema_v0, 1: schema_v1, 2: schema_v2}
+def schema_v3() -> KStruct:
+    return KStruct('BrokerRegistrationChangeRecord', [
+        KField('broker_id', Int32, 0),
+        KField('broker_epoch', Int64, 0),
+        KField('fenced', Int8, 0, tag=0),
+        KField('in_controlled_shutdown', Int8, 0, tag=1),
+        KField('log_dirs', KArray('carray', Uuid), [], tag=2),
+        KField('cordoned_log_dirs', KArray('cnarray', Uuid), None, tag=3),
+    ], True)
+
+
+SCHEMA = {0: schema_v0, 1: schema_v1, 2: schema_v2, 3: schema_v3}
 SCHEMA_FLEXIBLE_FROM = 0

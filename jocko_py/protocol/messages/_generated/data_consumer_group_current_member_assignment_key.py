@@ -4,16 +4,16 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'ConsumerGroupCurrentMemberAssignmentKey'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-key'
+API_KEY = 8
 
 
-def schema_v8() -> KStruct:
+def schema_v0() -> KStruct:
     return KStruct('ConsumerGroupCurrentMemberAssignmentKey', [
         KField('group_id', String, ''),
         KField('member_id', String, ''),
     ], False)
 
 
-SCHEMA = {8: schema_v8}
+SCHEMA = {0: schema_v0}
 SCHEMA_FLEXIBLE_FROM = None

@@ -4,8 +4,8 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'ConsumerGroupCurrentMemberAssignmentValue'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-value'
+API_KEY = 8
 
 
 def schema_v0() -> KStruct:
@@ -16,10 +16,12 @@ def schema_v0() -> KStruct:
         KField('assigned_partitions', KArray('carray', KStruct('TopicPartitions', [
         KField('topic_id', Uuid, ZERO_UUID),
         KField('partitions', KArray('carray', Int32), []),
+        KField('assignment_epochs', KArray('cnarray', Int32), [], tag=0),
     ], True)), []),
         KField('partitions_pending_revocation', KArray('carray', KStruct('TopicPartitions', [
         KField('topic_id', Uuid, ZERO_UUID),
         KField('partitions', KArray('carray', Int32), []),
+        KField('assignment_epochs', KArray('cnarray', Int32), [], tag=0),
     ], True)), []),
     ], True)
 

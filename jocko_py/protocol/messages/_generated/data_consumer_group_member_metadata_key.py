@@ -4,16 +4,16 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'ConsumerGroupMemberMetadataKey'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-key'
+API_KEY = 5
 
 
-def schema_v5() -> KStruct:
+def schema_v0() -> KStruct:
     return KStruct('ConsumerGroupMemberMetadataKey', [
         KField('group_id', String, ''),
         KField('member_id', String, ''),
     ], False)
 
 
-SCHEMA = {5: schema_v5}
+SCHEMA = {0: schema_v0}
 SCHEMA_FLEXIBLE_FROM = None

@@ -4,15 +4,15 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'ConsumerGroupMetadataKey'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-key'
+API_KEY = 3
 
 
-def schema_v3() -> KStruct:
+def schema_v0() -> KStruct:
     return KStruct('ConsumerGroupMetadataKey', [
         KField('group_id', String, ''),
     ], False)
 
 
-SCHEMA = {3: schema_v3}
+SCHEMA = {0: schema_v0}
 SCHEMA_FLEXIBLE_FROM = None

@@ -4,13 +4,14 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'ConsumerGroupMetadataValue'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-value'
+API_KEY = 3
 
 
 def schema_v0() -> KStruct:
     return KStruct('ConsumerGroupMetadataValue', [
         KField('epoch', Int32, 0),
+        KField('metadata_hash', Int64, 0, tag=0),
     ], True)
 
 

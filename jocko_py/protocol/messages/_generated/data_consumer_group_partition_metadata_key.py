@@ -4,15 +4,15 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'ConsumerGroupPartitionMetadataKey'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-key'
+API_KEY = 4
 
 
-def schema_v4() -> KStruct:
+def schema_v0() -> KStruct:
     return KStruct('ConsumerGroupPartitionMetadataKey', [
         KField('group_id', String, ''),
     ], False)
 
 
-SCHEMA = {4: schema_v4}
+SCHEMA = {0: schema_v0}
 SCHEMA_FLEXIBLE_FROM = None

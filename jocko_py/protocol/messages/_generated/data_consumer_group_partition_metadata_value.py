@@ -4,8 +4,8 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'ConsumerGroupPartitionMetadataValue'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-value'
+API_KEY = 4
 
 
 def schema_v0() -> KStruct:

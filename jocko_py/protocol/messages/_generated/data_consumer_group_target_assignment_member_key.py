@@ -4,16 +4,16 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'ConsumerGroupTargetAssignmentMemberKey'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-key'
+API_KEY = 7
 
 
-def schema_v7() -> KStruct:
+def schema_v0() -> KStruct:
     return KStruct('ConsumerGroupTargetAssignmentMemberKey', [
         KField('group_id', String, ''),
         KField('member_id', String, ''),
     ], False)
 
 
-SCHEMA = {7: schema_v7}
+SCHEMA = {0: schema_v0}
 SCHEMA_FLEXIBLE_FROM = None

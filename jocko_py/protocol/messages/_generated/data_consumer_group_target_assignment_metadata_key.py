@@ -4,15 +4,15 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'ConsumerGroupTargetAssignmentMetadataKey'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-key'
+API_KEY = 6
 
 
-def schema_v6() -> KStruct:
+def schema_v0() -> KStruct:
     return KStruct('ConsumerGroupTargetAssignmentMetadataKey', [
         KField('group_id', String, ''),
     ], False)
 
 
-SCHEMA = {6: schema_v6}
+SCHEMA = {0: schema_v0}
 SCHEMA_FLEXIBLE_FROM = None

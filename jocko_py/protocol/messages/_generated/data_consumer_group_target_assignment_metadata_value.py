@@ -4,13 +4,14 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'ConsumerGroupTargetAssignmentMetadataValue'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-value'
+API_KEY = 6
 
 
 def schema_v0() -> KStruct:
     return KStruct('ConsumerGroupTargetAssignmentMetadataValue', [
         KField('assignment_epoch', Int32, 0),
+        KField('assignment_timestamp', Int64, 0, tag=0),
     ], True)
 
 

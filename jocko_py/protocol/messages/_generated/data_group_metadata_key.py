@@ -4,15 +4,15 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'GroupMetadataKey'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-key'
+API_KEY = 2
 
 
-def schema_v2() -> KStruct:
+def schema_v0() -> KStruct:
     return KStruct('GroupMetadataKey', [
         KField('group', String, ''),
     ], False)
 
 
-SCHEMA = {2: schema_v2}
+SCHEMA = {0: schema_v0}
 SCHEMA_FLEXIBLE_FROM = None

@@ -4,8 +4,8 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'OffsetCommitKey'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-key'
+API_KEY = 1
 
 
 def schema_v0() -> KStruct:
@@ -16,13 +16,5 @@ def schema_v0() -> KStruct:
     ], False)
 
 
-def schema_v1() -> KStruct:
-    return KStruct('OffsetCommitKey', [
-        KField('group', String, ''),
-        KField('topic', String, ''),
-        KField('partition', Int32, 0),
-    ], False)
-
-
-SCHEMA = {0: schema_v0, 1: schema_v1}
+SCHEMA = {0: schema_v0}
 SCHEMA_FLEXIBLE_FROM = None

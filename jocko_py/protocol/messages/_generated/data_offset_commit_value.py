@@ -4,8 +4,8 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'OffsetCommitValue'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-value'
+API_KEY = 1
 
 
 def schema_v0() -> KStruct:
@@ -15,6 +15,7 @@ def schema_v0() -> KStruct:
         KField('metadata', String, ''),
         KField('commit_timestamp', Int64, 0),
         KField('expire_timestamp', None, -1),
+        KField('topic_id', None, ZERO_UUID),
     ], False)
 
 
@@ -25,6 +26,7 @@ def schema_v1() -> KStruct:
         KField('metadata', String, ''),
         KField('commit_timestamp', Int64, 0),
         KField('expire_timestamp', Int64, -1),
+        KField('topic_id', None, ZERO_UUID),
     ], False)
 
 
@@ -35,6 +37,7 @@ def schema_v2() -> KStruct:
         KField('metadata', String, ''),
         KField('commit_timestamp', Int64, 0),
         KField('expire_timestamp', None, -1),
+        KField('topic_id', None, ZERO_UUID),
     ], False)
 
 
@@ -45,6 +48,7 @@ def schema_v3() -> KStruct:
         KField('metadata', String, ''),
         KField('commit_timestamp', Int64, 0),
         KField('expire_timestamp', None, -1),
+        KField('topic_id', None, ZERO_UUID),
     ], False)
 
 
@@ -55,6 +59,7 @@ def schema_v4() -> KStruct:
         KField('metadata', CompactString, ''),
         KField('commit_timestamp', Int64, 0),
         KField('expire_timestamp', None, -1),
+        KField('topic_id', Uuid, ZERO_UUID, tag=0),
     ], True)
 
 

@@ -29,6 +29,7 @@ def schema_v0() -> KStruct:
         KField('fenced', Bool, True),
         KField('in_controlled_shutdown', None, False, ignorable=False),
         KField('log_dirs', None, [], ignorable=False),
+        KField('cordoned_log_dirs', None, None, ignorable=False),
     ], True)
 
 
@@ -53,6 +54,7 @@ def schema_v1() -> KStruct:
         KField('fenced', Bool, True),
         KField('in_controlled_shutdown', Bool, False),
         KField('log_dirs', None, [], ignorable=False),
+        KField('cordoned_log_dirs', None, None, ignorable=False),
     ], True)
 
 
@@ -77,6 +79,7 @@ def schema_v2() -> KStruct:
         KField('fenced', Bool, True),
         KField('in_controlled_shutdown', Bool, False),
         KField('log_dirs', None, [], ignorable=False),
+        KField('cordoned_log_dirs', None, None, ignorable=False),
     ], True)
 
 
@@ -101,8 +104,34 @@ def schema_v3() -> KStruct:
         KField('fenced', Bool, True),
         KField('in_controlled_shutdown', Bool, False),
         KField('log_dirs', KArray('carray', Uuid), [], tag=0),
+        KField('cordoned_log_dirs', None, None, ignorable=False),
     ], True)
 
 
-SCHEMA = {0: schema_v0, 1: schema_v1, 2: schema_v2, 3: schema_v3}
+def schema_v4() -> KStruct:
+    return KStruct('RegisterBrokerRecord', [
+        KField('broker_id', Int32, 0),
+        KField('is_migrating_zk_broker', Bool, False),
+        KField('incarnation_id', Uuid, ZERO_UUID),
+        KField('broker_epoch', Int64, 0),
+        KField('end_points', KArray('carray', KStruct('BrokerEndpoint', [
+        KField('name', CompactString, ''),
+        KField('host', CompactString, ''),
+        KField('port', UInt16, 0),
+        KField('security_protocol', Int16, 0),
+    ], True)), []),
+        KField('features', KArray('carray', KStruct('BrokerFeature', [
+        KField('name', CompactString, ''),
+        KField('min_supported_version', Int16, 0),
+        KField('max_supported_version', Int16, 0),
+    ], True)), []),
+        KField('rack', CompactNullableString, ''),
+        KField('fenced', Bool, True),
+        KField('in_controlled_shutdown', Bool, False),
+        KField('log_dirs', KArray('carray', Uuid), [], tag=0),
+        KField('cordoned_log_dirs', KArray('cnarray', Uuid), None, tag=1),
+    ], True)
+
+
+SCHEMA = {0: schema_v0, 1: schema_v1, 2: schema_v2, 3: schema_v3, 4: schema_v4}
 SCHEMA_FLEXIBLE_FROM = 0

@@ -8,15 +8,6 @@ TYPE = 'header'
 API_KEY = None
 
 
-def schema_v0() -> KStruct:
-    return KStruct('RequestHeader', [
-        KField('request_api_key', Int16, 0),
-        KField('request_api_version', Int16, 0),
-        KField('correlation_id', Int32, 0),
-        KField('client_id', None, ''),
-    ], False)
-
-
 def schema_v1() -> KStruct:
     return KStruct('RequestHeader', [
         KField('request_api_key', Int16, 0),
@@ -35,5 +26,5 @@ def schema_v2() -> KStruct:
     ], True)
 
 
-SCHEMA = {0: schema_v0, 1: schema_v1, 2: schema_v2}
+SCHEMA = {1: schema_v1, 2: schema_v2}
 SCHEMA_FLEXIBLE_FROM = 2

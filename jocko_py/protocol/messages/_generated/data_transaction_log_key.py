@@ -4,8 +4,8 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'TransactionLogKey'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-key'
+API_KEY = 0
 
 
 def schema_v0() -> KStruct:

@@ -4,8 +4,8 @@ from jocko_py.protocol.primitives import *
 from jocko_py.protocol.wire import ZERO_UUID
 
 NAME = 'TransactionLogValue'
-TYPE = 'data'
-API_KEY = None
+TYPE = 'coordinator-value'
+API_KEY = 0
 
 
 def schema_v0() -> KStruct:
@@ -14,6 +14,7 @@ def schema_v0() -> KStruct:
         KField('previous_producer_id', None, -1, ignorable=False),
         KField('next_producer_id', None, -1, ignorable=False),
         KField('producer_epoch', Int16, 0),
+        KField('next_producer_epoch', None, -1, ignorable=False),
         KField('transaction_timeout_ms', Int32, 0),
         KField('transaction_status', Int8, 0),
         KField('transaction_partitions', KArray('narray', KStruct('PartitionsSchema', [
@@ -32,6 +33,7 @@ def schema_v1() -> KStruct:
         KField('previous_producer_id', None, -1, ignorable=False),
         KField('next_producer_id', None, -1, ignorable=False),
         KField('producer_epoch', Int16, 0),
+        KField('next_producer_epoch', None, -1, ignorable=False),
         KField('transaction_timeout_ms', Int32, 0),
         KField('transaction_status', Int8, 0),
         KField('transaction_partitions', KArray('cnarray', KStruct('PartitionsSchema', [

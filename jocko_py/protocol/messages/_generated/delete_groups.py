@@ -5,8 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 42
 NAME = 'DeleteGroups'
-VALID_VERSIONS = (0, 2)
-LISTENERS = ['broker', 'zkBroker']
+VALID_VERSIONS = (0, 3)
+LISTENERS = ['broker']
 
 
 def request_v0() -> KStruct:
@@ -27,7 +27,13 @@ def request_v2() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2}
+def request_v3() -> KStruct:
+    return KStruct('DeleteGroupsRequest', [
+        KField('groups_names', KArray('carray', CompactString), []),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3}
 REQUEST_FLEXIBLE_FROM = 2
 
 
@@ -37,6 +43,7 @@ def response_v0() -> KStruct:
         KField('results', KArray('array', KStruct('DeletableGroupResult', [
         KField('group_id', String, ''),
         KField('error_code', Int16, 0),
+        KField('error_message', None, None),
     ], False)), []),
     ], False)
 
@@ -47,6 +54,7 @@ def response_v1() -> KStruct:
         KField('results', KArray('array', KStruct('DeletableGroupResult', [
         KField('group_id', String, ''),
         KField('error_code', Int16, 0),
+        KField('error_message', None, None),
     ], False)), []),
     ], False)
 
@@ -57,9 +65,21 @@ def response_v2() -> KStruct:
         KField('results', KArray('carray', KStruct('DeletableGroupResult', [
         KField('group_id', CompactString, ''),
         KField('error_code', Int16, 0),
+        KField('error_message', None, None),
     ], True)), []),
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2}
+def response_v3() -> KStruct:
+    return KStruct('DeleteGroupsResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('results', KArray('carray', KStruct('DeletableGroupResult', [
+        KField('group_id', CompactString, ''),
+        KField('error_code', Int16, 0),
+        KField('error_message', CompactNullableString, None),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3}
 RESPONSE_FLEXIBLE_FROM = 2

@@ -5,16 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 20
 NAME = 'DeleteTopics'
-VALID_VERSIONS = (0, 6)
-LISTENERS = ['broker', 'controller', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('DeleteTopicsRequest', [
-        KField('topics', None, [], ignorable=False),
-        KField('topic_names', KArray('array', String), []),
-        KField('timeout_ms', Int32, 0),
-    ], False)
+VALID_VERSIONS = (1, 6)
+LISTENERS = ['broker', 'controller']
 
 
 def request_v1() -> KStruct:
@@ -68,20 +60,8 @@ def request_v6() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6}
+REQUEST = {1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6}
 REQUEST_FLEXIBLE_FROM = 4
-
-
-def response_v0() -> KStruct:
-    return KStruct('DeleteTopicsResponse', [
-        KField('throttle_time_ms', None, 0),
-        KField('responses', KArray('array', KStruct('DeletableTopicResult', [
-        KField('name', String, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('error_code', Int16, 0),
-        KField('error_message', None, None),
-    ], False)), []),
-    ], False)
 
 
 def response_v1() -> KStruct:
@@ -156,5 +136,5 @@ def response_v6() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6}
+RESPONSE = {1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6}
 RESPONSE_FLEXIBLE_FROM = 4

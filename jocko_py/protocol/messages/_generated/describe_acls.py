@@ -5,20 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 29
 NAME = 'DescribeAcls'
-VALID_VERSIONS = (0, 3)
-LISTENERS = ['broker', 'controller', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('DescribeAclsRequest', [
-        KField('resource_type_filter', Int8, 0),
-        KField('resource_name_filter', NullableString, ''),
-        KField('pattern_type_filter', None, 3, ignorable=False),
-        KField('principal_filter', NullableString, ''),
-        KField('host_filter', NullableString, ''),
-        KField('operation', Int8, 0),
-        KField('permission_type', Int8, 0),
-    ], False)
+VALID_VERSIONS = (1, 3)
+LISTENERS = ['broker', 'controller']
 
 
 def request_v1() -> KStruct:
@@ -57,27 +45,8 @@ def request_v3() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3}
+REQUEST = {1: request_v1, 2: request_v2, 3: request_v3}
 REQUEST_FLEXIBLE_FROM = 2
-
-
-def response_v0() -> KStruct:
-    return KStruct('DescribeAclsResponse', [
-        KField('throttle_time_ms', Int32, 0),
-        KField('error_code', Int16, 0),
-        KField('error_message', NullableString, ''),
-        KField('resources', KArray('array', KStruct('DescribeAclsResource', [
-        KField('resource_type', Int8, 0),
-        KField('resource_name', String, ''),
-        KField('pattern_type', None, 3, ignorable=False),
-        KField('acls', KArray('array', KStruct('AclDescription', [
-        KField('principal', String, ''),
-        KField('host', String, ''),
-        KField('operation', Int8, 0),
-        KField('permission_type', Int8, 0),
-    ], False)), []),
-    ], False)), []),
-    ], False)
 
 
 def response_v1() -> KStruct:
@@ -137,5 +106,5 @@ def response_v3() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3}
+RESPONSE = {1: response_v1, 2: response_v2, 3: response_v3}
 RESPONSE_FLEXIBLE_FROM = 2

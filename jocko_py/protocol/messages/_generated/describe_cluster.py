@@ -5,14 +5,15 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 60
 NAME = 'DescribeCluster'
-VALID_VERSIONS = (0, 1)
-LISTENERS = ['broker', 'controller', 'zkBroker']
+VALID_VERSIONS = (0, 2)
+LISTENERS = ['broker', 'controller']
 
 
 def request_v0() -> KStruct:
     return KStruct('DescribeClusterRequest', [
         KField('include_cluster_authorized_operations', Bool, False),
         KField('endpoint_type', None, 1, ignorable=False),
+        KField('include_fenced_brokers', None, False, ignorable=False),
     ], True)
 
 
@@ -20,10 +21,19 @@ def request_v1() -> KStruct:
     return KStruct('DescribeClusterRequest', [
         KField('include_cluster_authorized_operations', Bool, False),
         KField('endpoint_type', Int8, 1),
+        KField('include_fenced_brokers', None, False, ignorable=False),
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1}
+def request_v2() -> KStruct:
+    return KStruct('DescribeClusterRequest', [
+        KField('include_cluster_authorized_operations', Bool, False),
+        KField('endpoint_type', Int8, 1),
+        KField('include_fenced_brokers', Bool, False),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1, 2: request_v2}
 REQUEST_FLEXIBLE_FROM = 0
 
 
@@ -40,6 +50,7 @@ def response_v0() -> KStruct:
         KField('host', CompactString, ''),
         KField('port', Int32, 0),
         KField('rack', CompactNullableString, None),
+        KField('is_fenced', None, False, ignorable=False),
     ], True)), []),
         KField('cluster_authorized_operations', Int32, -2147483648),
     ], True)
@@ -58,10 +69,30 @@ def response_v1() -> KStruct:
         KField('host', CompactString, ''),
         KField('port', Int32, 0),
         KField('rack', CompactNullableString, None),
+        KField('is_fenced', None, False, ignorable=False),
     ], True)), []),
         KField('cluster_authorized_operations', Int32, -2147483648),
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1}
+def response_v2() -> KStruct:
+    return KStruct('DescribeClusterResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('error_message', CompactNullableString, None),
+        KField('endpoint_type', Int8, 1),
+        KField('cluster_id', CompactString, ''),
+        KField('controller_id', Int32, -1),
+        KField('brokers', KArray('carray', KStruct('DescribeClusterBroker', [
+        KField('broker_id', Int32, 0),
+        KField('host', CompactString, ''),
+        KField('port', Int32, 0),
+        KField('rack', CompactNullableString, None),
+        KField('is_fenced', Bool, False),
+    ], True)), []),
+        KField('cluster_authorized_operations', Int32, -2147483648),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2}
 RESPONSE_FLEXIBLE_FROM = 0

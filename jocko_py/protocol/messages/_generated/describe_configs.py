@@ -5,20 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 32
 NAME = 'DescribeConfigs'
-VALID_VERSIONS = (0, 4)
-LISTENERS = ['broker', 'controller', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('DescribeConfigsRequest', [
-        KField('resources', KArray('array', KStruct('DescribeConfigsResource', [
-        KField('resource_type', Int8, 0),
-        KField('resource_name', String, ''),
-        KField('configuration_keys', KArray('narray', String), []),
-    ], False)), []),
-        KField('include_synonyms', None, False, ignorable=False),
-        KField('include_documentation', None, False, ignorable=False),
-    ], False)
+VALID_VERSIONS = (1, 4)
+LISTENERS = ['broker', 'controller']
 
 
 def request_v1() -> KStruct:
@@ -69,31 +57,8 @@ def request_v4() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4}
+REQUEST = {1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4}
 REQUEST_FLEXIBLE_FROM = 4
-
-
-def response_v0() -> KStruct:
-    return KStruct('DescribeConfigsResponse', [
-        KField('throttle_time_ms', Int32, 0),
-        KField('results', KArray('array', KStruct('DescribeConfigsResult', [
-        KField('error_code', Int16, 0),
-        KField('error_message', NullableString, ''),
-        KField('resource_type', Int8, 0),
-        KField('resource_name', String, ''),
-        KField('configs', KArray('array', KStruct('DescribeConfigsResourceResult', [
-        KField('name', String, ''),
-        KField('value', NullableString, ''),
-        KField('read_only', Bool, False),
-        KField('is_default', Bool, False),
-        KField('config_source', None, -1),
-        KField('is_sensitive', Bool, False),
-        KField('synonyms', None, []),
-        KField('config_type', None, 0),
-        KField('documentation', None, ''),
-    ], False)), []),
-    ], False)), []),
-    ], False)
 
 
 def response_v1() -> KStruct:
@@ -108,7 +73,6 @@ def response_v1() -> KStruct:
         KField('name', String, ''),
         KField('value', NullableString, ''),
         KField('read_only', Bool, False),
-        KField('is_default', None, False, ignorable=False),
         KField('config_source', Int8, -1),
         KField('is_sensitive', Bool, False),
         KField('synonyms', KArray('array', KStruct('DescribeConfigsSynonym', [
@@ -135,7 +99,6 @@ def response_v2() -> KStruct:
         KField('name', String, ''),
         KField('value', NullableString, ''),
         KField('read_only', Bool, False),
-        KField('is_default', None, False, ignorable=False),
         KField('config_source', Int8, -1),
         KField('is_sensitive', Bool, False),
         KField('synonyms', KArray('array', KStruct('DescribeConfigsSynonym', [
@@ -162,7 +125,6 @@ def response_v3() -> KStruct:
         KField('name', String, ''),
         KField('value', NullableString, ''),
         KField('read_only', Bool, False),
-        KField('is_default', None, False, ignorable=False),
         KField('config_source', Int8, -1),
         KField('is_sensitive', Bool, False),
         KField('synonyms', KArray('array', KStruct('DescribeConfigsSynonym', [
@@ -189,7 +151,6 @@ def response_v4() -> KStruct:
         KField('name', CompactString, ''),
         KField('value', CompactNullableString, ''),
         KField('read_only', Bool, False),
-        KField('is_default', None, False, ignorable=False),
         KField('config_source', Int8, -1),
         KField('is_sensitive', Bool, False),
         KField('synonyms', KArray('carray', KStruct('DescribeConfigsSynonym', [
@@ -204,5 +165,5 @@ def response_v4() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4}
+RESPONSE = {1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4}
 RESPONSE_FLEXIBLE_FROM = 4

@@ -5,17 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 41
 NAME = 'DescribeDelegationToken'
-VALID_VERSIONS = (0, 3)
-LISTENERS = ['broker', 'controller', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('DescribeDelegationTokenRequest', [
-        KField('owners', KArray('narray', KStruct('DescribeDelegationTokenOwner', [
-        KField('principal_type', String, ''),
-        KField('principal_name', String, ''),
-    ], False)), []),
-    ], False)
+VALID_VERSIONS = (1, 3)
+LISTENERS = ['broker', 'controller']
 
 
 def request_v1() -> KStruct:
@@ -45,30 +36,8 @@ def request_v3() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3}
+REQUEST = {1: request_v1, 2: request_v2, 3: request_v3}
 REQUEST_FLEXIBLE_FROM = 2
-
-
-def response_v0() -> KStruct:
-    return KStruct('DescribeDelegationTokenResponse', [
-        KField('error_code', Int16, 0),
-        KField('tokens', KArray('array', KStruct('DescribedDelegationToken', [
-        KField('principal_type', String, ''),
-        KField('principal_name', String, ''),
-        KField('token_requester_principal_type', None, '', ignorable=False),
-        KField('token_requester_principal_name', None, '', ignorable=False),
-        KField('issue_timestamp', Int64, 0),
-        KField('expiry_timestamp', Int64, 0),
-        KField('max_timestamp', Int64, 0),
-        KField('token_id', String, ''),
-        KField('hmac', Bytes, b''),
-        KField('renewers', KArray('array', KStruct('DescribedDelegationTokenRenewer', [
-        KField('principal_type', String, ''),
-        KField('principal_name', String, ''),
-    ], False)), []),
-    ], False)), []),
-        KField('throttle_time_ms', Int32, 0),
-    ], False)
 
 
 def response_v1() -> KStruct:
@@ -137,5 +106,5 @@ def response_v3() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3}
+RESPONSE = {1: response_v1, 2: response_v2, 3: response_v3}
 RESPONSE_FLEXIBLE_FROM = 2

@@ -5,8 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 15
 NAME = 'DescribeGroups'
-VALID_VERSIONS = (0, 5)
-LISTENERS = ['broker', 'zkBroker']
+VALID_VERSIONS = (0, 6)
+LISTENERS = ['broker']
 
 
 def request_v0() -> KStruct:
@@ -51,7 +51,14 @@ def request_v5() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5}
+def request_v6() -> KStruct:
+    return KStruct('DescribeGroupsRequest', [
+        KField('groups', KArray('carray', CompactString), []),
+        KField('include_authorized_operations', Bool, False),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6}
 REQUEST_FLEXIBLE_FROM = 5
 
 
@@ -60,6 +67,7 @@ def response_v0() -> KStruct:
         KField('throttle_time_ms', None, 0),
         KField('groups', KArray('array', KStruct('DescribedGroup', [
         KField('error_code', Int16, 0),
+        KField('error_message', None, None, ignorable=False),
         KField('group_id', String, ''),
         KField('group_state', String, ''),
         KField('protocol_type', String, ''),
@@ -82,6 +90,7 @@ def response_v1() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('groups', KArray('array', KStruct('DescribedGroup', [
         KField('error_code', Int16, 0),
+        KField('error_message', None, None, ignorable=False),
         KField('group_id', String, ''),
         KField('group_state', String, ''),
         KField('protocol_type', String, ''),
@@ -104,6 +113,7 @@ def response_v2() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('groups', KArray('array', KStruct('DescribedGroup', [
         KField('error_code', Int16, 0),
+        KField('error_message', None, None, ignorable=False),
         KField('group_id', String, ''),
         KField('group_state', String, ''),
         KField('protocol_type', String, ''),
@@ -126,6 +136,7 @@ def response_v3() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('groups', KArray('array', KStruct('DescribedGroup', [
         KField('error_code', Int16, 0),
+        KField('error_message', None, None, ignorable=False),
         KField('group_id', String, ''),
         KField('group_state', String, ''),
         KField('protocol_type', String, ''),
@@ -148,6 +159,7 @@ def response_v4() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('groups', KArray('array', KStruct('DescribedGroup', [
         KField('error_code', Int16, 0),
+        KField('error_message', None, None, ignorable=False),
         KField('group_id', String, ''),
         KField('group_state', String, ''),
         KField('protocol_type', String, ''),
@@ -170,6 +182,7 @@ def response_v5() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('groups', KArray('carray', KStruct('DescribedGroup', [
         KField('error_code', Int16, 0),
+        KField('error_message', None, None, ignorable=False),
         KField('group_id', CompactString, ''),
         KField('group_state', CompactString, ''),
         KField('protocol_type', CompactString, ''),
@@ -187,5 +200,28 @@ def response_v5() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5}
+def response_v6() -> KStruct:
+    return KStruct('DescribeGroupsResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('groups', KArray('carray', KStruct('DescribedGroup', [
+        KField('error_code', Int16, 0),
+        KField('error_message', CompactNullableString, None),
+        KField('group_id', CompactString, ''),
+        KField('group_state', CompactString, ''),
+        KField('protocol_type', CompactString, ''),
+        KField('protocol_data', CompactString, ''),
+        KField('members', KArray('carray', KStruct('DescribedGroupMember', [
+        KField('member_id', CompactString, ''),
+        KField('group_instance_id', CompactNullableString, None),
+        KField('client_id', CompactString, ''),
+        KField('client_host', CompactString, ''),
+        KField('member_metadata', CompactBytes, b''),
+        KField('member_assignment', CompactBytes, b''),
+    ], True)), []),
+        KField('authorized_operations', Int32, -2147483648),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6}
 RESPONSE_FLEXIBLE_FROM = 5

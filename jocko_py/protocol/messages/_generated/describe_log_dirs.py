@@ -5,17 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 35
 NAME = 'DescribeLogDirs'
-VALID_VERSIONS = (0, 4)
-LISTENERS = ['broker', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('DescribeLogDirsRequest', [
-        KField('topics', KArray('narray', KStruct('DescribableLogDirTopic', [
-        KField('topic', String, ''),
-        KField('partitions', KArray('array', Int32), []),
-    ], False)), []),
-    ], False)
+VALID_VERSIONS = (1, 5)
+LISTENERS = ['broker']
 
 
 def request_v1() -> KStruct:
@@ -54,30 +45,17 @@ def request_v4() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4}
+def request_v5() -> KStruct:
+    return KStruct('DescribeLogDirsRequest', [
+        KField('topics', KArray('cnarray', KStruct('DescribableLogDirTopic', [
+        KField('topic', CompactString, ''),
+        KField('partitions', KArray('carray', Int32), []),
+    ], True)), []),
+    ], True)
+
+
+REQUEST = {1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5}
 REQUEST_FLEXIBLE_FROM = 2
-
-
-def response_v0() -> KStruct:
-    return KStruct('DescribeLogDirsResponse', [
-        KField('throttle_time_ms', Int32, 0),
-        KField('error_code', None, 0),
-        KField('results', KArray('array', KStruct('DescribeLogDirsResult', [
-        KField('error_code', Int16, 0),
-        KField('log_dir', String, ''),
-        KField('topics', KArray('array', KStruct('DescribeLogDirsTopic', [
-        KField('name', String, ''),
-        KField('partitions', KArray('array', KStruct('DescribeLogDirsPartition', [
-        KField('partition_index', Int32, 0),
-        KField('partition_size', Int64, 0),
-        KField('offset_lag', Int64, 0),
-        KField('is_future_key', Bool, False),
-    ], False)), []),
-    ], False)), []),
-        KField('total_bytes', None, -1),
-        KField('usable_bytes', None, -1),
-    ], False)), []),
-    ], False)
 
 
 def response_v1() -> KStruct:
@@ -98,6 +76,7 @@ def response_v1() -> KStruct:
     ], False)), []),
         KField('total_bytes', None, -1),
         KField('usable_bytes', None, -1),
+        KField('is_cordoned', None, False),
     ], False)), []),
     ], False)
 
@@ -120,6 +99,7 @@ def response_v2() -> KStruct:
     ], True)), []),
         KField('total_bytes', None, -1),
         KField('usable_bytes', None, -1),
+        KField('is_cordoned', None, False),
     ], True)), []),
     ], True)
 
@@ -142,6 +122,7 @@ def response_v3() -> KStruct:
     ], True)), []),
         KField('total_bytes', None, -1),
         KField('usable_bytes', None, -1),
+        KField('is_cordoned', None, False),
     ], True)), []),
     ], True)
 
@@ -164,9 +145,33 @@ def response_v4() -> KStruct:
     ], True)), []),
         KField('total_bytes', Int64, -1),
         KField('usable_bytes', Int64, -1),
+        KField('is_cordoned', None, False),
     ], True)), []),
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4}
+def response_v5() -> KStruct:
+    return KStruct('DescribeLogDirsResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('results', KArray('carray', KStruct('DescribeLogDirsResult', [
+        KField('error_code', Int16, 0),
+        KField('log_dir', CompactString, ''),
+        KField('topics', KArray('carray', KStruct('DescribeLogDirsTopic', [
+        KField('name', CompactString, ''),
+        KField('partitions', KArray('carray', KStruct('DescribeLogDirsPartition', [
+        KField('partition_index', Int32, 0),
+        KField('partition_size', Int64, 0),
+        KField('offset_lag', Int64, 0),
+        KField('is_future_key', Bool, False),
+    ], True)), []),
+    ], True)), []),
+        KField('total_bytes', Int64, -1),
+        KField('usable_bytes', Int64, -1),
+        KField('is_cordoned', Bool, False),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5}
 RESPONSE_FLEXIBLE_FROM = 2

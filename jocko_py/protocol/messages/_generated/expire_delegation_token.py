@@ -5,15 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 40
 NAME = 'ExpireDelegationToken'
-VALID_VERSIONS = (0, 2)
-LISTENERS = ['broker', 'controller', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('ExpireDelegationTokenRequest', [
-        KField('hmac', Bytes, b''),
-        KField('expiry_time_period_ms', Int64, 0),
-    ], False)
+VALID_VERSIONS = (1, 2)
+LISTENERS = ['broker', 'controller']
 
 
 def request_v1() -> KStruct:
@@ -30,16 +23,8 @@ def request_v2() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2}
+REQUEST = {1: request_v1, 2: request_v2}
 REQUEST_FLEXIBLE_FROM = 2
-
-
-def response_v0() -> KStruct:
-    return KStruct('ExpireDelegationTokenResponse', [
-        KField('error_code', Int16, 0),
-        KField('expiry_timestamp_ms', Int64, 0),
-        KField('throttle_time_ms', Int32, 0),
-    ], False)
 
 
 def response_v1() -> KStruct:
@@ -58,5 +43,5 @@ def response_v2() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2}
+RESPONSE = {1: response_v1, 2: response_v2}
 RESPONSE_FLEXIBLE_FROM = 2

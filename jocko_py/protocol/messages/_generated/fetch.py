@@ -5,124 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 1
 NAME = 'Fetch'
-VALID_VERSIONS = (0, 17)
-LISTENERS = ['broker', 'controller', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('FetchRequest', [
-        KField('cluster_id', None, None),
-        KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
-        KField('max_wait_ms', Int32, 0),
-        KField('min_bytes', Int32, 0),
-        KField('max_bytes', None, 2147483647),
-        KField('isolation_level', None, 0),
-        KField('session_id', None, 0),
-        KField('session_epoch', None, -1),
-        KField('topics', KArray('array', KStruct('FetchTopic', [
-        KField('topic', String, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('partitions', KArray('array', KStruct('FetchPartition', [
-        KField('partition', Int32, 0),
-        KField('current_leader_epoch', None, -1),
-        KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1, ignorable=False),
-        KField('log_start_offset', None, -1),
-        KField('partition_max_bytes', Int32, 0),
-        KField('replica_directory_id', None, ZERO_UUID),
-    ], False)), []),
-    ], False)), []),
-        KField('forgotten_topics_data', None, [], ignorable=False),
-        KField('rack_id', None, ''),
-    ], False)
-
-
-def request_v1() -> KStruct:
-    return KStruct('FetchRequest', [
-        KField('cluster_id', None, None),
-        KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
-        KField('max_wait_ms', Int32, 0),
-        KField('min_bytes', Int32, 0),
-        KField('max_bytes', None, 2147483647),
-        KField('isolation_level', None, 0),
-        KField('session_id', None, 0),
-        KField('session_epoch', None, -1),
-        KField('topics', KArray('array', KStruct('FetchTopic', [
-        KField('topic', String, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('partitions', KArray('array', KStruct('FetchPartition', [
-        KField('partition', Int32, 0),
-        KField('current_leader_epoch', None, -1),
-        KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1, ignorable=False),
-        KField('log_start_offset', None, -1),
-        KField('partition_max_bytes', Int32, 0),
-        KField('replica_directory_id', None, ZERO_UUID),
-    ], False)), []),
-    ], False)), []),
-        KField('forgotten_topics_data', None, [], ignorable=False),
-        KField('rack_id', None, ''),
-    ], False)
-
-
-def request_v2() -> KStruct:
-    return KStruct('FetchRequest', [
-        KField('cluster_id', None, None),
-        KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
-        KField('max_wait_ms', Int32, 0),
-        KField('min_bytes', Int32, 0),
-        KField('max_bytes', None, 2147483647),
-        KField('isolation_level', None, 0),
-        KField('session_id', None, 0),
-        KField('session_epoch', None, -1),
-        KField('topics', KArray('array', KStruct('FetchTopic', [
-        KField('topic', String, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('partitions', KArray('array', KStruct('FetchPartition', [
-        KField('partition', Int32, 0),
-        KField('current_leader_epoch', None, -1),
-        KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1, ignorable=False),
-        KField('log_start_offset', None, -1),
-        KField('partition_max_bytes', Int32, 0),
-        KField('replica_directory_id', None, ZERO_UUID),
-    ], False)), []),
-    ], False)), []),
-        KField('forgotten_topics_data', None, [], ignorable=False),
-        KField('rack_id', None, ''),
-    ], False)
-
-
-def request_v3() -> KStruct:
-    return KStruct('FetchRequest', [
-        KField('cluster_id', None, None),
-        KField('replica_id', Int32, -1),
-        KField('replica_state', None, {'replica_id': -1, 'replica_epoch': -1}, ignorable=False),
-        KField('max_wait_ms', Int32, 0),
-        KField('min_bytes', Int32, 0),
-        KField('max_bytes', Int32, 2147483647),
-        KField('isolation_level', None, 0),
-        KField('session_id', None, 0),
-        KField('session_epoch', None, -1),
-        KField('topics', KArray('array', KStruct('FetchTopic', [
-        KField('topic', String, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('partitions', KArray('array', KStruct('FetchPartition', [
-        KField('partition', Int32, 0),
-        KField('current_leader_epoch', None, -1),
-        KField('fetch_offset', Int64, 0),
-        KField('last_fetched_epoch', None, -1, ignorable=False),
-        KField('log_start_offset', None, -1),
-        KField('partition_max_bytes', Int32, 0),
-        KField('replica_directory_id', None, ZERO_UUID),
-    ], False)), []),
-    ], False)), []),
-        KField('forgotten_topics_data', None, [], ignorable=False),
-        KField('rack_id', None, ''),
-    ], False)
+VALID_VERSIONS = (4, 18)
+LISTENERS = ['broker', 'controller']
 
 
 def request_v4() -> KStruct:
@@ -147,6 +31,7 @@ def request_v4() -> KStruct:
         KField('log_start_offset', None, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
+        KField('high_watermark', None, 9223372036854775807),
     ], False)), []),
     ], False)), []),
         KField('forgotten_topics_data', None, [], ignorable=False),
@@ -176,6 +61,7 @@ def request_v5() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
+        KField('high_watermark', None, 9223372036854775807),
     ], False)), []),
     ], False)), []),
         KField('forgotten_topics_data', None, [], ignorable=False),
@@ -205,6 +91,7 @@ def request_v6() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
+        KField('high_watermark', None, 9223372036854775807),
     ], False)), []),
     ], False)), []),
         KField('forgotten_topics_data', None, [], ignorable=False),
@@ -234,6 +121,7 @@ def request_v7() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
+        KField('high_watermark', None, 9223372036854775807),
     ], False)), []),
     ], False)), []),
         KField('forgotten_topics_data', KArray('array', KStruct('ForgottenTopic', [
@@ -267,6 +155,7 @@ def request_v8() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
+        KField('high_watermark', None, 9223372036854775807),
     ], False)), []),
     ], False)), []),
         KField('forgotten_topics_data', KArray('array', KStruct('ForgottenTopic', [
@@ -300,6 +189,7 @@ def request_v9() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
+        KField('high_watermark', None, 9223372036854775807),
     ], False)), []),
     ], False)), []),
         KField('forgotten_topics_data', KArray('array', KStruct('ForgottenTopic', [
@@ -333,6 +223,7 @@ def request_v10() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
+        KField('high_watermark', None, 9223372036854775807),
     ], False)), []),
     ], False)), []),
         KField('forgotten_topics_data', KArray('array', KStruct('ForgottenTopic', [
@@ -366,6 +257,7 @@ def request_v11() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
+        KField('high_watermark', None, 9223372036854775807),
     ], False)), []),
     ], False)), []),
         KField('forgotten_topics_data', KArray('array', KStruct('ForgottenTopic', [
@@ -399,6 +291,7 @@ def request_v12() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
+        KField('high_watermark', None, 9223372036854775807),
     ], True)), []),
     ], True)), []),
         KField('forgotten_topics_data', KArray('carray', KStruct('ForgottenTopic', [
@@ -432,6 +325,7 @@ def request_v13() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
+        KField('high_watermark', None, 9223372036854775807),
     ], True)), []),
     ], True)), []),
         KField('forgotten_topics_data', KArray('carray', KStruct('ForgottenTopic', [
@@ -465,6 +359,7 @@ def request_v14() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
+        KField('high_watermark', None, 9223372036854775807),
     ], True)), []),
     ], True)), []),
         KField('forgotten_topics_data', KArray('carray', KStruct('ForgottenTopic', [
@@ -501,6 +396,7 @@ def request_v15() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
+        KField('high_watermark', None, 9223372036854775807),
     ], True)), []),
     ], True)), []),
         KField('forgotten_topics_data', KArray('carray', KStruct('ForgottenTopic', [
@@ -537,6 +433,7 @@ def request_v16() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', None, ZERO_UUID),
+        KField('high_watermark', None, 9223372036854775807),
     ], True)), []),
     ], True)), []),
         KField('forgotten_topics_data', KArray('carray', KStruct('ForgottenTopic', [
@@ -573,6 +470,7 @@ def request_v17() -> KStruct:
         KField('log_start_offset', Int64, -1),
         KField('partition_max_bytes', Int32, 0),
         KField('replica_directory_id', Uuid, ZERO_UUID, tag=0),
+        KField('high_watermark', None, 9223372036854775807),
     ], True)), []),
     ], True)), []),
         KField('forgotten_topics_data', KArray('carray', KStruct('ForgottenTopic', [
@@ -584,112 +482,45 @@ def request_v17() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7, 8: request_v8, 9: request_v9, 10: request_v10, 11: request_v11, 12: request_v12, 13: request_v13, 14: request_v14, 15: request_v15, 16: request_v16, 17: request_v17}
+def request_v18() -> KStruct:
+    return KStruct('FetchRequest', [
+        KField('cluster_id', CompactNullableString, None, tag=0),
+        KField('replica_id', None, -1, ignorable=False),
+        KField('replica_state', KStruct('ReplicaState', [
+        KField('replica_id', Int32, -1),
+        KField('replica_epoch', Int64, -1),
+    ], True), {'replica_id': -1, 'replica_epoch': -1}, tag=1),
+        KField('max_wait_ms', Int32, 0),
+        KField('min_bytes', Int32, 0),
+        KField('max_bytes', Int32, 2147483647),
+        KField('isolation_level', Int8, 0),
+        KField('session_id', Int32, 0),
+        KField('session_epoch', Int32, -1),
+        KField('topics', KArray('carray', KStruct('FetchTopic', [
+        KField('topic', None, ''),
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('FetchPartition', [
+        KField('partition', Int32, 0),
+        KField('current_leader_epoch', Int32, -1),
+        KField('fetch_offset', Int64, 0),
+        KField('last_fetched_epoch', Int32, -1),
+        KField('log_start_offset', Int64, -1),
+        KField('partition_max_bytes', Int32, 0),
+        KField('replica_directory_id', Uuid, ZERO_UUID, tag=0),
+        KField('high_watermark', Int64, 9223372036854775807, tag=1),
+    ], True)), []),
+    ], True)), []),
+        KField('forgotten_topics_data', KArray('carray', KStruct('ForgottenTopic', [
+        KField('topic', None, ''),
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', Int32), []),
+    ], True)), []),
+        KField('rack_id', CompactString, ''),
+    ], True)
+
+
+REQUEST = {4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7, 8: request_v8, 9: request_v9, 10: request_v10, 11: request_v11, 12: request_v12, 13: request_v13, 14: request_v14, 15: request_v15, 16: request_v16, 17: request_v17, 18: request_v18}
 REQUEST_FLEXIBLE_FROM = 12
-
-
-def response_v0() -> KStruct:
-    return KStruct('FetchResponse', [
-        KField('throttle_time_ms', None, 0),
-        KField('error_code', None, 0),
-        KField('session_id', None, 0, ignorable=False),
-        KField('responses', KArray('array', KStruct('FetchableTopicResponse', [
-        KField('topic', String, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('partitions', KArray('array', KStruct('PartitionData', [
-        KField('partition_index', Int32, 0),
-        KField('error_code', Int16, 0),
-        KField('high_watermark', Int64, 0),
-        KField('last_stable_offset', None, -1),
-        KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
-        KField('aborted_transactions', None, []),
-        KField('preferred_read_replica', None, -1, ignorable=False),
-        KField('records', Records, None),
-    ], False)), []),
-    ], False)), []),
-        KField('node_endpoints', None, [], ignorable=False),
-    ], False)
-
-
-def response_v1() -> KStruct:
-    return KStruct('FetchResponse', [
-        KField('throttle_time_ms', Int32, 0),
-        KField('error_code', None, 0),
-        KField('session_id', None, 0, ignorable=False),
-        KField('responses', KArray('array', KStruct('FetchableTopicResponse', [
-        KField('topic', String, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('partitions', KArray('array', KStruct('PartitionData', [
-        KField('partition_index', Int32, 0),
-        KField('error_code', Int16, 0),
-        KField('high_watermark', Int64, 0),
-        KField('last_stable_offset', None, -1),
-        KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
-        KField('aborted_transactions', None, []),
-        KField('preferred_read_replica', None, -1, ignorable=False),
-        KField('records', Records, None),
-    ], False)), []),
-    ], False)), []),
-        KField('node_endpoints', None, [], ignorable=False),
-    ], False)
-
-
-def response_v2() -> KStruct:
-    return KStruct('FetchResponse', [
-        KField('throttle_time_ms', Int32, 0),
-        KField('error_code', None, 0),
-        KField('session_id', None, 0, ignorable=False),
-        KField('responses', KArray('array', KStruct('FetchableTopicResponse', [
-        KField('topic', String, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('partitions', KArray('array', KStruct('PartitionData', [
-        KField('partition_index', Int32, 0),
-        KField('error_code', Int16, 0),
-        KField('high_watermark', Int64, 0),
-        KField('last_stable_offset', None, -1),
-        KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
-        KField('aborted_transactions', None, []),
-        KField('preferred_read_replica', None, -1, ignorable=False),
-        KField('records', Records, None),
-    ], False)), []),
-    ], False)), []),
-        KField('node_endpoints', None, [], ignorable=False),
-    ], False)
-
-
-def response_v3() -> KStruct:
-    return KStruct('FetchResponse', [
-        KField('throttle_time_ms', Int32, 0),
-        KField('error_code', None, 0),
-        KField('session_id', None, 0, ignorable=False),
-        KField('responses', KArray('array', KStruct('FetchableTopicResponse', [
-        KField('topic', String, ''),
-        KField('topic_id', None, ZERO_UUID),
-        KField('partitions', KArray('array', KStruct('PartitionData', [
-        KField('partition_index', Int32, 0),
-        KField('error_code', Int16, 0),
-        KField('high_watermark', Int64, 0),
-        KField('last_stable_offset', None, -1),
-        KField('log_start_offset', None, -1),
-        KField('diverging_epoch', None, {'epoch': -1, 'end_offset': -1}, ignorable=False),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
-        KField('snapshot_id', None, {'end_offset': -1, 'epoch': -1}, ignorable=False),
-        KField('aborted_transactions', None, []),
-        KField('preferred_read_replica', None, -1, ignorable=False),
-        KField('records', Records, None),
-    ], False)), []),
-    ], False)), []),
-        KField('node_endpoints', None, [], ignorable=False),
-    ], False)
 
 
 def response_v4() -> KStruct:
@@ -1162,5 +993,48 @@ def response_v17() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7, 8: response_v8, 9: response_v9, 10: response_v10, 11: response_v11, 12: response_v12, 13: response_v13, 14: response_v14, 15: response_v15, 16: response_v16, 17: response_v17}
+def response_v18() -> KStruct:
+    return KStruct('FetchResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('session_id', Int32, 0),
+        KField('responses', KArray('carray', KStruct('FetchableTopicResponse', [
+        KField('topic', None, ''),
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('PartitionData', [
+        KField('partition_index', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('high_watermark', Int64, 0),
+        KField('last_stable_offset', Int64, -1),
+        KField('log_start_offset', Int64, -1),
+        KField('diverging_epoch', KStruct('EpochEndOffset', [
+        KField('epoch', Int32, -1),
+        KField('end_offset', Int64, -1),
+    ], True), {'epoch': -1, 'end_offset': -1}, tag=0),
+        KField('current_leader', KStruct('LeaderIdAndEpoch', [
+        KField('leader_id', Int32, -1),
+        KField('leader_epoch', Int32, -1),
+    ], True), {'leader_id': -1, 'leader_epoch': -1}, tag=1),
+        KField('snapshot_id', KStruct('SnapshotId', [
+        KField('end_offset', Int64, -1),
+        KField('epoch', Int32, -1),
+    ], True), {'end_offset': -1, 'epoch': -1}, tag=2),
+        KField('aborted_transactions', KArray('cnarray', KStruct('AbortedTransaction', [
+        KField('producer_id', Int64, 0),
+        KField('first_offset', Int64, 0),
+    ], True)), []),
+        KField('preferred_read_replica', Int32, -1),
+        KField('records', CompactRecords, None),
+    ], True)), []),
+    ], True)), []),
+        KField('node_endpoints', KArray('carray', KStruct('NodeEndpoint', [
+        KField('node_id', Int32, 0),
+        KField('host', CompactString, ''),
+        KField('port', Int32, 0),
+        KField('rack', CompactNullableString, None),
+    ], True)), [], tag=0),
+    ], True)
+
+
+RESPONSE = {4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7, 8: response_v8, 9: response_v9, 10: response_v10, 11: response_v11, 12: response_v12, 13: response_v13, 14: response_v14, 15: response_v15, 16: response_v16, 17: response_v17, 18: response_v18}
 RESPONSE_FLEXIBLE_FROM = 12

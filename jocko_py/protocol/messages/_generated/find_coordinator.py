@@ -6,7 +6,7 @@ from jocko_py.protocol.wire import ZERO_UUID
 API_KEY = 10
 NAME = 'FindCoordinator'
 VALID_VERSIONS = (0, 6)
-LISTENERS = ['broker', 'zkBroker']
+LISTENERS = ['broker']
 
 
 def request_v0() -> KStruct:

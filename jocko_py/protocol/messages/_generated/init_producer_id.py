@@ -5,8 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 22
 NAME = 'InitProducerId'
-VALID_VERSIONS = (0, 5)
-LISTENERS = ['broker', 'zkBroker']
+VALID_VERSIONS = (0, 6)
+LISTENERS = ['broker']
 
 
 def request_v0() -> KStruct:
@@ -15,6 +15,8 @@ def request_v0() -> KStruct:
         KField('transaction_timeout_ms', Int32, 0),
         KField('producer_id', None, -1, ignorable=False),
         KField('producer_epoch', None, -1, ignorable=False),
+        KField('enable2_pc', None, False, ignorable=False),
+        KField('keep_prepared_txn', None, False, ignorable=False),
     ], False)
 
 
@@ -24,6 +26,8 @@ def request_v1() -> KStruct:
         KField('transaction_timeout_ms', Int32, 0),
         KField('producer_id', None, -1, ignorable=False),
         KField('producer_epoch', None, -1, ignorable=False),
+        KField('enable2_pc', None, False, ignorable=False),
+        KField('keep_prepared_txn', None, False, ignorable=False),
     ], False)
 
 
@@ -33,6 +37,8 @@ def request_v2() -> KStruct:
         KField('transaction_timeout_ms', Int32, 0),
         KField('producer_id', None, -1, ignorable=False),
         KField('producer_epoch', None, -1, ignorable=False),
+        KField('enable2_pc', None, False, ignorable=False),
+        KField('keep_prepared_txn', None, False, ignorable=False),
     ], True)
 
 
@@ -42,6 +48,8 @@ def request_v3() -> KStruct:
         KField('transaction_timeout_ms', Int32, 0),
         KField('producer_id', Int64, -1),
         KField('producer_epoch', Int16, -1),
+        KField('enable2_pc', None, False, ignorable=False),
+        KField('keep_prepared_txn', None, False, ignorable=False),
     ], True)
 
 
@@ -51,6 +59,8 @@ def request_v4() -> KStruct:
         KField('transaction_timeout_ms', Int32, 0),
         KField('producer_id', Int64, -1),
         KField('producer_epoch', Int16, -1),
+        KField('enable2_pc', None, False, ignorable=False),
+        KField('keep_prepared_txn', None, False, ignorable=False),
     ], True)
 
 
@@ -60,10 +70,23 @@ def request_v5() -> KStruct:
         KField('transaction_timeout_ms', Int32, 0),
         KField('producer_id', Int64, -1),
         KField('producer_epoch', Int16, -1),
+        KField('enable2_pc', None, False, ignorable=False),
+        KField('keep_prepared_txn', None, False, ignorable=False),
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5}
+def request_v6() -> KStruct:
+    return KStruct('InitProducerIdRequest', [
+        KField('transactional_id', CompactNullableString, ''),
+        KField('transaction_timeout_ms', Int32, 0),
+        KField('producer_id', Int64, -1),
+        KField('producer_epoch', Int16, -1),
+        KField('enable2_pc', Bool, False),
+        KField('keep_prepared_txn', Bool, False),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6}
 REQUEST_FLEXIBLE_FROM = 2
 
 
@@ -73,6 +96,8 @@ def response_v0() -> KStruct:
         KField('error_code', Int16, 0),
         KField('producer_id', Int64, -1),
         KField('producer_epoch', Int16, 0),
+        KField('ongoing_txn_producer_id', None, -1, ignorable=False),
+        KField('ongoing_txn_producer_epoch', None, -1, ignorable=False),
     ], False)
 
 
@@ -82,6 +107,8 @@ def response_v1() -> KStruct:
         KField('error_code', Int16, 0),
         KField('producer_id', Int64, -1),
         KField('producer_epoch', Int16, 0),
+        KField('ongoing_txn_producer_id', None, -1, ignorable=False),
+        KField('ongoing_txn_producer_epoch', None, -1, ignorable=False),
     ], False)
 
 
@@ -91,6 +118,8 @@ def response_v2() -> KStruct:
         KField('error_code', Int16, 0),
         KField('producer_id', Int64, -1),
         KField('producer_epoch', Int16, 0),
+        KField('ongoing_txn_producer_id', None, -1, ignorable=False),
+        KField('ongoing_txn_producer_epoch', None, -1, ignorable=False),
     ], True)
 
 
@@ -100,6 +129,8 @@ def response_v3() -> KStruct:
         KField('error_code', Int16, 0),
         KField('producer_id', Int64, -1),
         KField('producer_epoch', Int16, 0),
+        KField('ongoing_txn_producer_id', None, -1, ignorable=False),
+        KField('ongoing_txn_producer_epoch', None, -1, ignorable=False),
     ], True)
 
 
@@ -109,6 +140,8 @@ def response_v4() -> KStruct:
         KField('error_code', Int16, 0),
         KField('producer_id', Int64, -1),
         KField('producer_epoch', Int16, 0),
+        KField('ongoing_txn_producer_id', None, -1, ignorable=False),
+        KField('ongoing_txn_producer_epoch', None, -1, ignorable=False),
     ], True)
 
 
@@ -118,8 +151,21 @@ def response_v5() -> KStruct:
         KField('error_code', Int16, 0),
         KField('producer_id', Int64, -1),
         KField('producer_epoch', Int16, 0),
+        KField('ongoing_txn_producer_id', None, -1, ignorable=False),
+        KField('ongoing_txn_producer_epoch', None, -1, ignorable=False),
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5}
+def response_v6() -> KStruct:
+    return KStruct('InitProducerIdResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('producer_id', Int64, -1),
+        KField('producer_epoch', Int16, 0),
+        KField('ongoing_txn_producer_id', Int64, -1),
+        KField('ongoing_txn_producer_epoch', Int16, -1),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6}
 RESPONSE_FLEXIBLE_FROM = 2

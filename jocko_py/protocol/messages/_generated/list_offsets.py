@@ -5,25 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 2
 NAME = 'ListOffsets'
-VALID_VERSIONS = (0, 10)
-LISTENERS = ['broker', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('ListOffsetsRequest', [
-        KField('replica_id', Int32, 0),
-        KField('isolation_level', None, 0, ignorable=False),
-        KField('topics', KArray('array', KStruct('ListOffsetsTopic', [
-        KField('name', String, ''),
-        KField('partitions', KArray('array', KStruct('ListOffsetsPartition', [
-        KField('partition_index', Int32, 0),
-        KField('current_leader_epoch', None, -1),
-        KField('timestamp', Int64, 0),
-        KField('max_num_offsets', Int32, 1),
-    ], False)), []),
-    ], False)), []),
-        KField('timeout_ms', None, 0),
-    ], False)
+VALID_VERSIONS = (1, 11)
+LISTENERS = ['broker']
 
 
 def request_v1() -> KStruct:
@@ -36,7 +19,6 @@ def request_v1() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('timeout_ms', None, 0),
@@ -53,7 +35,6 @@ def request_v2() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('timeout_ms', None, 0),
@@ -70,7 +51,6 @@ def request_v3() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', None, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('timeout_ms', None, 0),
@@ -87,7 +67,6 @@ def request_v4() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('timeout_ms', None, 0),
@@ -104,7 +83,6 @@ def request_v5() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1, ignorable=False),
     ], False)), []),
     ], False)), []),
         KField('timeout_ms', None, 0),
@@ -121,7 +99,6 @@ def request_v6() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1, ignorable=False),
     ], True)), []),
     ], True)), []),
         KField('timeout_ms', None, 0),
@@ -138,7 +115,6 @@ def request_v7() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1, ignorable=False),
     ], True)), []),
     ], True)), []),
         KField('timeout_ms', None, 0),
@@ -155,7 +131,6 @@ def request_v8() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1, ignorable=False),
     ], True)), []),
     ], True)), []),
         KField('timeout_ms', None, 0),
@@ -172,7 +147,6 @@ def request_v9() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1, ignorable=False),
     ], True)), []),
     ], True)), []),
         KField('timeout_ms', None, 0),
@@ -189,32 +163,30 @@ def request_v10() -> KStruct:
         KField('partition_index', Int32, 0),
         KField('current_leader_epoch', Int32, -1),
         KField('timestamp', Int64, 0),
-        KField('max_num_offsets', None, 1, ignorable=False),
     ], True)), []),
     ], True)), []),
         KField('timeout_ms', Int32, 0),
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7, 8: request_v8, 9: request_v9, 10: request_v10}
-REQUEST_FLEXIBLE_FROM = 6
-
-
-def response_v0() -> KStruct:
-    return KStruct('ListOffsetsResponse', [
-        KField('throttle_time_ms', None, 0),
-        KField('topics', KArray('array', KStruct('ListOffsetsTopicResponse', [
-        KField('name', String, ''),
-        KField('partitions', KArray('array', KStruct('ListOffsetsPartitionResponse', [
+def request_v11() -> KStruct:
+    return KStruct('ListOffsetsRequest', [
+        KField('replica_id', Int32, 0),
+        KField('isolation_level', Int8, 0),
+        KField('topics', KArray('carray', KStruct('ListOffsetsTopic', [
+        KField('name', CompactString, ''),
+        KField('partitions', KArray('carray', KStruct('ListOffsetsPartition', [
         KField('partition_index', Int32, 0),
-        KField('error_code', Int16, 0),
-        KField('old_style_offsets', KArray('array', Int64), []),
-        KField('timestamp', None, -1, ignorable=False),
-        KField('offset', None, -1, ignorable=False),
-        KField('leader_epoch', None, -1, ignorable=False),
-    ], False)), []),
-    ], False)), []),
-    ], False)
+        KField('current_leader_epoch', Int32, -1),
+        KField('timestamp', Int64, 0),
+    ], True)), []),
+    ], True)), []),
+        KField('timeout_ms', Int32, 0),
+    ], True)
+
+
+REQUEST = {1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7, 8: request_v8, 9: request_v9, 10: request_v10, 11: request_v11}
+REQUEST_FLEXIBLE_FROM = 6
 
 
 def response_v1() -> KStruct:
@@ -225,7 +197,6 @@ def response_v1() -> KStruct:
         KField('partitions', KArray('array', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', None, -1, ignorable=False),
@@ -242,7 +213,6 @@ def response_v2() -> KStruct:
         KField('partitions', KArray('array', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', None, -1, ignorable=False),
@@ -259,7 +229,6 @@ def response_v3() -> KStruct:
         KField('partitions', KArray('array', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', None, -1, ignorable=False),
@@ -276,7 +245,6 @@ def response_v4() -> KStruct:
         KField('partitions', KArray('array', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),
@@ -293,7 +261,6 @@ def response_v5() -> KStruct:
         KField('partitions', KArray('array', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),
@@ -310,7 +277,6 @@ def response_v6() -> KStruct:
         KField('partitions', KArray('carray', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),
@@ -327,7 +293,6 @@ def response_v7() -> KStruct:
         KField('partitions', KArray('carray', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),
@@ -344,7 +309,6 @@ def response_v8() -> KStruct:
         KField('partitions', KArray('carray', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),
@@ -361,7 +325,6 @@ def response_v9() -> KStruct:
         KField('partitions', KArray('carray', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),
@@ -378,7 +341,6 @@ def response_v10() -> KStruct:
         KField('partitions', KArray('carray', KStruct('ListOffsetsPartitionResponse', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
-        KField('old_style_offsets', None, [], ignorable=False),
         KField('timestamp', Int64, -1),
         KField('offset', Int64, -1),
         KField('leader_epoch', Int32, -1),
@@ -387,5 +349,21 @@ def response_v10() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7, 8: response_v8, 9: response_v9, 10: response_v10}
+def response_v11() -> KStruct:
+    return KStruct('ListOffsetsResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('topics', KArray('carray', KStruct('ListOffsetsTopicResponse', [
+        KField('name', CompactString, ''),
+        KField('partitions', KArray('carray', KStruct('ListOffsetsPartitionResponse', [
+        KField('partition_index', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('timestamp', Int64, -1),
+        KField('offset', Int64, -1),
+        KField('leader_epoch', Int32, -1),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7, 8: response_v8, 9: response_v9, 10: response_v10, 11: response_v11}
 RESPONSE_FLEXIBLE_FROM = 6

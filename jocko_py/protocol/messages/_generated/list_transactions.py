@@ -5,8 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 66
 NAME = 'ListTransactions'
-VALID_VERSIONS = (0, 1)
-LISTENERS = ['broker', 'zkBroker']
+VALID_VERSIONS = (0, 2)
+LISTENERS = ['broker']
 
 
 def request_v0() -> KStruct:
@@ -14,6 +14,7 @@ def request_v0() -> KStruct:
         KField('state_filters', KArray('carray', CompactString), []),
         KField('producer_id_filters', KArray('carray', Int64), []),
         KField('duration_filter', None, -1, ignorable=False),
+        KField('transactional_id_pattern', None, None, ignorable=False),
     ], True)
 
 
@@ -22,10 +23,20 @@ def request_v1() -> KStruct:
         KField('state_filters', KArray('carray', CompactString), []),
         KField('producer_id_filters', KArray('carray', Int64), []),
         KField('duration_filter', Int64, -1),
+        KField('transactional_id_pattern', None, None, ignorable=False),
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1}
+def request_v2() -> KStruct:
+    return KStruct('ListTransactionsRequest', [
+        KField('state_filters', KArray('carray', CompactString), []),
+        KField('producer_id_filters', KArray('carray', Int64), []),
+        KField('duration_filter', Int64, -1),
+        KField('transactional_id_pattern', CompactNullableString, None),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1, 2: request_v2}
 REQUEST_FLEXIBLE_FROM = 0
 
 
@@ -55,5 +66,18 @@ def response_v1() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1}
+def response_v2() -> KStruct:
+    return KStruct('ListTransactionsResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('unknown_state_filters', KArray('carray', CompactString), []),
+        KField('transaction_states', KArray('carray', KStruct('TransactionState', [
+        KField('transactional_id', CompactString, ''),
+        KField('producer_id', Int64, 0),
+        KField('transaction_state', CompactString, ''),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2}
 RESPONSE_FLEXIBLE_FROM = 0

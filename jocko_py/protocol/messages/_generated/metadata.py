@@ -5,8 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 3
 NAME = 'Metadata'
-VALID_VERSIONS = (0, 12)
-LISTENERS = ['broker', 'zkBroker']
+VALID_VERSIONS = (0, 13)
+LISTENERS = ['broker']
 
 
 def request_v0() -> KStruct:
@@ -165,7 +165,19 @@ def request_v12() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7, 8: request_v8, 9: request_v9, 10: request_v10, 11: request_v11, 12: request_v12}
+def request_v13() -> KStruct:
+    return KStruct('MetadataRequest', [
+        KField('topics', KArray('cnarray', KStruct('MetadataRequestTopic', [
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('name', CompactNullableString, ''),
+    ], True)), []),
+        KField('allow_auto_topic_creation', Bool, True),
+        KField('include_cluster_authorized_operations', None, False, ignorable=False),
+        KField('include_topic_authorized_operations', Bool, False),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7, 8: request_v8, 9: request_v9, 10: request_v10, 11: request_v11, 12: request_v12, 13: request_v13}
 REQUEST_FLEXIBLE_FROM = 9
 
 
@@ -197,6 +209,7 @@ def response_v0() -> KStruct:
         KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
         KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
+        KField('error_code', None, 0),
     ], False)
 
 
@@ -228,6 +241,7 @@ def response_v1() -> KStruct:
         KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
         KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
+        KField('error_code', None, 0),
     ], False)
 
 
@@ -259,6 +273,7 @@ def response_v2() -> KStruct:
         KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
         KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
+        KField('error_code', None, 0),
     ], False)
 
 
@@ -290,6 +305,7 @@ def response_v3() -> KStruct:
         KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
         KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
+        KField('error_code', None, 0),
     ], False)
 
 
@@ -321,6 +337,7 @@ def response_v4() -> KStruct:
         KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
         KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
+        KField('error_code', None, 0),
     ], False)
 
 
@@ -352,6 +369,7 @@ def response_v5() -> KStruct:
         KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
         KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
+        KField('error_code', None, 0),
     ], False)
 
 
@@ -383,6 +401,7 @@ def response_v6() -> KStruct:
         KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
         KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
+        KField('error_code', None, 0),
     ], False)
 
 
@@ -414,6 +433,7 @@ def response_v7() -> KStruct:
         KField('topic_authorized_operations', None, -2147483648, ignorable=False),
     ], False)), []),
         KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
+        KField('error_code', None, 0),
     ], False)
 
 
@@ -445,6 +465,7 @@ def response_v8() -> KStruct:
         KField('topic_authorized_operations', Int32, -2147483648),
     ], False)), []),
         KField('cluster_authorized_operations', Int32, -2147483648),
+        KField('error_code', None, 0),
     ], False)
 
 
@@ -476,6 +497,7 @@ def response_v9() -> KStruct:
         KField('topic_authorized_operations', Int32, -2147483648),
     ], True)), []),
         KField('cluster_authorized_operations', Int32, -2147483648),
+        KField('error_code', None, 0),
     ], True)
 
 
@@ -507,6 +529,7 @@ def response_v10() -> KStruct:
         KField('topic_authorized_operations', Int32, -2147483648),
     ], True)), []),
         KField('cluster_authorized_operations', Int32, -2147483648),
+        KField('error_code', None, 0),
     ], True)
 
 
@@ -538,6 +561,7 @@ def response_v11() -> KStruct:
         KField('topic_authorized_operations', Int32, -2147483648),
     ], True)), []),
         KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
+        KField('error_code', None, 0),
     ], True)
 
 
@@ -569,8 +593,41 @@ def response_v12() -> KStruct:
         KField('topic_authorized_operations', Int32, -2147483648),
     ], True)), []),
         KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
+        KField('error_code', None, 0),
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7, 8: response_v8, 9: response_v9, 10: response_v10, 11: response_v11, 12: response_v12}
+def response_v13() -> KStruct:
+    return KStruct('MetadataResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('brokers', KArray('carray', KStruct('MetadataResponseBroker', [
+        KField('node_id', Int32, 0),
+        KField('host', CompactString, ''),
+        KField('port', Int32, 0),
+        KField('rack', CompactNullableString, None),
+    ], True)), []),
+        KField('cluster_id', CompactNullableString, None),
+        KField('controller_id', Int32, -1),
+        KField('topics', KArray('carray', KStruct('MetadataResponseTopic', [
+        KField('error_code', Int16, 0),
+        KField('name', CompactNullableString, ''),
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('is_internal', Bool, False),
+        KField('partitions', KArray('carray', KStruct('MetadataResponsePartition', [
+        KField('error_code', Int16, 0),
+        KField('partition_index', Int32, 0),
+        KField('leader_id', Int32, 0),
+        KField('leader_epoch', Int32, -1),
+        KField('replica_nodes', KArray('carray', Int32), []),
+        KField('isr_nodes', KArray('carray', Int32), []),
+        KField('offline_replicas', KArray('carray', Int32), []),
+    ], True)), []),
+        KField('topic_authorized_operations', Int32, -2147483648),
+    ], True)), []),
+        KField('cluster_authorized_operations', None, -2147483648, ignorable=False),
+        KField('error_code', Int16, 0),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7, 8: response_v8, 9: response_v9, 10: response_v10, 11: response_v11, 12: response_v12, 13: response_v13}
 RESPONSE_FLEXIBLE_FROM = 9

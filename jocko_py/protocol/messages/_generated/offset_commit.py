@@ -5,48 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 8
 NAME = 'OffsetCommit'
-VALID_VERSIONS = (0, 9)
-LISTENERS = ['broker', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('OffsetCommitRequest', [
-        KField('group_id', String, ''),
-        KField('generation_id_or_member_epoch', None, -1),
-        KField('member_id', None, ''),
-        KField('group_instance_id', None, None, ignorable=False),
-        KField('retention_time_ms', None, -1),
-        KField('topics', KArray('array', KStruct('OffsetCommitRequestTopic', [
-        KField('name', String, ''),
-        KField('partitions', KArray('array', KStruct('OffsetCommitRequestPartition', [
-        KField('partition_index', Int32, 0),
-        KField('committed_offset', Int64, 0),
-        KField('committed_leader_epoch', None, -1),
-        KField('commit_timestamp', None, -1, ignorable=False),
-        KField('committed_metadata', NullableString, ''),
-    ], False)), []),
-    ], False)), []),
-    ], False)
-
-
-def request_v1() -> KStruct:
-    return KStruct('OffsetCommitRequest', [
-        KField('group_id', String, ''),
-        KField('generation_id_or_member_epoch', Int32, -1),
-        KField('member_id', String, ''),
-        KField('group_instance_id', None, None, ignorable=False),
-        KField('retention_time_ms', None, -1),
-        KField('topics', KArray('array', KStruct('OffsetCommitRequestTopic', [
-        KField('name', String, ''),
-        KField('partitions', KArray('array', KStruct('OffsetCommitRequestPartition', [
-        KField('partition_index', Int32, 0),
-        KField('committed_offset', Int64, 0),
-        KField('committed_leader_epoch', None, -1),
-        KField('commit_timestamp', Int64, -1),
-        KField('committed_metadata', NullableString, ''),
-    ], False)), []),
-    ], False)), []),
-    ], False)
+VALID_VERSIONS = (2, 10)
+LISTENERS = ['broker']
 
 
 def request_v2() -> KStruct:
@@ -58,11 +18,11 @@ def request_v2() -> KStruct:
         KField('retention_time_ms', Int64, -1),
         KField('topics', KArray('array', KStruct('OffsetCommitRequestTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('OffsetCommitRequestPartition', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
         KField('committed_leader_epoch', None, -1),
-        KField('commit_timestamp', None, -1, ignorable=False),
         KField('committed_metadata', NullableString, ''),
     ], False)), []),
     ], False)), []),
@@ -78,11 +38,11 @@ def request_v3() -> KStruct:
         KField('retention_time_ms', Int64, -1),
         KField('topics', KArray('array', KStruct('OffsetCommitRequestTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('OffsetCommitRequestPartition', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
         KField('committed_leader_epoch', None, -1),
-        KField('commit_timestamp', None, -1, ignorable=False),
         KField('committed_metadata', NullableString, ''),
     ], False)), []),
     ], False)), []),
@@ -98,11 +58,11 @@ def request_v4() -> KStruct:
         KField('retention_time_ms', Int64, -1),
         KField('topics', KArray('array', KStruct('OffsetCommitRequestTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('OffsetCommitRequestPartition', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
         KField('committed_leader_epoch', None, -1),
-        KField('commit_timestamp', None, -1, ignorable=False),
         KField('committed_metadata', NullableString, ''),
     ], False)), []),
     ], False)), []),
@@ -118,11 +78,11 @@ def request_v5() -> KStruct:
         KField('retention_time_ms', None, -1),
         KField('topics', KArray('array', KStruct('OffsetCommitRequestTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('OffsetCommitRequestPartition', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
         KField('committed_leader_epoch', None, -1),
-        KField('commit_timestamp', None, -1, ignorable=False),
         KField('committed_metadata', NullableString, ''),
     ], False)), []),
     ], False)), []),
@@ -138,11 +98,11 @@ def request_v6() -> KStruct:
         KField('retention_time_ms', None, -1),
         KField('topics', KArray('array', KStruct('OffsetCommitRequestTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('OffsetCommitRequestPartition', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
         KField('committed_leader_epoch', Int32, -1),
-        KField('commit_timestamp', None, -1, ignorable=False),
         KField('committed_metadata', NullableString, ''),
     ], False)), []),
     ], False)), []),
@@ -158,11 +118,11 @@ def request_v7() -> KStruct:
         KField('retention_time_ms', None, -1),
         KField('topics', KArray('array', KStruct('OffsetCommitRequestTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('OffsetCommitRequestPartition', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
         KField('committed_leader_epoch', Int32, -1),
-        KField('commit_timestamp', None, -1, ignorable=False),
         KField('committed_metadata', NullableString, ''),
     ], False)), []),
     ], False)), []),
@@ -178,11 +138,11 @@ def request_v8() -> KStruct:
         KField('retention_time_ms', None, -1),
         KField('topics', KArray('carray', KStruct('OffsetCommitRequestTopic', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('OffsetCommitRequestPartition', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
         KField('committed_leader_epoch', Int32, -1),
-        KField('commit_timestamp', None, -1, ignorable=False),
         KField('committed_metadata', CompactNullableString, ''),
     ], True)), []),
     ], True)), []),
@@ -198,45 +158,39 @@ def request_v9() -> KStruct:
         KField('retention_time_ms', None, -1),
         KField('topics', KArray('carray', KStruct('OffsetCommitRequestTopic', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('OffsetCommitRequestPartition', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
         KField('committed_leader_epoch', Int32, -1),
-        KField('commit_timestamp', None, -1, ignorable=False),
         KField('committed_metadata', CompactNullableString, ''),
     ], True)), []),
     ], True)), []),
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7, 8: request_v8, 9: request_v9}
+def request_v10() -> KStruct:
+    return KStruct('OffsetCommitRequest', [
+        KField('group_id', CompactString, ''),
+        KField('generation_id_or_member_epoch', Int32, -1),
+        KField('member_id', CompactString, ''),
+        KField('group_instance_id', CompactNullableString, None),
+        KField('retention_time_ms', None, -1),
+        KField('topics', KArray('carray', KStruct('OffsetCommitRequestTopic', [
+        KField('name', None, ''),
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('OffsetCommitRequestPartition', [
+        KField('partition_index', Int32, 0),
+        KField('committed_offset', Int64, 0),
+        KField('committed_leader_epoch', Int32, -1),
+        KField('committed_metadata', CompactNullableString, ''),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+REQUEST = {2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7, 8: request_v8, 9: request_v9, 10: request_v10}
 REQUEST_FLEXIBLE_FROM = 8
-
-
-def response_v0() -> KStruct:
-    return KStruct('OffsetCommitResponse', [
-        KField('throttle_time_ms', None, 0),
-        KField('topics', KArray('array', KStruct('OffsetCommitResponseTopic', [
-        KField('name', String, ''),
-        KField('partitions', KArray('array', KStruct('OffsetCommitResponsePartition', [
-        KField('partition_index', Int32, 0),
-        KField('error_code', Int16, 0),
-    ], False)), []),
-    ], False)), []),
-    ], False)
-
-
-def response_v1() -> KStruct:
-    return KStruct('OffsetCommitResponse', [
-        KField('throttle_time_ms', None, 0),
-        KField('topics', KArray('array', KStruct('OffsetCommitResponseTopic', [
-        KField('name', String, ''),
-        KField('partitions', KArray('array', KStruct('OffsetCommitResponsePartition', [
-        KField('partition_index', Int32, 0),
-        KField('error_code', Int16, 0),
-    ], False)), []),
-    ], False)), []),
-    ], False)
 
 
 def response_v2() -> KStruct:
@@ -244,6 +198,7 @@ def response_v2() -> KStruct:
         KField('throttle_time_ms', None, 0),
         KField('topics', KArray('array', KStruct('OffsetCommitResponseTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('OffsetCommitResponsePartition', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -257,6 +212,7 @@ def response_v3() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('topics', KArray('array', KStruct('OffsetCommitResponseTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('OffsetCommitResponsePartition', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -270,6 +226,7 @@ def response_v4() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('topics', KArray('array', KStruct('OffsetCommitResponseTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('OffsetCommitResponsePartition', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -283,6 +240,7 @@ def response_v5() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('topics', KArray('array', KStruct('OffsetCommitResponseTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('OffsetCommitResponsePartition', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -296,6 +254,7 @@ def response_v6() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('topics', KArray('array', KStruct('OffsetCommitResponseTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('OffsetCommitResponsePartition', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -309,6 +268,7 @@ def response_v7() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('topics', KArray('array', KStruct('OffsetCommitResponseTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('OffsetCommitResponsePartition', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -322,6 +282,7 @@ def response_v8() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('topics', KArray('carray', KStruct('OffsetCommitResponseTopic', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('OffsetCommitResponsePartition', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -335,6 +296,7 @@ def response_v9() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('topics', KArray('carray', KStruct('OffsetCommitResponseTopic', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('OffsetCommitResponsePartition', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -343,5 +305,19 @@ def response_v9() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7, 8: response_v8, 9: response_v9}
+def response_v10() -> KStruct:
+    return KStruct('OffsetCommitResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('topics', KArray('carray', KStruct('OffsetCommitResponseTopic', [
+        KField('name', None, ''),
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('OffsetCommitResponsePartition', [
+        KField('partition_index', Int32, 0),
+        KField('error_code', Int16, 0),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7, 8: response_v8, 9: response_v9, 10: response_v10}
 RESPONSE_FLEXIBLE_FROM = 8

@@ -5,20 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 9
 NAME = 'OffsetFetch'
-VALID_VERSIONS = (0, 9)
-LISTENERS = ['broker', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('OffsetFetchRequest', [
-        KField('group_id', String, ''),
-        KField('topics', KArray('array', KStruct('OffsetFetchRequestTopic', [
-        KField('name', String, ''),
-        KField('partition_indexes', KArray('array', Int32), []),
-    ], False)), []),
-        KField('groups', None, [], ignorable=False),
-        KField('require_stable', None, False, ignorable=False),
-    ], False)
+VALID_VERSIONS = (1, 10)
+LISTENERS = ['broker']
 
 
 def request_v1() -> KStruct:
@@ -115,6 +103,7 @@ def request_v8() -> KStruct:
         KField('member_epoch', None, -1),
         KField('topics', KArray('cnarray', KStruct('OffsetFetchRequestTopics', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_indexes', KArray('carray', Int32), []),
     ], True)), []),
     ], True)), []),
@@ -132,6 +121,7 @@ def request_v9() -> KStruct:
         KField('member_epoch', Int32, -1),
         KField('topics', KArray('cnarray', KStruct('OffsetFetchRequestTopics', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_indexes', KArray('carray', Int32), []),
     ], True)), []),
     ], True)), []),
@@ -139,26 +129,26 @@ def request_v9() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7, 8: request_v8, 9: request_v9}
+def request_v10() -> KStruct:
+    return KStruct('OffsetFetchRequest', [
+        KField('group_id', None, '', ignorable=False),
+        KField('topics', None, [], ignorable=False),
+        KField('groups', KArray('carray', KStruct('OffsetFetchRequestGroup', [
+        KField('group_id', CompactString, ''),
+        KField('member_id', CompactNullableString, None),
+        KField('member_epoch', Int32, -1),
+        KField('topics', KArray('cnarray', KStruct('OffsetFetchRequestTopics', [
+        KField('name', None, ''),
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partition_indexes', KArray('carray', Int32), []),
+    ], True)), []),
+    ], True)), []),
+        KField('require_stable', Bool, False),
+    ], True)
+
+
+REQUEST = {1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7, 8: request_v8, 9: request_v9, 10: request_v10}
 REQUEST_FLEXIBLE_FROM = 6
-
-
-def response_v0() -> KStruct:
-    return KStruct('OffsetFetchResponse', [
-        KField('throttle_time_ms', None, 0),
-        KField('topics', KArray('array', KStruct('OffsetFetchResponseTopic', [
-        KField('name', String, ''),
-        KField('partitions', KArray('array', KStruct('OffsetFetchResponsePartition', [
-        KField('partition_index', Int32, 0),
-        KField('committed_offset', Int64, 0),
-        KField('committed_leader_epoch', None, -1),
-        KField('metadata', NullableString, ''),
-        KField('error_code', Int16, 0),
-    ], False)), []),
-    ], False)), []),
-        KField('error_code', None, 0),
-        KField('groups', None, [], ignorable=False),
-    ], False)
 
 
 def response_v1() -> KStruct:
@@ -296,6 +286,7 @@ def response_v8() -> KStruct:
         KField('group_id', CompactString, ''),
         KField('topics', KArray('carray', KStruct('OffsetFetchResponseTopics', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('OffsetFetchResponsePartitions', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
@@ -318,6 +309,7 @@ def response_v9() -> KStruct:
         KField('group_id', CompactString, ''),
         KField('topics', KArray('carray', KStruct('OffsetFetchResponseTopics', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('OffsetFetchResponsePartitions', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
@@ -331,5 +323,28 @@ def response_v9() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7, 8: response_v8, 9: response_v9}
+def response_v10() -> KStruct:
+    return KStruct('OffsetFetchResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('topics', None, [], ignorable=False),
+        KField('error_code', None, 0),
+        KField('groups', KArray('carray', KStruct('OffsetFetchResponseGroup', [
+        KField('group_id', CompactString, ''),
+        KField('topics', KArray('carray', KStruct('OffsetFetchResponseTopics', [
+        KField('name', None, ''),
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('OffsetFetchResponsePartitions', [
+        KField('partition_index', Int32, 0),
+        KField('committed_offset', Int64, 0),
+        KField('committed_leader_epoch', Int32, -1),
+        KField('metadata', CompactNullableString, ''),
+        KField('error_code', Int16, 0),
+    ], True)), []),
+    ], True)), []),
+        KField('error_code', Int16, 0),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7, 8: response_v8, 9: response_v9, 10: response_v10}
 RESPONSE_FLEXIBLE_FROM = 6

@@ -5,36 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 23
 NAME = 'OffsetForLeaderEpoch'
-VALID_VERSIONS = (0, 4)
-LISTENERS = ['broker', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('OffsetForLeaderEpochRequest', [
-        KField('replica_id', None, -2),
-        KField('topics', KArray('array', KStruct('OffsetForLeaderTopic', [
-        KField('topic', String, ''),
-        KField('partitions', KArray('array', KStruct('OffsetForLeaderPartition', [
-        KField('partition', Int32, 0),
-        KField('current_leader_epoch', None, -1),
-        KField('leader_epoch', Int32, 0),
-    ], False)), []),
-    ], False)), []),
-    ], False)
-
-
-def request_v1() -> KStruct:
-    return KStruct('OffsetForLeaderEpochRequest', [
-        KField('replica_id', None, -2),
-        KField('topics', KArray('array', KStruct('OffsetForLeaderTopic', [
-        KField('topic', String, ''),
-        KField('partitions', KArray('array', KStruct('OffsetForLeaderPartition', [
-        KField('partition', Int32, 0),
-        KField('current_leader_epoch', None, -1),
-        KField('leader_epoch', Int32, 0),
-    ], False)), []),
-    ], False)), []),
-    ], False)
+VALID_VERSIONS = (2, 4)
+LISTENERS = ['broker']
 
 
 def request_v2() -> KStruct:
@@ -79,38 +51,8 @@ def request_v4() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4}
+REQUEST = {2: request_v2, 3: request_v3, 4: request_v4}
 REQUEST_FLEXIBLE_FROM = 4
-
-
-def response_v0() -> KStruct:
-    return KStruct('OffsetForLeaderEpochResponse', [
-        KField('throttle_time_ms', None, 0),
-        KField('topics', KArray('array', KStruct('OffsetForLeaderTopicResult', [
-        KField('topic', String, ''),
-        KField('partitions', KArray('array', KStruct('EpochEndOffset', [
-        KField('error_code', Int16, 0),
-        KField('partition', Int32, 0),
-        KField('leader_epoch', None, -1),
-        KField('end_offset', Int64, -1),
-    ], False)), []),
-    ], False)), []),
-    ], False)
-
-
-def response_v1() -> KStruct:
-    return KStruct('OffsetForLeaderEpochResponse', [
-        KField('throttle_time_ms', None, 0),
-        KField('topics', KArray('array', KStruct('OffsetForLeaderTopicResult', [
-        KField('topic', String, ''),
-        KField('partitions', KArray('array', KStruct('EpochEndOffset', [
-        KField('error_code', Int16, 0),
-        KField('partition', Int32, 0),
-        KField('leader_epoch', Int32, -1),
-        KField('end_offset', Int64, -1),
-    ], False)), []),
-    ], False)), []),
-    ], False)
 
 
 def response_v2() -> KStruct:
@@ -158,5 +100,5 @@ def response_v4() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4}
+RESPONSE = {2: response_v2, 3: response_v3, 4: response_v4}
 RESPONSE_FLEXIBLE_FROM = 4

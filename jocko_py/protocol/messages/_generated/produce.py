@@ -5,53 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 0
 NAME = 'Produce'
-VALID_VERSIONS = (0, 11)
-LISTENERS = ['broker', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('ProduceRequest', [
-        KField('transactional_id', None, None, ignorable=False),
-        KField('acks', Int16, 0),
-        KField('timeout_ms', Int32, 0),
-        KField('topic_data', KArray('array', KStruct('TopicProduceData', [
-        KField('name', String, ''),
-        KField('partition_data', KArray('array', KStruct('PartitionProduceData', [
-        KField('index', Int32, 0),
-        KField('records', Records, None),
-    ], False)), []),
-    ], False)), []),
-    ], False)
-
-
-def request_v1() -> KStruct:
-    return KStruct('ProduceRequest', [
-        KField('transactional_id', None, None, ignorable=False),
-        KField('acks', Int16, 0),
-        KField('timeout_ms', Int32, 0),
-        KField('topic_data', KArray('array', KStruct('TopicProduceData', [
-        KField('name', String, ''),
-        KField('partition_data', KArray('array', KStruct('PartitionProduceData', [
-        KField('index', Int32, 0),
-        KField('records', Records, None),
-    ], False)), []),
-    ], False)), []),
-    ], False)
-
-
-def request_v2() -> KStruct:
-    return KStruct('ProduceRequest', [
-        KField('transactional_id', None, None, ignorable=False),
-        KField('acks', Int16, 0),
-        KField('timeout_ms', Int32, 0),
-        KField('topic_data', KArray('array', KStruct('TopicProduceData', [
-        KField('name', String, ''),
-        KField('partition_data', KArray('array', KStruct('PartitionProduceData', [
-        KField('index', Int32, 0),
-        KField('records', Records, None),
-    ], False)), []),
-    ], False)), []),
-    ], False)
+VALID_VERSIONS = (3, 13)
+LISTENERS = ['broker']
 
 
 def request_v3() -> KStruct:
@@ -61,6 +16,7 @@ def request_v3() -> KStruct:
         KField('timeout_ms', Int32, 0),
         KField('topic_data', KArray('array', KStruct('TopicProduceData', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_data', KArray('array', KStruct('PartitionProduceData', [
         KField('index', Int32, 0),
         KField('records', Records, None),
@@ -76,6 +32,7 @@ def request_v4() -> KStruct:
         KField('timeout_ms', Int32, 0),
         KField('topic_data', KArray('array', KStruct('TopicProduceData', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_data', KArray('array', KStruct('PartitionProduceData', [
         KField('index', Int32, 0),
         KField('records', Records, None),
@@ -91,6 +48,7 @@ def request_v5() -> KStruct:
         KField('timeout_ms', Int32, 0),
         KField('topic_data', KArray('array', KStruct('TopicProduceData', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_data', KArray('array', KStruct('PartitionProduceData', [
         KField('index', Int32, 0),
         KField('records', Records, None),
@@ -106,6 +64,7 @@ def request_v6() -> KStruct:
         KField('timeout_ms', Int32, 0),
         KField('topic_data', KArray('array', KStruct('TopicProduceData', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_data', KArray('array', KStruct('PartitionProduceData', [
         KField('index', Int32, 0),
         KField('records', Records, None),
@@ -121,6 +80,7 @@ def request_v7() -> KStruct:
         KField('timeout_ms', Int32, 0),
         KField('topic_data', KArray('array', KStruct('TopicProduceData', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_data', KArray('array', KStruct('PartitionProduceData', [
         KField('index', Int32, 0),
         KField('records', Records, None),
@@ -136,6 +96,7 @@ def request_v8() -> KStruct:
         KField('timeout_ms', Int32, 0),
         KField('topic_data', KArray('array', KStruct('TopicProduceData', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_data', KArray('array', KStruct('PartitionProduceData', [
         KField('index', Int32, 0),
         KField('records', Records, None),
@@ -151,6 +112,7 @@ def request_v9() -> KStruct:
         KField('timeout_ms', Int32, 0),
         KField('topic_data', KArray('carray', KStruct('TopicProduceData', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_data', KArray('carray', KStruct('PartitionProduceData', [
         KField('index', Int32, 0),
         KField('records', CompactRecords, None),
@@ -166,6 +128,7 @@ def request_v10() -> KStruct:
         KField('timeout_ms', Int32, 0),
         KField('topic_data', KArray('carray', KStruct('TopicProduceData', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_data', KArray('carray', KStruct('PartitionProduceData', [
         KField('index', Int32, 0),
         KField('records', CompactRecords, None),
@@ -181,6 +144,7 @@ def request_v11() -> KStruct:
         KField('timeout_ms', Int32, 0),
         KField('topic_data', KArray('carray', KStruct('TopicProduceData', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_data', KArray('carray', KStruct('PartitionProduceData', [
         KField('index', Int32, 0),
         KField('records', CompactRecords, None),
@@ -189,74 +153,47 @@ def request_v11() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7, 8: request_v8, 9: request_v9, 10: request_v10, 11: request_v11}
+def request_v12() -> KStruct:
+    return KStruct('ProduceRequest', [
+        KField('transactional_id', CompactNullableString, None),
+        KField('acks', Int16, 0),
+        KField('timeout_ms', Int32, 0),
+        KField('topic_data', KArray('carray', KStruct('TopicProduceData', [
+        KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
+        KField('partition_data', KArray('carray', KStruct('PartitionProduceData', [
+        KField('index', Int32, 0),
+        KField('records', CompactRecords, None),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+def request_v13() -> KStruct:
+    return KStruct('ProduceRequest', [
+        KField('transactional_id', CompactNullableString, None),
+        KField('acks', Int16, 0),
+        KField('timeout_ms', Int32, 0),
+        KField('topic_data', KArray('carray', KStruct('TopicProduceData', [
+        KField('name', None, ''),
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partition_data', KArray('carray', KStruct('PartitionProduceData', [
+        KField('index', Int32, 0),
+        KField('records', CompactRecords, None),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+REQUEST = {3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6, 7: request_v7, 8: request_v8, 9: request_v9, 10: request_v10, 11: request_v11, 12: request_v12, 13: request_v13}
 REQUEST_FLEXIBLE_FROM = 9
-
-
-def response_v0() -> KStruct:
-    return KStruct('ProduceResponse', [
-        KField('responses', KArray('array', KStruct('TopicProduceResponse', [
-        KField('name', String, ''),
-        KField('partition_responses', KArray('array', KStruct('PartitionProduceResponse', [
-        KField('index', Int32, 0),
-        KField('error_code', Int16, 0),
-        KField('base_offset', Int64, 0),
-        KField('log_append_time_ms', None, -1),
-        KField('log_start_offset', None, -1),
-        KField('record_errors', None, []),
-        KField('error_message', None, None),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
-    ], False)), []),
-    ], False)), []),
-        KField('throttle_time_ms', None, 0),
-        KField('node_endpoints', None, [], ignorable=False),
-    ], False)
-
-
-def response_v1() -> KStruct:
-    return KStruct('ProduceResponse', [
-        KField('responses', KArray('array', KStruct('TopicProduceResponse', [
-        KField('name', String, ''),
-        KField('partition_responses', KArray('array', KStruct('PartitionProduceResponse', [
-        KField('index', Int32, 0),
-        KField('error_code', Int16, 0),
-        KField('base_offset', Int64, 0),
-        KField('log_append_time_ms', None, -1),
-        KField('log_start_offset', None, -1),
-        KField('record_errors', None, []),
-        KField('error_message', None, None),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
-    ], False)), []),
-    ], False)), []),
-        KField('throttle_time_ms', Int32, 0),
-        KField('node_endpoints', None, [], ignorable=False),
-    ], False)
-
-
-def response_v2() -> KStruct:
-    return KStruct('ProduceResponse', [
-        KField('responses', KArray('array', KStruct('TopicProduceResponse', [
-        KField('name', String, ''),
-        KField('partition_responses', KArray('array', KStruct('PartitionProduceResponse', [
-        KField('index', Int32, 0),
-        KField('error_code', Int16, 0),
-        KField('base_offset', Int64, 0),
-        KField('log_append_time_ms', Int64, -1),
-        KField('log_start_offset', None, -1),
-        KField('record_errors', None, []),
-        KField('error_message', None, None),
-        KField('current_leader', None, {'leader_id': -1, 'leader_epoch': -1}, ignorable=False),
-    ], False)), []),
-    ], False)), []),
-        KField('throttle_time_ms', Int32, 0),
-        KField('node_endpoints', None, [], ignorable=False),
-    ], False)
 
 
 def response_v3() -> KStruct:
     return KStruct('ProduceResponse', [
         KField('responses', KArray('array', KStruct('TopicProduceResponse', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_responses', KArray('array', KStruct('PartitionProduceResponse', [
         KField('index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -277,6 +214,7 @@ def response_v4() -> KStruct:
     return KStruct('ProduceResponse', [
         KField('responses', KArray('array', KStruct('TopicProduceResponse', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_responses', KArray('array', KStruct('PartitionProduceResponse', [
         KField('index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -297,6 +235,7 @@ def response_v5() -> KStruct:
     return KStruct('ProduceResponse', [
         KField('responses', KArray('array', KStruct('TopicProduceResponse', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_responses', KArray('array', KStruct('PartitionProduceResponse', [
         KField('index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -317,6 +256,7 @@ def response_v6() -> KStruct:
     return KStruct('ProduceResponse', [
         KField('responses', KArray('array', KStruct('TopicProduceResponse', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_responses', KArray('array', KStruct('PartitionProduceResponse', [
         KField('index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -337,6 +277,7 @@ def response_v7() -> KStruct:
     return KStruct('ProduceResponse', [
         KField('responses', KArray('array', KStruct('TopicProduceResponse', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_responses', KArray('array', KStruct('PartitionProduceResponse', [
         KField('index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -357,6 +298,7 @@ def response_v8() -> KStruct:
     return KStruct('ProduceResponse', [
         KField('responses', KArray('array', KStruct('TopicProduceResponse', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_responses', KArray('array', KStruct('PartitionProduceResponse', [
         KField('index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -380,6 +322,7 @@ def response_v9() -> KStruct:
     return KStruct('ProduceResponse', [
         KField('responses', KArray('carray', KStruct('TopicProduceResponse', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_responses', KArray('carray', KStruct('PartitionProduceResponse', [
         KField('index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -403,6 +346,7 @@ def response_v10() -> KStruct:
     return KStruct('ProduceResponse', [
         KField('responses', KArray('carray', KStruct('TopicProduceResponse', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_responses', KArray('carray', KStruct('PartitionProduceResponse', [
         KField('index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -434,6 +378,7 @@ def response_v11() -> KStruct:
     return KStruct('ProduceResponse', [
         KField('responses', KArray('carray', KStruct('TopicProduceResponse', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partition_responses', KArray('carray', KStruct('PartitionProduceResponse', [
         KField('index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -461,5 +406,69 @@ def response_v11() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7, 8: response_v8, 9: response_v9, 10: response_v10, 11: response_v11}
+def response_v12() -> KStruct:
+    return KStruct('ProduceResponse', [
+        KField('responses', KArray('carray', KStruct('TopicProduceResponse', [
+        KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
+        KField('partition_responses', KArray('carray', KStruct('PartitionProduceResponse', [
+        KField('index', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('base_offset', Int64, 0),
+        KField('log_append_time_ms', Int64, -1),
+        KField('log_start_offset', Int64, -1),
+        KField('record_errors', KArray('carray', KStruct('BatchIndexAndErrorMessage', [
+        KField('batch_index', Int32, 0),
+        KField('batch_index_error_message', CompactNullableString, None),
+    ], True)), []),
+        KField('error_message', CompactNullableString, None),
+        KField('current_leader', KStruct('LeaderIdAndEpoch', [
+        KField('leader_id', Int32, -1),
+        KField('leader_epoch', Int32, -1),
+    ], True), {'leader_id': -1, 'leader_epoch': -1}, tag=0),
+    ], True)), []),
+    ], True)), []),
+        KField('throttle_time_ms', Int32, 0),
+        KField('node_endpoints', KArray('carray', KStruct('NodeEndpoint', [
+        KField('node_id', Int32, 0),
+        KField('host', CompactString, ''),
+        KField('port', Int32, 0),
+        KField('rack', CompactNullableString, None),
+    ], True)), [], tag=0),
+    ], True)
+
+
+def response_v13() -> KStruct:
+    return KStruct('ProduceResponse', [
+        KField('responses', KArray('carray', KStruct('TopicProduceResponse', [
+        KField('name', None, ''),
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partition_responses', KArray('carray', KStruct('PartitionProduceResponse', [
+        KField('index', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('base_offset', Int64, 0),
+        KField('log_append_time_ms', Int64, -1),
+        KField('log_start_offset', Int64, -1),
+        KField('record_errors', KArray('carray', KStruct('BatchIndexAndErrorMessage', [
+        KField('batch_index', Int32, 0),
+        KField('batch_index_error_message', CompactNullableString, None),
+    ], True)), []),
+        KField('error_message', CompactNullableString, None),
+        KField('current_leader', KStruct('LeaderIdAndEpoch', [
+        KField('leader_id', Int32, -1),
+        KField('leader_epoch', Int32, -1),
+    ], True), {'leader_id': -1, 'leader_epoch': -1}, tag=0),
+    ], True)), []),
+    ], True)), []),
+        KField('throttle_time_ms', Int32, 0),
+        KField('node_endpoints', KArray('carray', KStruct('NodeEndpoint', [
+        KField('node_id', Int32, 0),
+        KField('host', CompactString, ''),
+        KField('port', Int32, 0),
+        KField('rack', CompactNullableString, None),
+    ], True)), [], tag=0),
+    ], True)
+
+
+RESPONSE = {3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6, 7: response_v7, 8: response_v8, 9: response_v9, 10: response_v10, 11: response_v11, 12: response_v12, 13: response_v13}
 RESPONSE_FLEXIBLE_FROM = 9

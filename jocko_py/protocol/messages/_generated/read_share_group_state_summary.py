@@ -5,7 +5,7 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 87
 NAME = 'ReadShareGroupStateSummary'
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 LISTENERS = ['broker']
 
 
@@ -22,7 +22,20 @@ def request_v0() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0}
+def request_v1() -> KStruct:
+    return KStruct('ReadShareGroupStateSummaryRequest', [
+        KField('group_id', CompactString, ''),
+        KField('topics', KArray('carray', KStruct('ReadStateSummaryData', [
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('PartitionData', [
+        KField('partition', Int32, 0),
+        KField('leader_epoch', Int32, 0),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1}
 REQUEST_FLEXIBLE_FROM = 0
 
 
@@ -35,11 +48,30 @@ def response_v0() -> KStruct:
         KField('error_code', Int16, 0),
         KField('error_message', CompactNullableString, None),
         KField('state_epoch', Int32, 0),
+        KField('leader_epoch', Int32, 0),
         KField('start_offset', Int64, 0),
+        KField('delivery_complete_count', None, -1),
     ], True)), []),
     ], True)), []),
     ], True)
 
 
-RESPONSE = {0: response_v0}
+def response_v1() -> KStruct:
+    return KStruct('ReadShareGroupStateSummaryResponse', [
+        KField('results', KArray('carray', KStruct('ReadStateSummaryResult', [
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('PartitionResult', [
+        KField('partition', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('error_message', CompactNullableString, None),
+        KField('state_epoch', Int32, 0),
+        KField('leader_epoch', Int32, 0),
+        KField('start_offset', Int64, 0),
+        KField('delivery_complete_count', Int32, -1),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1}
 RESPONSE_FLEXIBLE_FROM = 0

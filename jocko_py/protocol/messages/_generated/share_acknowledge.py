@@ -5,15 +5,16 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 79
 NAME = 'ShareAcknowledge'
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (1, 2)
 LISTENERS = ['broker']
 
 
-def request_v0() -> KStruct:
+def request_v1() -> KStruct:
     return KStruct('ShareAcknowledgeRequest', [
         KField('group_id', CompactNullableString, None),
         KField('member_id', CompactNullableString, ''),
         KField('share_session_epoch', Int32, 0),
+        KField('is_renew_ack', None, False, ignorable=False),
         KField('topics', KArray('carray', KStruct('AcknowledgeTopic', [
         KField('topic_id', Uuid, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('AcknowledgePartition', [
@@ -28,15 +29,36 @@ def request_v0() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0}
+def request_v2() -> KStruct:
+    return KStruct('ShareAcknowledgeRequest', [
+        KField('group_id', CompactNullableString, None),
+        KField('member_id', CompactNullableString, ''),
+        KField('share_session_epoch', Int32, 0),
+        KField('is_renew_ack', Bool, False),
+        KField('topics', KArray('carray', KStruct('AcknowledgeTopic', [
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('AcknowledgePartition', [
+        KField('partition_index', Int32, 0),
+        KField('acknowledgement_batches', KArray('carray', KStruct('AcknowledgementBatch', [
+        KField('first_offset', Int64, 0),
+        KField('last_offset', Int64, 0),
+        KField('acknowledge_types', KArray('carray', Int8), []),
+    ], True)), []),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+REQUEST = {1: request_v1, 2: request_v2}
 REQUEST_FLEXIBLE_FROM = 0
 
 
-def response_v0() -> KStruct:
+def response_v1() -> KStruct:
     return KStruct('ShareAcknowledgeResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', Int16, 0),
         KField('error_message', CompactNullableString, None),
+        KField('acquisition_lock_timeout_ms', None, 0),
         KField('responses', KArray('carray', KStruct('ShareAcknowledgeTopicResponse', [
         KField('topic_id', Uuid, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('PartitionData', [
@@ -58,5 +80,32 @@ def response_v0() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0}
+def response_v2() -> KStruct:
+    return KStruct('ShareAcknowledgeResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('error_message', CompactNullableString, None),
+        KField('acquisition_lock_timeout_ms', Int32, 0),
+        KField('responses', KArray('carray', KStruct('ShareAcknowledgeTopicResponse', [
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('PartitionData', [
+        KField('partition_index', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('error_message', CompactNullableString, None),
+        KField('current_leader', KStruct('LeaderIdAndEpoch', [
+        KField('leader_id', Int32, 0),
+        KField('leader_epoch', Int32, 0),
+    ], True), {'leader_id': 0, 'leader_epoch': 0}),
+    ], True)), []),
+    ], True)), []),
+        KField('node_endpoints', KArray('carray', KStruct('NodeEndpoint', [
+        KField('node_id', Int32, 0),
+        KField('host', CompactString, ''),
+        KField('port', Int32, 0),
+        KField('rack', CompactNullableString, None),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {1: response_v1, 2: response_v2}
 RESPONSE_FLEXIBLE_FROM = 0

@@ -5,22 +5,22 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 77
 NAME = 'ShareGroupDescribe'
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (1, 1)
 LISTENERS = ['broker']
 
 
-def request_v0() -> KStruct:
+def request_v1() -> KStruct:
     return KStruct('ShareGroupDescribeRequest', [
         KField('group_ids', KArray('carray', CompactString), []),
         KField('include_authorized_operations', Bool, False),
     ], True)
 
 
-REQUEST = {0: request_v0}
+REQUEST = {1: request_v1}
 REQUEST_FLEXIBLE_FROM = 0
 
 
-def response_v0() -> KStruct:
+def response_v1() -> KStruct:
     return KStruct('ShareGroupDescribeResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('groups', KArray('carray', KStruct('DescribedGroup', [
@@ -51,5 +51,5 @@ def response_v0() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0}
+RESPONSE = {1: response_v1}
 RESPONSE_FLEXIBLE_FROM = 0

@@ -5,11 +5,11 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 76
 NAME = 'ShareGroupHeartbeat'
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (1, 1)
 LISTENERS = ['broker']
 
 
-def request_v0() -> KStruct:
+def request_v1() -> KStruct:
     return KStruct('ShareGroupHeartbeatRequest', [
         KField('group_id', CompactString, ''),
         KField('member_id', CompactString, ''),
@@ -19,11 +19,11 @@ def request_v0() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0}
+REQUEST = {1: request_v1}
 REQUEST_FLEXIBLE_FROM = 0
 
 
-def response_v0() -> KStruct:
+def response_v1() -> KStruct:
     return KStruct('ShareGroupHeartbeatResponse', [
         KField('throttle_time_ms', Int32, 0),
         KField('error_code', Int16, 0),
@@ -40,5 +40,5 @@ def response_v0() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0}
+RESPONSE = {1: response_v1}
 RESPONSE_FLEXIBLE_FROM = 0

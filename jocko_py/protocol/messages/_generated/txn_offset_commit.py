@@ -5,8 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 28
 NAME = 'TxnOffsetCommit'
-VALID_VERSIONS = (0, 4)
-LISTENERS = ['broker', 'zkBroker']
+VALID_VERSIONS = (0, 6)
+LISTENERS = ['broker']
 
 
 def request_v0() -> KStruct:
@@ -15,11 +15,12 @@ def request_v0() -> KStruct:
         KField('group_id', String, ''),
         KField('producer_id', Int64, 0),
         KField('producer_epoch', Int16, 0),
-        KField('generation_id', None, -1, ignorable=False),
+        KField('generation_id_or_member_epoch', None, -1, ignorable=False),
         KField('member_id', None, '', ignorable=False),
         KField('group_instance_id', None, None, ignorable=False),
         KField('topics', KArray('array', KStruct('TxnOffsetCommitRequestTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('TxnOffsetCommitRequestPartition', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
@@ -36,11 +37,12 @@ def request_v1() -> KStruct:
         KField('group_id', String, ''),
         KField('producer_id', Int64, 0),
         KField('producer_epoch', Int16, 0),
-        KField('generation_id', None, -1, ignorable=False),
+        KField('generation_id_or_member_epoch', None, -1, ignorable=False),
         KField('member_id', None, '', ignorable=False),
         KField('group_instance_id', None, None, ignorable=False),
         KField('topics', KArray('array', KStruct('TxnOffsetCommitRequestTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('TxnOffsetCommitRequestPartition', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
@@ -57,11 +59,12 @@ def request_v2() -> KStruct:
         KField('group_id', String, ''),
         KField('producer_id', Int64, 0),
         KField('producer_epoch', Int16, 0),
-        KField('generation_id', None, -1, ignorable=False),
+        KField('generation_id_or_member_epoch', None, -1, ignorable=False),
         KField('member_id', None, '', ignorable=False),
         KField('group_instance_id', None, None, ignorable=False),
         KField('topics', KArray('array', KStruct('TxnOffsetCommitRequestTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('TxnOffsetCommitRequestPartition', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
@@ -78,11 +81,12 @@ def request_v3() -> KStruct:
         KField('group_id', CompactString, ''),
         KField('producer_id', Int64, 0),
         KField('producer_epoch', Int16, 0),
-        KField('generation_id', Int32, -1),
+        KField('generation_id_or_member_epoch', Int32, -1),
         KField('member_id', CompactString, ''),
         KField('group_instance_id', CompactNullableString, None),
         KField('topics', KArray('carray', KStruct('TxnOffsetCommitRequestTopic', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('TxnOffsetCommitRequestPartition', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
@@ -99,11 +103,12 @@ def request_v4() -> KStruct:
         KField('group_id', CompactString, ''),
         KField('producer_id', Int64, 0),
         KField('producer_epoch', Int16, 0),
-        KField('generation_id', Int32, -1),
+        KField('generation_id_or_member_epoch', Int32, -1),
         KField('member_id', CompactString, ''),
         KField('group_instance_id', CompactNullableString, None),
         KField('topics', KArray('carray', KStruct('TxnOffsetCommitRequestTopic', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('TxnOffsetCommitRequestPartition', [
         KField('partition_index', Int32, 0),
         KField('committed_offset', Int64, 0),
@@ -114,7 +119,51 @@ def request_v4() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4}
+def request_v5() -> KStruct:
+    return KStruct('TxnOffsetCommitRequest', [
+        KField('transactional_id', CompactString, ''),
+        KField('group_id', CompactString, ''),
+        KField('producer_id', Int64, 0),
+        KField('producer_epoch', Int16, 0),
+        KField('generation_id_or_member_epoch', Int32, -1),
+        KField('member_id', CompactString, ''),
+        KField('group_instance_id', CompactNullableString, None),
+        KField('topics', KArray('carray', KStruct('TxnOffsetCommitRequestTopic', [
+        KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('TxnOffsetCommitRequestPartition', [
+        KField('partition_index', Int32, 0),
+        KField('committed_offset', Int64, 0),
+        KField('committed_leader_epoch', Int32, -1),
+        KField('committed_metadata', CompactNullableString, ''),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+def request_v6() -> KStruct:
+    return KStruct('TxnOffsetCommitRequest', [
+        KField('transactional_id', CompactString, ''),
+        KField('group_id', CompactString, ''),
+        KField('producer_id', Int64, 0),
+        KField('producer_epoch', Int16, 0),
+        KField('generation_id_or_member_epoch', Int32, -1),
+        KField('member_id', CompactString, ''),
+        KField('group_instance_id', CompactNullableString, None),
+        KField('topics', KArray('carray', KStruct('TxnOffsetCommitRequestTopic', [
+        KField('name', None, ''),
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('TxnOffsetCommitRequestPartition', [
+        KField('partition_index', Int32, 0),
+        KField('committed_offset', Int64, 0),
+        KField('committed_leader_epoch', Int32, -1),
+        KField('committed_metadata', CompactNullableString, ''),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1, 2: request_v2, 3: request_v3, 4: request_v4, 5: request_v5, 6: request_v6}
 REQUEST_FLEXIBLE_FROM = 3
 
 
@@ -123,6 +172,7 @@ def response_v0() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('topics', KArray('array', KStruct('TxnOffsetCommitResponseTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('TxnOffsetCommitResponsePartition', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -136,6 +186,7 @@ def response_v1() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('topics', KArray('array', KStruct('TxnOffsetCommitResponseTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('TxnOffsetCommitResponsePartition', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -149,6 +200,7 @@ def response_v2() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('topics', KArray('array', KStruct('TxnOffsetCommitResponseTopic', [
         KField('name', String, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('array', KStruct('TxnOffsetCommitResponsePartition', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -162,6 +214,7 @@ def response_v3() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('topics', KArray('carray', KStruct('TxnOffsetCommitResponseTopic', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('TxnOffsetCommitResponsePartition', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -175,6 +228,7 @@ def response_v4() -> KStruct:
         KField('throttle_time_ms', Int32, 0),
         KField('topics', KArray('carray', KStruct('TxnOffsetCommitResponseTopic', [
         KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
         KField('partitions', KArray('carray', KStruct('TxnOffsetCommitResponsePartition', [
         KField('partition_index', Int32, 0),
         KField('error_code', Int16, 0),
@@ -183,5 +237,33 @@ def response_v4() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4}
+def response_v5() -> KStruct:
+    return KStruct('TxnOffsetCommitResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('topics', KArray('carray', KStruct('TxnOffsetCommitResponseTopic', [
+        KField('name', CompactString, ''),
+        KField('topic_id', None, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('TxnOffsetCommitResponsePartition', [
+        KField('partition_index', Int32, 0),
+        KField('error_code', Int16, 0),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+def response_v6() -> KStruct:
+    return KStruct('TxnOffsetCommitResponse', [
+        KField('throttle_time_ms', Int32, 0),
+        KField('topics', KArray('carray', KStruct('TxnOffsetCommitResponseTopic', [
+        KField('name', None, ''),
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('TxnOffsetCommitResponsePartition', [
+        KField('partition_index', Int32, 0),
+        KField('error_code', Int16, 0),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2, 3: response_v3, 4: response_v4, 5: response_v5, 6: response_v6}
 RESPONSE_FLEXIBLE_FROM = 3

@@ -5,7 +5,7 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 52
 NAME = 'Vote'
-VALID_VERSIONS = (0, 1)
+VALID_VERSIONS = (0, 2)
 LISTENERS = ['controller']
 
 
@@ -17,12 +17,13 @@ def request_v0() -> KStruct:
         KField('topic_name', CompactString, ''),
         KField('partitions', KArray('carray', KStruct('PartitionData', [
         KField('partition_index', Int32, 0),
-        KField('candidate_epoch', Int32, 0),
-        KField('candidate_id', Int32, 0),
-        KField('candidate_directory_id', None, ZERO_UUID),
+        KField('replica_epoch', Int32, 0),
+        KField('replica_id', Int32, 0),
+        KField('replica_directory_id', None, ZERO_UUID),
         KField('voter_directory_id', None, ZERO_UUID),
         KField('last_offset_epoch', Int32, 0),
         KField('last_offset', Int64, 0),
+        KField('pre_vote', None, False, ignorable=False),
     ], True)), []),
     ], True)), []),
     ], True)
@@ -36,18 +37,39 @@ def request_v1() -> KStruct:
         KField('topic_name', CompactString, ''),
         KField('partitions', KArray('carray', KStruct('PartitionData', [
         KField('partition_index', Int32, 0),
-        KField('candidate_epoch', Int32, 0),
-        KField('candidate_id', Int32, 0),
-        KField('candidate_directory_id', Uuid, ZERO_UUID),
+        KField('replica_epoch', Int32, 0),
+        KField('replica_id', Int32, 0),
+        KField('replica_directory_id', Uuid, ZERO_UUID),
         KField('voter_directory_id', Uuid, ZERO_UUID),
         KField('last_offset_epoch', Int32, 0),
         KField('last_offset', Int64, 0),
+        KField('pre_vote', None, False, ignorable=False),
     ], True)), []),
     ], True)), []),
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1}
+def request_v2() -> KStruct:
+    return KStruct('VoteRequest', [
+        KField('cluster_id', CompactNullableString, None),
+        KField('voter_id', Int32, -1),
+        KField('topics', KArray('carray', KStruct('TopicData', [
+        KField('topic_name', CompactString, ''),
+        KField('partitions', KArray('carray', KStruct('PartitionData', [
+        KField('partition_index', Int32, 0),
+        KField('replica_epoch', Int32, 0),
+        KField('replica_id', Int32, 0),
+        KField('replica_directory_id', Uuid, ZERO_UUID),
+        KField('voter_directory_id', Uuid, ZERO_UUID),
+        KField('last_offset_epoch', Int32, 0),
+        KField('last_offset', Int64, 0),
+        KField('pre_vote', Bool, False),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1, 2: request_v2}
 REQUEST_FLEXIBLE_FROM = 0
 
 
@@ -89,5 +111,26 @@ def response_v1() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1}
+def response_v2() -> KStruct:
+    return KStruct('VoteResponse', [
+        KField('error_code', Int16, 0),
+        KField('topics', KArray('carray', KStruct('TopicData', [
+        KField('topic_name', CompactString, ''),
+        KField('partitions', KArray('carray', KStruct('PartitionData', [
+        KField('partition_index', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('leader_id', Int32, 0),
+        KField('leader_epoch', Int32, 0),
+        KField('vote_granted', Bool, False),
+    ], True)), []),
+    ], True)), []),
+        KField('node_endpoints', KArray('carray', KStruct('NodeEndpoint', [
+        KField('node_id', Int32, 0),
+        KField('host', CompactString, ''),
+        KField('port', UInt16, 0),
+    ], True)), [], tag=0),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1, 2: response_v2}
 RESPONSE_FLEXIBLE_FROM = 0

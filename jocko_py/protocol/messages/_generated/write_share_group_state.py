@@ -5,7 +5,7 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 85
 NAME = 'WriteShareGroupState'
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 LISTENERS = ['broker']
 
 
@@ -19,6 +19,7 @@ def request_v0() -> KStruct:
         KField('state_epoch', Int32, 0),
         KField('leader_epoch', Int32, 0),
         KField('start_offset', Int64, 0),
+        KField('delivery_complete_count', None, -1),
         KField('state_batches', KArray('carray', KStruct('StateBatch', [
         KField('first_offset', Int64, 0),
         KField('last_offset', Int64, 0),
@@ -30,7 +31,29 @@ def request_v0() -> KStruct:
     ], True)
 
 
-REQUEST = {0: request_v0}
+def request_v1() -> KStruct:
+    return KStruct('WriteShareGroupStateRequest', [
+        KField('group_id', CompactString, ''),
+        KField('topics', KArray('carray', KStruct('WriteStateData', [
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('PartitionData', [
+        KField('partition', Int32, 0),
+        KField('state_epoch', Int32, 0),
+        KField('leader_epoch', Int32, 0),
+        KField('start_offset', Int64, 0),
+        KField('delivery_complete_count', Int32, -1),
+        KField('state_batches', KArray('carray', KStruct('StateBatch', [
+        KField('first_offset', Int64, 0),
+        KField('last_offset', Int64, 0),
+        KField('delivery_state', Int8, 0),
+        KField('delivery_count', Int16, 0),
+    ], True)), []),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+REQUEST = {0: request_v0, 1: request_v1}
 REQUEST_FLEXIBLE_FROM = 0
 
 
@@ -47,5 +70,18 @@ def response_v0() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0}
+def response_v1() -> KStruct:
+    return KStruct('WriteShareGroupStateResponse', [
+        KField('results', KArray('carray', KStruct('WriteStateResult', [
+        KField('topic_id', Uuid, ZERO_UUID),
+        KField('partitions', KArray('carray', KStruct('PartitionResult', [
+        KField('partition', Int32, 0),
+        KField('error_code', Int16, 0),
+        KField('error_message', CompactNullableString, None),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {0: response_v0, 1: response_v1}
 RESPONSE_FLEXIBLE_FROM = 0

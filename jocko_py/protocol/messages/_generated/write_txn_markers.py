@@ -5,23 +5,8 @@ from jocko_py.protocol.wire import ZERO_UUID
 
 API_KEY = 27
 NAME = 'WriteTxnMarkers'
-VALID_VERSIONS = (0, 1)
-LISTENERS = ['broker', 'zkBroker']
-
-
-def request_v0() -> KStruct:
-    return KStruct('WriteTxnMarkersRequest', [
-        KField('markers', KArray('array', KStruct('WritableTxnMarker', [
-        KField('producer_id', Int64, 0),
-        KField('producer_epoch', Int16, 0),
-        KField('transaction_result', Bool, False),
-        KField('topics', KArray('array', KStruct('WritableTxnMarkerTopic', [
-        KField('name', String, ''),
-        KField('partition_indexes', KArray('array', Int32), []),
-    ], False)), []),
-        KField('coordinator_epoch', Int32, 0),
-    ], False)), []),
-    ], False)
+VALID_VERSIONS = (1, 2)
+LISTENERS = ['broker']
 
 
 def request_v1() -> KStruct:
@@ -35,27 +20,29 @@ def request_v1() -> KStruct:
         KField('partition_indexes', KArray('carray', Int32), []),
     ], True)), []),
         KField('coordinator_epoch', Int32, 0),
+        KField('transaction_version', None, 0),
     ], True)), []),
     ], True)
 
 
-REQUEST = {0: request_v0, 1: request_v1}
-REQUEST_FLEXIBLE_FROM = 1
-
-
-def response_v0() -> KStruct:
-    return KStruct('WriteTxnMarkersResponse', [
-        KField('markers', KArray('array', KStruct('WritableTxnMarkerResult', [
+def request_v2() -> KStruct:
+    return KStruct('WriteTxnMarkersRequest', [
+        KField('markers', KArray('carray', KStruct('WritableTxnMarker', [
         KField('producer_id', Int64, 0),
-        KField('topics', KArray('array', KStruct('WritableTxnMarkerTopicResult', [
-        KField('name', String, ''),
-        KField('partitions', KArray('array', KStruct('WritableTxnMarkerPartitionResult', [
-        KField('partition_index', Int32, 0),
-        KField('error_code', Int16, 0),
-    ], False)), []),
-    ], False)), []),
-    ], False)), []),
-    ], False)
+        KField('producer_epoch', Int16, 0),
+        KField('transaction_result', Bool, False),
+        KField('topics', KArray('carray', KStruct('WritableTxnMarkerTopic', [
+        KField('name', CompactString, ''),
+        KField('partition_indexes', KArray('carray', Int32), []),
+    ], True)), []),
+        KField('coordinator_epoch', Int32, 0),
+        KField('transaction_version', Int8, 0),
+    ], True)), []),
+    ], True)
+
+
+REQUEST = {1: request_v1, 2: request_v2}
+REQUEST_FLEXIBLE_FROM = 1
 
 
 def response_v1() -> KStruct:
@@ -73,5 +60,20 @@ def response_v1() -> KStruct:
     ], True)
 
 
-RESPONSE = {0: response_v0, 1: response_v1}
+def response_v2() -> KStruct:
+    return KStruct('WriteTxnMarkersResponse', [
+        KField('markers', KArray('carray', KStruct('WritableTxnMarkerResult', [
+        KField('producer_id', Int64, 0),
+        KField('topics', KArray('carray', KStruct('WritableTxnMarkerTopicResult', [
+        KField('name', CompactString, ''),
+        KField('partitions', KArray('carray', KStruct('WritableTxnMarkerPartitionResult', [
+        KField('partition_index', Int32, 0),
+        KField('error_code', Int16, 0),
+    ], True)), []),
+    ], True)), []),
+    ], True)), []),
+    ], True)
+
+
+RESPONSE = {1: response_v1, 2: response_v2}
 RESPONSE_FLEXIBLE_FROM = 1

@@ -1,0 +1,94 @@
+"""Apache Kafka 4.4.0 as a reference broker: one KRaft node (broker and controller).
+
+The jars come from Maven Central (`make -C tests/java kafka-44`, part of
+`make test`'s java-deps) into `.cache-extra/kafka-44-jars`. `ApacheKafka44`
+formats its data dir with `kafka-storage format --standalone` (a cluster id drawn
+here, as `kafka-storage random-uuid` would) and runs `kafka-server-start`'s main
+class, `kafka.Kafka`; both with Kafka's defaults apart from the ports, the data
+dir and a replication factor of 1 for the internal topics.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from tests.support.broker import REPO, BrokerProcess, free_port
+
+JARS = REPO / ".cache-extra" / "kafka-44-jars"
+JAVA_OPTS = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+
+
+def missing() -> str | None:
+    """Why Kafka 4.4.0 cannot run here, or None."""
+    if shutil.which("java") is None:
+        return "no java"
+    if not (JARS / ".done").exists():
+        return "Kafka 4.4.0 jars not fetched (make -C tests/java kafka-44)"
+    return None
+
+
+class ApacheKafka44(BrokerProcess):
+    """One Apache Kafka 4.4.0 node; `start()` returns once its broker port accepts."""
+
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__(data_dir, log_path=data_dir.parent / "kafka44.log")
+        self.controller_port = free_port()
+        self.config = self.data_dir.parent / "server.properties"
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        return ["java", *JAVA_OPTS, "-cp", f"{JARS}/*", main, *args]
+
+    def command(self) -> list[str]:
+        return self._java("kafka.Kafka", str(self.config))
+
+    def start(self, timeout: float = 90.0) -> ApacheKafka44:
+        if not (self.data_dir / "meta.properties").exists():
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.config.write_text("\n".join([
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.bootstrap.servers=127.0.0.1:{self.controller_port}",
+                f"listeners=PLAINTEXT://127.0.0.1:{self.port},"
+                f"CONTROLLER://127.0.0.1:{self.controller_port}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                "controller.listener.names=CONTROLLER",
+                "inter.broker.listener.name=PLAINTEXT",
+                f"log.dirs={self.data_dir}",
+                "offsets.topic.replication.factor=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "share.coordinator.state.topic.replication.factor=1",
+                "share.coordinator.state.topic.min.isr=1",
+                "group.initial.rebalance.delay.ms=0",
+                "",
+            ]))
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            fmt = subprocess.run(
+                self._java("kafka.tools.StorageTool", "format", "--standalone",
+                           "-t", cluster_id, "-c", str(self.config)),
+                capture_output=True, text=True, timeout=120)
+            if fmt.returncode != 0:
+                raise RuntimeError(f"kafka-storage format failed:\n{fmt.stdout}\n{fmt.stderr}")
+        super().start(timeout=timeout)
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until the broker answers Metadata with itself (it has joined the quorum)."""
+        from jocko_py.client import Client
+
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                with Client(self.bootstrap, timeout=5) as c:
+                    if c.request(3, 12, {"topics": []}).brokers:
+                        return
+            except Exception as e:  # not up yet
+                last = e
+            time.sleep(0.5)
+        raise TimeoutError(f"Kafka 4.4.0 not ready after {timeout}s ({last!r}):\n{self.log_tail()}")
