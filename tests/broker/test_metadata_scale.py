@@ -88,7 +88,7 @@ def reference(image: MetadataImage, version: int = 12, topics: list[str] | None 
     return bytes(codec.encode_response(3, version, 7, body))
 
 
-@pytest.mark.parametrize("version", range(13))
+@pytest.mark.parametrize("version", range(14))
 async def test_cached_answer_is_byte_identical_to_a_fresh_encoding(version: int) -> None:
     image = MetadataImage()
     image.apply_batch([register(0), register(1)])
