@@ -229,7 +229,9 @@ def read_meta(directory: Path) -> MetaProperties | None:
     return MetaProperties(cluster_id, node_id, props.get("directory.id", ""), version)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file or a directory by path (a directory: so a rename or a new or deleted
+    entry in it is durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -247,7 +249,7 @@ def write_meta(directory: Path, meta: MetaProperties) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(directory)
+    fsync_path(directory)
 
 
 def verify_meta(dirs: Sequence[Path], node_id: int,

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jocko_py.commitlog.config import LogConfig
+from jocko_py.commitlog.dirs import fsync_path
 from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
 from jocko_py.commitlog.fd_cache import HANDLES
 from jocko_py.commitlog.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCache
@@ -142,7 +143,7 @@ def run_flush(ticket: FlushTicket) -> None:
                 if isinstance(fd, int):
                     os.fsync(fd)
                 else:
-                    _fsync_path(fd)
+                    fsync_path(fd)
             except FileNotFoundError:
                 pass
             except OSError as e:
@@ -152,13 +153,6 @@ def run_flush(ticket: FlushTicket) -> None:
     finally:
         _release(ticket)
 
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _release(ticket: FlushTicket) -> None:

@@ -52,6 +52,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jocko_py.commitlog.config import LogConfig
+from jocko_py.commitlog.dirs import fsync_path
 from jocko_py.commitlog.errors import KafkaStorageError
 from jocko_py.commitlog.log import FlushTicket, Log, run_flush
 
@@ -114,15 +115,8 @@ def write_clean_shutdown_file(directory: Path, broker_epoch: int) -> None:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    _fsync_dir(directory)
+    fsync_path(directory)
 
-
-def _fsync_dir(directory: Path) -> None:
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def read_clean_shutdown_epoch(directory: Path) -> int | None:
@@ -292,7 +286,7 @@ class LogManager:
                 # deletion is made durable, so a power loss cannot bring the marker back.
                 if clean:
                     marker.unlink(missing_ok=True)
-                    _fsync_dir(base)
+                    fsync_path(base)
                 points = read_offset_checkpoint(base / RECOVERY_POINT_CHECKPOINT)
                 for p in sorted(base.iterdir()):
                     if not p.is_dir():

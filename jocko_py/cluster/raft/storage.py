@@ -38,6 +38,7 @@ from jocko_py.cluster.raft.messages import (
     Snapshot,
     TruncateLog,
 )
+from jocko_py.commitlog.dirs import fsync_path
 
 log = logging.getLogger("jocko_py.cluster.raft.storage")
 
@@ -75,13 +76,6 @@ class MemoryStorage:
         return m
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
@@ -90,7 +84,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
 def _frame(e: Entry) -> bytes:
