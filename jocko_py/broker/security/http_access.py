@@ -51,7 +51,6 @@ from jocko_py.broker.security.scram import MECHANISMS, ScramCredential, verify_p
 from jocko_py.broker.security.session import ANONYMOUS, SecurityManager
 from jocko_py.broker.security.tls import (
     _CLIENT_AUTH,
-    _PROTOCOLS,
     CertificateReloader,
     NoMatchingRule,
     TlsSettings,
@@ -165,34 +164,13 @@ def _tls_settings(config: BrokerConfig, server: str, modes: frozenset[str]) -> T
         own = config.get(prefix + key).strip() if key in _TLS_KEYS else ""
         return own or config.get(key).strip()
 
-    if (get("ssl.keystore.type") or "PEM").upper() != "PEM" or \
-            (get("ssl.truststore.type") or "PEM").upper() != "PEM":
-        raise ConfigError(f"{prefix}ssl: only ssl.keystore.type=PEM and "
-                          "ssl.truststore.type=PEM are supported")
     client_auth = config.get(prefix + "ssl.client.auth").strip().lower() or (
         "required" if modes == {"mtls"} else "requested" if "mtls" in modes else "none")
-    s = TlsSettings(
-        listener=f"{prefix}ssl",
-        keystore_location=get("ssl.keystore.location"),
-        keystore_chain=get("ssl.keystore.certificate.chain"),
-        keystore_key=get("ssl.keystore.key"),
-        key_password=get("ssl.key.password"),
-        truststore_location=get("ssl.truststore.location"),
-        truststore_certificates=get("ssl.truststore.certificates"),
-        protocols=tuple(p.strip() for p in
-                        (get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",")
-                        if p.strip()),
-        ciphers=get("ssl.cipher.suites"),
-        client_auth=client_auth,
-    )
+    s = TlsSettings.read(f"{prefix}ssl", f"{prefix}ssl", get, client_auth)
     if not s.keystore_location and not (s.keystore_chain and s.keystore_key):
         raise ConfigError(f"{prefix}ssl.enable=true needs a key and certificate: "
                           f"{prefix}ssl.keystore.location or ssl.keystore.location (or the "
                           "certificate.chain and key settings)")
-    bad = [p for p in s.protocols if p not in _PROTOCOLS]
-    if bad or not s.protocols:
-        raise ConfigError(f"ssl.enabled.protocols: {bad or 'empty'} not supported "
-                          "(TLSv1.2, TLSv1.3)")
     if client_auth not in _CLIENT_AUTH:
         raise ConfigError(f"{prefix}ssl.client.auth: {client_auth!r} is not one of "
                           "none, requested, required")

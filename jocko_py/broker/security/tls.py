@@ -29,7 +29,7 @@ import os
 import re
 import ssl
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,17 +70,17 @@ class TlsSettings:
     client_auth: str
 
     @classmethod
-    def from_config(cls, config: BrokerConfig, listener: str) -> TlsSettings:
-        def get(key: str) -> str:
-            return config.listener_config(listener, key).strip()
-
-        ks_type = (get("ssl.keystore.type") or "PEM").upper()
-        ts_type = (get("ssl.truststore.type") or "PEM").upper()
-        if ks_type != "PEM" or ts_type != "PEM":
-            raise ConfigError(f"listener {listener}: only ssl.keystore.type=PEM and "
+    def read(cls, label: str, where: str, get: Callable[[str], str],
+             client_auth: str) -> TlsSettings:
+        """The settings as ``get`` gives Kafka's `ssl.*` names (a listener's, or a
+        server's own with the broker's as fallback); PEM only, TLS 1.2/1.3 only.
+        ``where`` names the settings in errors."""
+        if (get("ssl.keystore.type") or "PEM").upper() != "PEM" or \
+                (get("ssl.truststore.type") or "PEM").upper() != "PEM":
+            raise ConfigError(f"{where}: only ssl.keystore.type=PEM and "
                               "ssl.truststore.type=PEM are supported")
         s = cls(
-            listener=listener,
+            listener=label,
             keystore_location=get("ssl.keystore.location"),
             keystore_chain=get("ssl.keystore.certificate.chain"),
             keystore_key=get("ssl.keystore.key"),
@@ -91,16 +91,25 @@ class TlsSettings:
                             (get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",")
                             if p.strip()),
             ciphers=get("ssl.cipher.suites"),
-            client_auth=(get("ssl.client.auth") or "none").lower(),
+            client_auth=client_auth,
         )
-        if not s.keystore_location and not (s.keystore_chain and s.keystore_key):
-            raise ConfigError(
-                f"listener {listener} needs a key and certificate: ssl.keystore.location, "
-                "or ssl.keystore.certificate.chain and ssl.keystore.key")
         bad = [p for p in s.protocols if p not in _PROTOCOLS]
         if bad or not s.protocols:
             raise ConfigError(f"ssl.enabled.protocols: {bad or 'empty'} not supported "
                               "(TLSv1.2, TLSv1.3)")
+        return s
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, listener: str) -> TlsSettings:
+        def get(key: str) -> str:
+            return config.listener_config(listener, key).strip()
+
+        s = cls.read(listener, f"listener {listener}", get,
+                     (get("ssl.client.auth") or "none").lower())
+        if not s.keystore_location and not (s.keystore_chain and s.keystore_key):
+            raise ConfigError(
+                f"listener {listener} needs a key and certificate: ssl.keystore.location, "
+                "or ssl.keystore.certificate.chain and ssl.keystore.key")
         if s.client_auth not in _CLIENT_AUTH:
             raise ConfigError(f"ssl.client.auth: {s.client_auth!r} is not one of "
                               "none, requested, required")
