@@ -21,10 +21,11 @@ from kafka.structs import OffsetAndMetadata
 from jocko_py.cli_groups import GroupAdmin
 from jocko_py.client import Client
 from jocko_py.embedded import EmbeddedBroker, free_port
+from tests.support.prereq import requires
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed "
-                                "(make test installs Debian's package)")
+pytestmark = requires(CHROMIUM is not None,
+                      "chromium not installed (make test installs Debian's package)")
 
 
 class Browser:
