@@ -34,6 +34,15 @@ lose data. With ``min.insync.replicas=1`` there is no ELR while the ISR is not e
 power loss is also refused when the victim's own ISR shrink, still in flight, would leave
 it the last member: one replica losing data is beyond what Kafka promises at min ISR 1.
 
+Half the schedules (``SimParams.overlaps``) also put two replicas under a fault at once:
+a *pause* (SIGSTOP: the process runs nothing, requests to it wait in its sockets, its
+controller session lapses; on SIGCONT it runs what waited, with its stale view, and
+heartbeats again), a kill, a power loss or an *isolation* (cut from the controller and
+every other broker), each held from 20 ms to 2.5 s. The second fault is judged by
+``fault_allowed`` with the first in effect, and a paused replica is not a sound one, so
+two faults never take more than Kafka's promise allows (RF-1 replicas may lose their
+unflushed data only while another intact one stays in the ISR or ELR).
+
 Invariants, checked after every event (``checks`` selects them, for the mutation
 tests):
 
@@ -126,6 +135,11 @@ class SimParams:
     fault_every_ms: tuple[int, int] = (80, 400)
     power_loss_share: float = 0.5
     torn_share: float = 0.5
+    # two faults at once on two replicas (pause, kill, power loss, isolation), besides
+    # the single faults; drawn apart from the rest so a schedule without them is the
+    # schedule it was before they existed
+    overlaps: bool = False
+    overlap_every_ms: tuple[int, int] = (150, 700)
 
 
 def schedule_params(seed: int) -> SimParams:
@@ -142,6 +156,7 @@ def schedule_params(seed: int) -> SimParams:
         meta_every_ms=r.choice(((1, 20), (5, 80), (20, 300))),
         fault_every_ms=r.choice(((40, 200), (80, 400), (200, 800))),
         power_loss_share=r.choice((0.2, 0.5, 0.8)),
+        overlaps=random.Random(seed ^ 0x0BE1A9).random() < 0.5,
     )
 
 
@@ -180,6 +195,8 @@ class Broker:
     # one fetch in flight per followed partition: request id
     inflight: dict[int, int] = field(default_factory=dict)
     gen: int = 0  # bumped on every crash: events of an older process are dropped
+    paused: bool = False  # SIGSTOP: nothing runs; what arrives waits for the resume
+    deferred: list[Callable[[], None]] = field(default_factory=list)
 
 
 class ReplicationSim:
@@ -245,6 +262,9 @@ class ReplicationSim:
 
         def run() -> None:
             if b.up and b.gen == gen:
+                if b.paused:
+                    b.deferred.append(run)
+                    return
                 fn()
         return run
 
@@ -371,6 +391,10 @@ class ReplicationSim:
         lb = self.brokers[leader_id]
         if not lb.up:
             return  # no answer: the follower times out
+        if lb.paused:  # the request waits in the socket until the leader runs again
+            lb.deferred.append(lambda: self.serve_fetch(leader_id, f, part, req, fetch_offset,
+                                                        epoch, last_epoch, inc))
+            return
         lp = lb.parts.get(part)
         if lp is None:
             hw, lso, res = -1, -1, None
@@ -483,6 +507,9 @@ class ReplicationSim:
             return
 
         def arrive() -> None:
+            if b.up and b.paused:
+                b.deferred.append(arrive)
+                return
             p = b.parts.get(part)
             if not b.up or p is None:
                 return
@@ -521,7 +548,8 @@ class ReplicationSim:
 
     def sound(self, r: int, part: int) -> bool:
         """``r`` holds everything committed and stays in the ISR for now."""
-        return (self.brokers[r].up and self.ctl_link[r] and (r, part) not in self.damaged)
+        b = self.brokers[r]
+        return b.up and not b.paused and self.ctl_link[r] and (r, part) not in self.damaged
 
     def fault_allowed(self, victim: int, *, loses_data: bool) -> bool:
         """The fault model: a fault that takes ``victim`` out of the replicas holding
@@ -595,11 +623,100 @@ class ReplicationSim:
             for b in self.brokers.values():
                 if not self.ctl_link[b.bid]:
                     self.ctl_link[b.bid] = True
-                    if b.up:
+                    if b.up and not b.paused:
                         self.register(b)
                     self.note(f"b{b.bid} reaches the controller again")
         else:
             self.produce()
+
+    # ---- overlapping faults
+
+    def faulty(self) -> set[int]:
+        """Brokers under a fault now: down, paused, or cut from the controller."""
+        return {b.bid for b in self.brokers.values()
+                if not b.up or b.paused or not self.ctl_link[b.bid]}
+
+    def overlap_tick(self) -> None:
+        """Two faults at once on two replicas, each within the fault model given the
+        other (the second is judged with the first in effect): a pause (SIGSTOP, then
+        SIGCONT), a kill, a power loss, or an isolation (cut from the controller and
+        from every other broker), each held for a while."""
+        if self.healing:
+            return
+        lo, hi = self.params.overlap_every_ms
+        self.at(self.rng.randint(lo, hi), self.overlap_tick)
+        first, second = self.rng.sample(list(self.brokers.values()), 2)
+        applied = 0
+        for b in (first, second):
+            kind = self.rng.choice(("pause", "pause", "kill", "power loss", "isolate"))
+            if self.apply_fault(b, kind):
+                applied += 1
+        if applied == 2:
+            self.count("double_faults")
+
+    def apply_fault(self, b: Broker, kind: str) -> bool:
+        if not b.up or b.paused or not self.ctl_link[b.bid]:
+            return False
+        if kind in ("kill", "power loss") and sum(not x.up for x in self.brokers.values()) \
+                >= self.params.brokers - 1:
+            return False
+        if not self.fault_allowed(b.bid, loses_data=kind == "power loss"):
+            return False
+        if self.faulty() - {b.bid}:
+            self.count("overlapping_faults")
+        hold = self.rng.choice((20, 150, 400, 900, 2500))
+        if kind == "pause":
+            self.pause(b)
+            self.at(hold, lambda: self.resume(b))
+        elif kind == "isolate":
+            self.ctl_link[b.bid] = False
+            for o in self.brokers:
+                if o != b.bid:
+                    self.cut.add((min(o, b.bid), max(o, b.bid)))
+            self.note(f"b{b.bid} isolated")
+            self.count("isolations")
+            self.at(self.rng.randint(50, 400), self.session_lapse(b))
+
+            def rejoin() -> None:
+                self.cut -= {(min(o, b.bid), max(o, b.bid)) for o in self.brokers}
+                if not self.ctl_link[b.bid]:
+                    self.ctl_link[b.bid] = True
+                    if b.up and not b.paused:
+                        self.register(b)
+                self.note(f"b{b.bid} rejoins the network")
+            self.at(hold, rejoin)
+        else:
+            self.crash(b, power_loss=kind == "power loss")
+            self.at(hold, lambda: self.restart(b))
+        return True
+
+    def session_lapse(self, b: Broker) -> Callable[[], None]:
+        """broker.session.timeout.ms: no heartbeat reached the controller; fenced."""
+        gen = b.gen
+
+        def lapse() -> None:
+            silent = not b.up or b.paused or not self.ctl_link[b.bid]
+            if silent and b.gen == gen and b.bid in self.ctl_live:
+                del self.ctl_live[b.bid]
+                self.note(f"controller: b{b.bid} session expired")
+        return lapse
+
+    def pause(self, b: Broker) -> None:
+        b.paused = True
+        self.count("pauses")
+        self.note(f"b{b.bid} paused")
+        self.at(self.rng.randint(50, 400), self.session_lapse(b))
+
+    def resume(self, b: Broker) -> None:
+        if not b.paused:
+            return
+        b.paused = False
+        self.note(f"b{b.bid} resumes ({len(b.deferred)} events waited)")
+        waiting, b.deferred = b.deferred, []
+        for fn in waiting:
+            self.at(0, fn)
+        if b.up and self.ctl_link[b.bid] and b.bid not in self.ctl_live:
+            self.register(b)  # its next heartbeat: the same process, unfenced again
 
     def crash(self, b: Broker, *, power_loss: bool) -> None:
         self.count("power_losses" if power_loss else "kills")
@@ -614,6 +731,8 @@ class ReplicationSim:
         b.parts.clear()
         b.inflight.clear()
         b.up = False
+        b.paused = False  # a stopped process can be killed too
+        b.deferred.clear()
         b.gen += 1
 
         def lapse() -> None:
@@ -833,6 +952,8 @@ class ReplicationSim:
         self.at(0, self.controller_tick)
         self.at(10, self.produce_tick)
         self.at(100, self.fault_tick)
+        if self.params.overlaps:
+            self.at(self.rng.randint(*self.params.overlap_every_ms), self.overlap_tick)
         self.at(self.params.chaos_ms, self.heal)
 
     def heal(self) -> None:
@@ -840,6 +961,7 @@ class ReplicationSim:
         self.note("heal")
         self.cut.clear()
         for b in self.brokers.values():
+            self.resume(b)
             self.ctl_link[b.bid] = True
             if b.up:
                 self.register(b)
