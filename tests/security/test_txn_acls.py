@@ -143,6 +143,10 @@ def test_find_coordinator_needs_describe_on_the_transactional_id(broker: TxnAclB
     with broker.conn("plain") as c:  # v0-3 carry the error the same way
         r = c.call(10, 3, {"key": "good-a", "key_type": 1})
         assert r.error_code == TXN_DENIED
+    with broker.conn("writer") as c:  # the coordinator on the listener asked (SASL), as
+        r = c.call(10, 4, {"key_type": 1, "coordinator_keys": ["good-a"]})  # for groups
+        assert (r.coordinators[0].host, r.coordinators[0].port) == ("127.0.0.1",
+                                                                   broker.sasl_port)
 
 
 def test_init_producer_id_needs_write_on_the_transactional_id(broker: TxnAclBroker) -> None:
@@ -202,3 +206,171 @@ def test_transactional_requests_need_write_on_the_transactional_id(broker: TxnAc
         assert txn_produce(w, tid, pid, epoch) == 0
         assert w.call(26, 3, {"transactional_id": tid, "producer_id": pid,
                               "producer_epoch": epoch, "committed": True}).error_code == 0
+
+
+# ------------------------------------------------------------------ every client
+
+
+def read_committed(broker: TxnAclBroker, prefix: str) -> list[str]:
+    """The values starting with ``prefix`` a read_committed consumer (admin) sees."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.addr, "security.protocol": "SASL_PLAINTEXT",
+                  "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+                  "sasl.password": USERS["admin"], "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        _, high = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+        c.assign([TopicPartition(TOPIC, 0, 0)])
+        out: list[str] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                if c.position([TopicPartition(TOPIC, 0)])[0].offset >= high:
+                    break
+                continue
+            if m.error() is None:
+                out.append(m.value().decode())
+        return [v for v in out if v.startswith(prefix)]
+    finally:
+        c.close()
+
+
+def sasl_conf(user: str) -> dict[str, str]:
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.username": user, "sasl.password": USERS[user]}
+
+
+def run_confluent(broker: TxnAclBroker, user: str, tid: str) -> str:
+    from confluent_kafka import KafkaException, Producer
+
+    p = Producer({"bootstrap.servers": broker.addr, "transactional.id": tid,
+                  **sasl_conf(user)})
+    try:
+        p.init_transactions(20)
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(TOPIC, value=f"{tid}-{i}".encode(), partition=0)
+        p.commit_transaction(20)
+        return "COMMITTED"
+    except KafkaException as e:
+        return f"FAILED: {e.args[0].name()}: {e}"
+
+
+def run_kafka_python(broker: TxnAclBroker, user: str, tid: str) -> str:
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    p = None
+    try:
+        p = KafkaProducer(bootstrap_servers=broker.addr, security_protocol="SASL_PLAINTEXT",
+                          sasl_mechanism="PLAIN", sasl_plain_username=user,
+                          sasl_plain_password=USERS[user], transactional_id=tid,
+                          max_block_ms=15000, request_timeout_ms=10000)
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(3):
+            p.send(TOPIC, value=f"{tid}-{i}".encode(), partition=0)
+        p.commit_transaction()
+        return "COMMITTED"
+    except KafkaError as e:
+        return f"FAILED: {type(e).__name__}: {e}"
+    finally:
+        if p is not None:
+            p.close(timeout=5)
+
+
+def run_aiokafka(broker: TxnAclBroker, user: str, tid: str) -> str:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError
+
+    async def go() -> str:
+        p = AIOKafkaProducer(bootstrap_servers=broker.addr, security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="PLAIN", sasl_plain_username=user,
+                             sasl_plain_password=USERS[user], transactional_id=tid,
+                             request_timeout_ms=10000)
+        try:
+            await asyncio.wait_for(p.start(), 20)
+            async with p.transaction():
+                for i in range(3):
+                    await p.send_and_wait(TOPIC, f"{tid}-{i}".encode(), partition=0)
+            return "COMMITTED"
+        except KafkaError as e:
+            return f"FAILED: {type(e).__name__}: {e}"
+        finally:
+            await p.stop()
+    return asyncio.run(go())
+
+
+JAVA_JARS = {"java-3.9": REPO / ".cache" / "java-test-jars",
+             "java-4.x": REPO / ".cache" / "java-test-jars-4"}
+JAVA_SRC = REPO / "tests" / "security" / "java" / "SecTxn.java"
+
+
+def run_java(jars: Path) -> Any:
+    def run(broker: TxnAclBroker, user: str, tid: str) -> str:
+        require(shutil.which("java") is not None and any(jars.glob("kafka-clients-*.jar")),
+                f"java or the kafka-clients jars in {jars} (make java-deps)")
+        r = subprocess.run(
+            ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+             "-cp", f"{jars}/*", str(JAVA_SRC), broker.addr, TOPIC, tid,
+             "security.protocol=SASL_PLAINTEXT", "sasl.mechanism=PLAIN",
+             "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+             f'required username="{user}" password="{USERS[user]}";'],
+            capture_output=True, text=True, timeout=100)
+        return r.stdout.strip() if r.returncode == 0 else r.stderr.strip()[-3000:]
+    return run
+
+
+@pytest.fixture(scope="module")
+def gosec(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require(shutil.which("go") is not None, "no go on PATH")
+    out = tmp_path_factory.mktemp("gosec-txn") / "gosec"
+    env = dict(os.environ, GOFLAGS="-mod=mod", GOPROXY=os.environ.get("GOPROXY", "off"))
+    r = subprocess.run(["go", "build", "-o", str(out), "."],
+                       cwd=REPO / "tests" / "security" / "go", env=env,
+                       capture_output=True, text=True, timeout=200)
+    if r.returncode != 0:
+        pytest.fail(f"go build failed (run `make go-deps`):\n{r.stderr[-2000:]}")
+    return out
+
+
+def run_go(lib: str) -> Any:
+    def run(broker: TxnAclBroker, user: str, tid: str, gosec: Path) -> str:
+        r = subprocess.run([str(gosec), "-lib", lib, "-brokers", broker.addr, "-topic", TOPIC,
+                            "-txnid", tid, "-user", user, "-password", USERS[user],
+                            "-timeout", "40s"], capture_output=True, text=True, timeout=60)
+        return r.stdout.strip() if r.returncode == 0 else r.stderr.strip()[-3000:]
+    return run
+
+
+# client -> (runner, what its failure says when the transactional id is not authorized)
+CLIENTS: dict[str, tuple[Any, str]] = {
+    "confluent-kafka": (run_confluent, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    "kafka-python": (run_kafka_python, "TransactionalIdAuthorizationFailedError"),
+    "aiokafka": (run_aiokafka, "TransactionalIdAuthorizationFailed"),
+    "java-3.9": (run_java(JAVA_JARS["java-3.9"]), "TransactionalIdAuthorizationException"),
+    "java-4.x": (run_java(JAVA_JARS["java-4.x"]), "TransactionalIdAuthorizationException"),
+    "franz-go": (run_go("franz"), "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    "sarama": (run_go("sarama"), "KERROR 53"),
+}
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_client_transactions_need_write_on_the_transactional_id(
+        broker: TxnAclBroker, client: str, request: pytest.FixtureRequest) -> None:
+    """With WRITE on the transactional id the client commits a transaction (read back
+    read_committed); a user with WRITE on the topic but no ACL on the id, or the writer
+    with an id outside its ACL, fails to initialize with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and nothing of it is visible."""
+    runner, denied = CLIENTS[client]
+    extra = [request.getfixturevalue("gosec")] if client in ("franz-go", "sarama") else []
+    tag = uuid.uuid4().hex[:6]
+    good, bad, other = f"good-{client}-{tag}", f"good-{client}-{tag}-plain", f"other-{tag}"
+    assert runner(broker, "writer", good, *extra) == "COMMITTED"
+    assert read_committed(broker, good) == [f"{good}-{i}" for i in range(3)]
+    for user, tid in (("plain", bad), ("writer", other)):
+        out = runner(broker, user, tid, *extra)
+        assert out != "COMMITTED" and denied in out, f"{user} as {tid}: {out}"
+        assert read_committed(broker, tid) == []

@@ -68,9 +68,11 @@ async def _lookup_txn(ctx: RequestContext, key: str
         log.warning("[txn=%s] cannot create the transaction state topic: %s", key, e.message)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
     b = ctx.broker.topics.image.brokers.get(tc.leader_of(key))
-    if b is None or b.fenced:
+    # the coordinator's address on the listener this request came in on, as for groups
+    addr = None if b is None or b.fenced else ctx.address_of(b)
+    if b is None or addr is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    return ErrorCode.NONE, None, b.broker_id, b.host, b.port
+    return ErrorCode.NONE, None, b.broker_id, addr[0], addr[1]
 
 
 @api(10, 0, 6)
