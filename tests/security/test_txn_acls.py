@@ -308,13 +308,25 @@ JAVA_JARS = {"java-3.9": REPO / ".cache" / "java-test-jars",
 JAVA_SRC = REPO / "tests" / "security" / "java" / "SecTxn.java"
 
 
+@pytest.fixture(scope="module")
+def sectxn(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SecTxn.java compiled once (the jars of 3.9 and 4.x share its API)."""
+    jars = JAVA_JARS["java-3.9"]
+    require(shutil.which("javac") is not None and any(jars.glob("kafka-clients-*.jar")),
+            f"javac or the kafka-clients jars in {jars} (make java-deps)")
+    out = tmp_path_factory.mktemp("sectxn")
+    subprocess.run(["javac", "--release", "17", "-cp", f"{jars}/*", "-d", str(out),
+                    str(JAVA_SRC)], check=True, timeout=120)
+    return out
+
+
 def run_java(jars: Path) -> Any:
-    def run(broker: TxnAclBroker, user: str, tid: str) -> str:
+    def run(broker: TxnAclBroker, user: str, tid: str, classes: Path) -> str:
         require(shutil.which("java") is not None and any(jars.glob("kafka-clients-*.jar")),
                 f"java or the kafka-clients jars in {jars} (make java-deps)")
         r = subprocess.run(
             ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-             "-cp", f"{jars}/*", str(JAVA_SRC), broker.addr, TOPIC, tid,
+             "-cp", f"{classes}:{jars}/*", "SecTxn", broker.addr, TOPIC, tid,
              "security.protocol=SASL_PLAINTEXT", "sasl.mechanism=PLAIN",
              "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
              f'required username="{user}" password="{USERS[user]}";'],
@@ -365,7 +377,9 @@ def test_client_transactions_need_write_on_the_transactional_id(
     with an id outside its ACL, fails to initialize with
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and nothing of it is visible."""
     runner, denied = CLIENTS[client]
-    extra = [request.getfixturevalue("gosec")] if client in ("franz-go", "sarama") else []
+    fixture = {"franz-go": "gosec", "sarama": "gosec", "java-3.9": "sectxn",
+               "java-4.x": "sectxn"}.get(client)
+    extra = [request.getfixturevalue(fixture)] if fixture else []
     tag = uuid.uuid4().hex[:6]
     good, bad, other = f"good-{client}-{tag}", f"good-{client}-{tag}-plain", f"other-{tag}"
     assert runner(broker, "writer", good, *extra) == "COMMITTED"
