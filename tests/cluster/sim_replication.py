@@ -229,6 +229,8 @@ class ReplicationSim:
         self.batch_at: dict[tuple[int, int, int], Batch] = {}  # (part, epoch, base)
         self.pending: list[Pending] = []
         self.damaged: set[tuple[int, int]] = set()  # (broker, partition) lost data in ISR
+        # AlterPartition requests on their way to the controller: (partition, new ISR)
+        self.isr_inflight: list[tuple[int, tuple[int, ...]]] = []
         self.errors: list[str] = []  # exceptions a fetcher would have logged
         self._versions: dict[int, int] = {}
         self._views: dict[int, LogView] = {}
@@ -467,7 +469,11 @@ class ReplicationSim:
             self.at(self.delay() * 3, self.for_process(b, no_answer))
             return
 
+        proposal = (p.partition, tuple(change.new_isr))
+        self.isr_inflight.append(proposal)
+
         def at_controller() -> None:
+            self.isr_inflight.remove(proposal)
             code, recs = self.ctl.alter_partition(
                 self.cimg, change.topic_id, change.partition, b.bid, change.leader_epoch,
                 change.partition_epoch, change.new_isr, change.member_epochs)
@@ -562,7 +568,12 @@ class ReplicationSim:
         that one: two unclean failures, beyond Kafka's promise; seed 978810423). With min ISR 1 there is no ELR to fall back on, so a power loss is also
         refused when an ISR shrink the victim sent (the controller may apply it after
         the crash) would leave it alone in the ISR: that is one replica losing data,
-        beyond what Kafka promises."""
+        beyond what Kafka promises. At any min ISR, a power loss is refused when an ISR
+        change on its way to the controller (sent by any leader, even one that crashed
+        since) would leave no sound replica in the ISR or ELR: with two faults at once,
+        a leader that lost power had asked to drop the one intact, lagging follower, and
+        the other member lost power too (two unclean failures at min ISR 2, seed
+        28599824)."""
         for part in range(self.params.partitions):
             img = self.partition_image(part)
             holders = set(img.isr) | set(img.elr)
@@ -572,6 +583,14 @@ class ReplicationSim:
                 p = self.brokers[victim].parts.get(part)
                 if p is not None and p.role is Role.LEADER and p.pending_isr is not None:
                     holders &= set(p.pending_isr) | set(img.elr)
+            if loses_data:
+                # an ISR shrink on its way to the controller (from any leader, even one
+                # that crashed since) may still apply: it must leave a sound replica
+                for pid, isr in self.isr_inflight:
+                    if pid == part and not any(
+                            r != victim and self.sound(r, part)
+                            for r in holders & (set(isr) | set(img.elr))):
+                        return False
             if any(r != victim and self.sound(r, part) for r in holders):
                 continue
             # the last known leader is what the controller falls back on once the
