@@ -1,5 +1,6 @@
 # jocko-py: one Makefile for people and CI.
-#   make run    - create .venv, install, start one broker on localhost:9092 (data in ./data)
+#   make run    - create .venv, install, start one broker on localhost:9092 (data in ./data);
+#                 PORT=, DATA=, ARGS='extra broker flags'
 #   make test   - install everything the tests need, then lint, type-check and run the suite
 #   make bench  - benchmark jocko-py against Apache Kafka on this machine
 #   make cluster - three brokers on loopback (examples/cluster)
@@ -12,29 +13,39 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: compat-matrix chaos txn-soak scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
+.PHONY: dist docs compat-matrix chaos txn-soak scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
+
+# setuptools' build-time notices (editable install layout) say nothing to a user
+PIP := PYTHONWARNINGS=ignore $(BIN)/pip
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(PIP) install -q --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py jocko_py/protocol/_recwalk.c
-	$(BIN)/pip install -q -e .
+	$(PIP) install -q -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install -q -e '.[test]'
+	$(PIP) install -q -e '.[test]'
 	touch $@
 
 venv: $(VENV)/.installed
 venv-test: $(VENV)/.installed-test
 
+# make run [PORT=9092] [DATA=./data] [ARGS='--console-addr localhost:9080 ...']
+PORT ?= 9092
+DATA ?= ./data
+ARGS ?=
 run: venv
-	$(BIN)/jocko-py broker --broker-id 0 --broker-addr localhost:9092 --data-dir ./data
+	@echo "jocko-py is $(BIN)/jocko-py (source $(BIN)/activate puts it on PATH); Ctrl-C stops the broker"
+	$(BIN)/jocko-py broker --broker-id 0 --broker-addr localhost:$(PORT) --data-dir $(DATA) $(ARGS)
 
-# three brokers on loopback (9092-9094), data in examples/cluster/data
+# three brokers on loopback (9092-9094), consoles on 9392-9394, metrics on 9492-9494,
+# data in examples/cluster/data; CLUSTER_ARGS='--no-console --base-port 19092 ...'
+CLUSTER_ARGS ?=
 cluster: venv
-	$(BIN)/python examples/cluster/run.py
+	$(BIN)/python examples/cluster/run.py $(CLUSTER_ARGS)
 
 # Protocol schemas are generated from Kafka's JSON specs and committed.
 SPECS ?= specs/kafka-protocol
@@ -69,7 +80,7 @@ go-deps:
 
 # PySpark (the `spark` extra) and the Kafka connector jars for tests/spark and examples/spark.
 $(VENV)/.installed-spark: $(VENV)/.installed pyproject.toml
-	$(BIN)/pip install -q -e '.[spark]'
+	$(PIP) install -q -e '.[spark]'
 	touch $@
 
 spark-deps: $(VENV)/.installed-spark
@@ -127,6 +138,14 @@ scale-sim: venv-test
 # recorded in build/compat-results.json (tests/compat.py: which tests verify which cell).
 compat-matrix: venv
 	$(BIN)/python tools/compat_matrix.py --write README.md
+
+# an sdist and a wheel (built from the sdist) in dist/
+dist: venv-test
+	rm -rf dist && PYTHONWARNINGS=ignore $(BIN)/python -m build --outdir dist .
+
+# the reference pages in docs/ as a static site in build/site (broken links fail)
+docs: venv-test
+	$(BIN)/mkdocs build --strict
 
 bench: venv
 	$(MAKE) -C bench all

@@ -77,6 +77,7 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
         me = BrokerInfo(config.broker_id, config.advertised_host, config.advertised_port,
                         config.rack, uuid.uuid4(), advertised_endpoints(config))
         return LocalQuorum(config.data_dir, config.broker_id, me, cc)
+    from jocko_py.broker.security.cluster_links import cluster_link_security
     from jocko_py.cluster.gossip.core import GossipConfig
     from jocko_py.cluster.node import ClusterNode
     from jocko_py.cluster.raft.core import RaftConfig
@@ -99,6 +100,7 @@ def build_quorum(config: BrokerConfig) -> MetadataQuorum:
                                fetch_max_wait_ms=min(500, fetch_timeout // 4),
                                request_timeout_ms=min(2000, max(100, election // 3))),
         gossip_config=gossip_cfg,
+        security=cluster_link_security(config),
     )
     node.heartbeats_required = True
     node.session_timeout_ms = config.int("broker.session.timeout.ms")
@@ -229,7 +231,7 @@ async def start_console(broker: Broker) -> Console | None:
     from jocko_py.console import Console
 
     host, port = split_addr(addr, 9080)
-    c = Console(broker, host or "0.0.0.0", port, broker.config.bool("jocko.console.read.only"))
+    c = Console(broker, host or "0.0.0.0", port)  # read-only: console_read_only(config)
     await c.start()
     return c
 

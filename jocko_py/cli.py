@@ -56,7 +56,10 @@ def cmd_broker(args: argparse.Namespace) -> int:
     except ConfigError as e:  # e.g. a TLS key that does not load
         raise SystemExit(f"jocko-py broker: {e}") from None
     except OSError as e:  # a port in use, an unwritable data directory
-        raise SystemExit(f"jocko-py broker: cannot run: {e}") from None
+        what = e.strerror or str(e)
+        if e.filename:
+            what = f"{what}: {e.filename}"
+        raise SystemExit(f"jocko-py broker: {what}") from None
 
 
 def _emit_json(obj: Any) -> None:
@@ -166,7 +169,13 @@ def _topic_alter(c: Any, args: argparse.Namespace) -> int:
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    """Brokers, the active controller and the metadata quorum (kafka-metadata-quorum)."""
+    """Brokers, the active controller and the metadata quorum (kafka-metadata-quorum);
+    or `gen-secret`: a new key for jocko.cluster.secret.file on stdout."""
+    if args.action == "gen-secret":
+        from jocko_py.cluster.linkauth import generate_key
+
+        print(generate_key())
+        return 0
     from jocko_py.client import Client, KafkaError
 
     with Client(args.bootstrap_server) as c:
@@ -243,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
 Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
 2 a usage error, 130 interrupted.""")
     ap.add_argument("--version", action="version", version=f"jocko-py {_version()}")
-    ap.add_argument("--log-level", default="INFO",
+    ap.add_argument("--log-level", default="INFO", type=_log_level, metavar="LEVEL",
                     help="DEBUG, INFO (default), WARNING or ERROR")
     ap.add_argument("--log-format", choices=["text", "json"], default="text",
                     help="text (default) or JSON lines with context fields, for log shippers")
@@ -327,8 +336,10 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
     cl = sub.add_parser("cluster", help="cluster state (brokers, controller, quorum)",
                         formatter_class=_Formatter,
                         epilog="example:\n  jocko-py cluster status --bootstrap-server "
-                        "127.0.0.1:9092 --format json")
-    cl.add_argument("action", choices=["status"])
+                        "127.0.0.1:9092 --format json\n"
+                        "  jocko-py cluster gen-secret > cluster.secret   # a key for "
+                        "jocko.cluster.secret.file")
+    cl.add_argument("action", choices=["status", "gen-secret"])
     cl.add_argument("--bootstrap-server", **boot)  # type: ignore[arg-type]
     cl.add_argument("--format", choices=["text", "json"], default="text",
                     help="text (default) or JSON for scripts")
@@ -360,12 +371,26 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
     return ap
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _log_level(text: str) -> str:
+    """A log level in any case; anything else is a usage error (not silently INFO)."""
+    level = text.strip().upper()
+    if level == "WARN":
+        level = "WARNING"
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"invalid level {text!r} (choose from {', '.join(LOG_LEVELS)})")
+    return level
+
+
 def _global_options_everywhere(p: argparse.ArgumentParser, top: bool = False) -> None:
     """--log-level/--log-format are also accepted after the command (`jocko-py broker
     --log-format json`); there they only override what was given before it."""
     if not top:
-        p.add_argument("--log-level", default=argparse.SUPPRESS,
-                       help="DEBUG, INFO (default), WARNING or ERROR")
+        p.add_argument("--log-level", default=argparse.SUPPRESS, type=_log_level,
+                       metavar="LEVEL", help="DEBUG, INFO (default), WARNING or ERROR")
         p.add_argument("--log-format", choices=["text", "json"], default=argparse.SUPPRESS,
                        help="text (default) or JSON lines with context fields")
     for action in p._actions:
@@ -413,7 +438,10 @@ def _run_tool(args: argparse.Namespace) -> int:
         raise
     except (ConnectionError, TimeoutError, OSError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
-        print(f"error: cannot reach {args.bootstrap_server}: {reason}", file=sys.stderr)
+        if reason.split(" ", 1)[0] in args.bootstrap_server.split(","):
+            print(f"error: {reason}", file=sys.stderr)  # it names the broker already
+        else:
+            print(f"error: cannot reach {args.bootstrap_server}: {reason}", file=sys.stderr)
     return 1
 
 

@@ -400,12 +400,18 @@ class GroupMember:
                     raise KafkaError(p.error_code, f"committing {self.topic}-{p.partition_index}")
 
     def leave(self) -> None:
+        """LeaveGroup, best effort, on a new connection: an interrupted request (Ctrl-C
+        while joining) may still have its answer in flight on the old one."""
+        self.coord.close()
+        if not self.member_id:
+            return
         try:
-            self.coord.request(13, 3, {"group_id": self.group, "members": [
-                {"member_id": self.member_id, "group_instance_id": None}]})
+            with Client(self.coord.bootstrap, self.coord.client_id,
+                        min(self.coord.timeout, 5.0), self.coord.config) as c:
+                c.request(13, 3, {"group_id": self.group, "members": [
+                    {"member_id": self.member_id, "group_instance_id": None}]})
         except (OSError, ConnectionError, KafkaError):
             pass
-        self.coord.close()
 
 
 def _text(b: bytes | None) -> str:
@@ -441,6 +447,29 @@ def format_record(args: argparse.Namespace, partition: int, rec: rb.Record) -> s
         parts.append(_text(rec.key))
     parts.append(_text(rec.value))
     return sep.join(parts)
+
+
+def visible_batches(data: memoryview, aborted: list[Any] | None) -> set[int]:
+    """Positions of the batches a consumer never shows: control batches (transaction
+    markers) always; with ``aborted`` (read_committed: the Fetch answer's aborted
+    transactions) the batches of aborted transactions, as Kafka's consumer drops them: a
+    producer's transactional batches are skipped from the aborted transaction's first
+    offset until its abort marker."""
+    skip: set[int] = set()
+    pending = sorted(((a.first_offset, a.producer_id) for a in aborted or ()), reverse=True)
+    aborting: set[int] = set()
+    for pos, h in rb.iter_batches(data, validate_crc=False, allow_partial_tail=True):
+        while pending and pending[-1][0] <= h.base_offset + h.last_offset_delta:
+            aborting.add(pending.pop()[1])
+        if h.is_control:
+            skip.add(pos)
+            if h.producer_id in aborting:
+                ctype, _ = rb.control_marker(data[pos:pos + h.size], h)
+                if ctype == rb.ControlType.ABORT:
+                    aborting.discard(h.producer_id)
+        elif aborted is not None and h.is_transactional and h.producer_id in aborting:
+            skip.add(pos)
+    return skip
 
 
 def _start_offsets(leaders: Leaders, partitions: list[int], spec: str) -> dict[int, int]:
@@ -493,6 +522,7 @@ def _consume_loop(args: argparse.Namespace, leaders: Leaders, member: GroupMembe
             positions.update({p: o for p, o in member.committed().items() if p in positions})
         return positions, _end_offsets(leaders, parts)
 
+    read_committed = args.isolation_level == "read_committed"
     positions, ends = assign()
     uncommitted: dict[int, int] = {}
     seen = 0
@@ -504,7 +534,8 @@ def _consume_loop(args: argparse.Namespace, leaders: Leaders, member: GroupMembe
         got = False
         for addr, parts in leaders.by_leader(sorted(positions)).items():
             resps = leaders.client(addr).fetch_partitions(
-                args.topic, {p: positions[p] for p in parts}, max_wait_ms=500)
+                args.topic, {p: positions[p] for p in parts}, max_wait_ms=500,
+                isolation_level=1 if read_committed else 0)
             for pr in resps:
                 p = pr.partition_index
                 if pr.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -513,7 +544,11 @@ def _consume_loop(args: argparse.Namespace, leaders: Leaders, member: GroupMembe
                 if pr.error_code:
                     raise KafkaError(pr.error_code, f"{args.topic}-{p}")
                 data = memoryview(pr.records or b"")
+                skip = visible_batches(data, pr.aborted_transactions if read_committed else None)
                 for pos, h in rb.iter_batches(data, validate_crc=True, allow_partial_tail=True):
+                    if pos in skip:  # a transaction marker, or (read_committed) aborted data
+                        positions[p] = max(positions[p], h.next_offset)
+                        continue
                     for rec in rb.decode_records(data[pos:pos + h.size]):
                         if rec.offset < positions[p]:
                             continue
@@ -608,6 +643,11 @@ def add_parsers(sub: Any, epilog_formatter: type[argparse.HelpFormatter]) -> Non
                    "uses)")
     c.add_argument("--follow", "-f", action="store_true",
                    help="keep waiting for new records (stop with Ctrl-C)")
+    c.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"],
+                   default="read_uncommitted",
+                   help="read_committed: only committed transactional records, up to the "
+                   "last stable offset (default read_uncommitted, as Kafka's console "
+                   "consumer); transaction markers are never printed")
     c.add_argument("--max-messages", type=int, default=-1, metavar="N",
                    help="stop after N records (default: no limit)")
     c.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",

@@ -65,7 +65,8 @@ class GroupAdmin:
         c = self._clients.get((host, port))
         if c is None:
             c = self._clients[(host, port)] = Client(f"{host}:{port}", self.c.client_id,
-                                                     self.c.timeout)
+                                                     self.c.timeout, self.c.config,
+                                                     self.c.ssl_context)
         return c
 
     def close(self) -> None:
@@ -155,7 +156,7 @@ def _table(rows: list[list[str]]) -> None:
 
 
 def _not_found(group: str) -> None:
-    print(f"Error: Consumer group '{group}' does not exist.", file=sys.stderr)
+    print(f"error: consumer group '{group}' does not exist", file=sys.stderr)
 
 
 def cmd_list(adm: GroupAdmin, args: argparse.Namespace) -> int:
@@ -271,17 +272,17 @@ def cmd_reset(adm: GroupAdmin, args: argparse.Namespace) -> int:
         try:
             datetime.fromisoformat(args.to_datetime.replace("Z", "+00:00"))
         except ValueError:
-            print(f"Error: --to-datetime: {args.to_datetime!r} is not an ISO-8601 date-time "
+            print(f"error: --to-datetime: {args.to_datetime!r} is not an ISO-8601 date-time "
                   "(e.g. 2024-05-01T12:00:00+00:00)", file=sys.stderr)
             return 1
     if g.group_state not in ("Empty", "Dead"):
-        print(f"Error: assignments can only be reset if the group '{group}' is inactive, "
+        print(f"error: assignments can only be reset if the group '{group}' is inactive, "
               f"but the current state is {g.group_state}.", file=sys.stderr)
         return 1
     committed = adm.committed(group)
     targets = _targets(adm, args, committed)
     if not targets:
-        print("Error: give --topic TOPIC[:P,P] or --all-topics", file=sys.stderr)
+        print("error: give --topic TOPIC[:P,P] or --all-topics", file=sys.stderr)
         return 2
     plan: dict[tuple[str, int], int] = {}
     ends: dict[tuple[str, int], int] = {}
@@ -313,7 +314,7 @@ def cmd_reset(adm: GroupAdmin, args: argparse.Namespace) -> int:
         return 0
     errors = {tp: e for tp, e in adm.commit(group, plan).items() if e}
     for (t, p), e in sorted(errors.items()):
-        print(f"Error: {t}-{p}: {ErrorCode(e).name}", file=sys.stderr)
+        print(f"error: {t}-{p}: {ErrorCode(e).name}", file=sys.stderr)
     return 1 if errors else 0
 
 
@@ -328,7 +329,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
             finally:
                 adm.close()
     except KafkaError as e:
-        print(f"Error: {e}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 1
 
 

@@ -70,7 +70,7 @@ def cmd_acl(args: argparse.Namespace) -> int:
             r = c.request(30, 3, {"creations": creations})
             bad = [x for x in r.results if x.error_code]
             for x in bad:
-                print(f"Error: {KafkaError(x.error_code, x.error_message)}", file=sys.stderr)
+                print(f"error: {KafkaError(x.error_code, x.error_message)}", file=sys.stderr)
             if not bad:
                 print(f"Added {len(creations)} ACL(s)")
             return 1 if bad else 0
@@ -110,7 +110,7 @@ def cmd_user(args: argparse.Namespace) -> int:
             status = 0
             for u in r.results:
                 if u.error_code:
-                    print(f"Error: {u.user}: {KafkaError(u.error_code, u.error_message)}",
+                    print(f"error: {u.user}: {KafkaError(u.error_code, u.error_message)}",
                           file=sys.stderr)
                     status = 1
                     continue
@@ -138,7 +138,7 @@ def cmd_user(args: argparse.Namespace) -> int:
         status = 0
         for u in r.results:
             if u.error_code:
-                print(f"Error: {u.user}: {KafkaError(u.error_code, u.error_message)}",
+                print(f"error: {u.user}: {KafkaError(u.error_code, u.error_message)}",
                       file=sys.stderr)
                 status = 1
             else:

@@ -40,11 +40,11 @@ def cmd_list(c: Client, args: argparse.Namespace) -> int:
                                        "producer_id_filters": args.producer_id or [],
                                        "duration_filter": -1})
         except OSError as e:
-            print(f"Error: broker {b.node_id}: {e}", file=sys.stderr)
+            print(f"error: broker {b.node_id}: {e}", file=sys.stderr)
             failed = True
             continue
         if r.error_code:
-            print(f"Error: broker {b.node_id}: {ErrorCode(r.error_code).name}", file=sys.stderr)
+            print(f"error: broker {b.node_id}: {ErrorCode(r.error_code).name}", file=sys.stderr)
             failed = True
             continue
         for s in r.unknown_state_filters:
@@ -93,7 +93,7 @@ def cmd_abort(c: Client, args: argparse.Namespace) -> int:
         match: Any = next((x for x in p.active_producers
                            if x.current_txn_start_offset == args.start_offset), None)
         if match is None:
-            print(f"Error: no open transaction starts at offset {args.start_offset} of "
+            print(f"error: no open transaction starts at offset {args.start_offset} of "
                   f"{args.topic}-{args.partition}", file=sys.stderr)
             return 1
         w = leader.request(27, 1, {"markers": [{
@@ -119,7 +119,7 @@ def cmd_transactions(args: argparse.Namespace) -> int:
             fn = {"list": cmd_list, "describe": cmd_describe, "abort": cmd_abort}[args.action]
             return fn(c, args)
     except KafkaError as e:
-        print(f"Error: {e}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 1
 
 

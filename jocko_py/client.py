@@ -103,14 +103,17 @@ def load_command_config(path: str) -> dict[str, str]:
 
 class Client:
     def __init__(self, bootstrap: str, client_id: str = "jocko-py-cli", timeout: float = 30.0,
-                 config: dict[str, str] | None = None):
+                 config: dict[str, str] | None = None, ssl_context: ssl.SSLContext | None = None):
         self.config = dict(_DEFAULT_CONFIG if config is None else config)
+        # a ready TLS context (the broker's own, for its console) instead of ssl.* properties
+        self.ssl_context = ssl_context
         # a comma-separated list: the first broker that answers
         err: OSError | None = None
         addrs = [parse_addr(a) for a in bootstrap.split(",") if a.strip()]
         for host, port in addrs:
             try:
                 self.sock = socket.create_connection((host, port), timeout=timeout)
+                self.addr = f"{host}:{port}"
                 break
             except OSError as e:
                 err = e
@@ -130,12 +133,15 @@ class Client:
         cfg = self.config
         proto = cfg.get("security.protocol", "PLAINTEXT").upper()
         if proto in ("SSL", "SASL_SSL"):
-            ctx = ssl.create_default_context(cafile=cfg.get("ssl.truststore.location") or None)
-            if cfg.get("ssl.endpoint.identification.algorithm", "https") == "":
-                ctx.check_hostname = False
-            if cfg.get("ssl.keystore.location"):
-                ctx.load_cert_chain(cfg["ssl.keystore.location"],
-                                    password=cfg.get("ssl.key.password") or None)
+            ctx = self.ssl_context
+            if ctx is None:
+                ctx = ssl.create_default_context(
+                    cafile=cfg.get("ssl.truststore.location") or None)
+                if cfg.get("ssl.endpoint.identification.algorithm", "https") == "":
+                    ctx.check_hostname = False
+                if cfg.get("ssl.keystore.location"):
+                    ctx.load_cert_chain(cfg["ssl.keystore.location"],
+                                        password=cfg.get("ssl.key.password") or None)
             self.sock = ctx.wrap_socket(self.sock, server_hostname=host)
         if proto.startswith("SASL"):
             self._sasl()
@@ -177,6 +183,14 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _security_hint(self, what: str) -> str:
+        proto = self.config.get("security.protocol", "PLAINTEXT").upper()
+        if proto == "PLAINTEXT":
+            return (f"{self.addr} {what} at the first request: it may be an SSL or SASL "
+                    "listener; set security.protocol (and its TLS/SASL settings) in a "
+                    "--command-config file")
+        return f"{self.addr} {what} at the first request ({proto}): check the credentials"
+
     def _recv_exact(self, n: int) -> bytes:
         buf = bytearray()
         while len(buf) < n:
@@ -189,7 +203,15 @@ class Client:
     def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         corr = next(self._corr)
         self.sock.sendall(codec.encode_request(api_key, version, corr, self.client_id, body))
-        (size,) = struct.unpack(">i", self._recv_exact(4))
+        try:
+            head = self._recv_exact(4)
+        except ConnectionError:
+            if corr == 1:  # closed at the first request: a listener that wants more
+                raise ConnectionError(self._security_hint("closed the connection")) from None
+            raise
+        if corr == 1 and head[0] in (0x15, 0x16) and head[1] == 3:
+            raise ConnectionError(self._security_hint("answered with TLS"))
+        (size,) = struct.unpack(">i", head)
         frame = self._recv_exact(size)
         got, resp = codec.decode_response(api_key, version, frame)
         if got != corr:
@@ -240,7 +262,7 @@ class Client:
                 if b is not None and (b.host, b.port) != peer[:2] and \
                         f"{b.host}:{b.port}" != self.bootstrap:
                     return Client(f"{b.host}:{b.port}", self.client_id, self.timeout,
-                                  self.config)
+                                  self.config, self.ssl_context)
         return self
 
     def produce(self, topic: str, partition: int, records: bytes, acks: int = -1) -> Any:
@@ -276,11 +298,13 @@ class Client:
         return p.offset, p.timestamp
 
     def fetch_partitions(self, topic: str, offsets: dict[int, int], max_wait_ms: int = 500,
-                         max_bytes: int = 1 << 20) -> list[Any]:
-        """One Fetch for several partitions of a topic: their partition responses."""
+                         max_bytes: int = 1 << 20, isolation_level: int = 0) -> list[Any]:
+        """One Fetch for several partitions of a topic: their partition responses
+        (`isolation_level` 1 = read_committed: up to the last stable offset, with the
+        aborted transactions listed)."""
         r = self.request(1, 12, {
             "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1,
-            "max_bytes": max_bytes * max(1, len(offsets)), "isolation_level": 0,
+            "max_bytes": max_bytes * max(1, len(offsets)), "isolation_level": isolation_level,
             "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": [{
                 "partition": p, "fetch_offset": o, "current_leader_epoch": -1,

@@ -17,13 +17,33 @@ Owns the console's pages and actions (no JavaScript needed; plain forms):
 Cluster and topic pages read this broker's metadata image and partitions (sizes and
 offsets of the replicas it hosts). Group pages, the message browser and every action go
 through Kafka's own APIs with the project's blocking client (coordinators and leaders
-wherever they are), run in a worker thread against this broker's listener, so they
-behave as for any client. `jocko.console.read.only=true` hides and refuses every action.
+wherever they are), run in a worker thread against this broker's inter-broker listener
+with the broker's own credentials (`sasl.mechanism.inter.broker.protocol` and its JAAS
+`username`/`password`, its keystore and truststore), so they behave as for any client.
+`jocko.console.read.only=true` hides and refuses every action (403).
+
+Access (broker/security/http_access.py): TLS and authentication (`jocko.console.auth`;
+HTTP Basic against the broker's SCRAM and PLAIN users, or mutual TLS); once any
+listener is SSL or SASL, authentication is required and the console is read-only
+unless `jocko.console.read.only=false` is set. Authorization: with an authorizer
+(`authorizer.class.name`), the signed-in principal's ACLs decide, as for the Kafka
+request each page or action stands for: CREATE on the cluster or the topic to create
+a topic, DELETE on the topic to delete it, WRITE on the topic to produce (and CREATE
+if it does not exist yet), READ on the group and on its topics to reset offsets, READ
+on the topic to browse messages, DESCRIBE on a topic or group to see it. Without an
+authorizer every authenticated principal may do everything.
+
+Forgery: every form carries a token (an HMAC of the signed-in principal under a key
+made at start-up) and every POST must: another site's page cannot post to the console
+through an operator's browser, even one holding the operator's Basic credentials.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextvars
+import hashlib
 import hmac
 import html
 import json
@@ -36,6 +56,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jocko_py.broker.http import HttpServer, Request, Response
+from jocko_py.broker.security.authz import CLUSTER, CLUSTER_NAME, GROUP, OPERATIONS, TOPIC
+from jocko_py.broker.security.http_access import HttpAccess, console_read_only
+from jocko_py.broker.security.session import ANONYMOUS
 
 if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
@@ -43,6 +66,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("jocko_py.console")
 
 _POST_FORM = re.compile(r"<form[^>]*method=['\"]post['\"][^>]*>")
+# the request being served (each connection is its own task): its principal and peer
+_REQUEST: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
+    "console_request", default=None)
+
+
+class Denied(Exception):
+    """The signed-in principal may not do this (answered 403)."""
+
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222}
@@ -115,15 +146,58 @@ def lag_chart(values: list[tuple[str, int]]) -> str:
 
 
 class Console:
-    def __init__(self, broker: Broker, host: str, port: int, read_only: bool) -> None:
+    def __init__(self, broker: Broker, host: str, port: int,
+                 read_only: bool | None = None) -> None:
         self.broker = broker
-        self.read_only = read_only
-        self.http = HttpServer(host, port, self.handle, "console")
         cfg = broker.config
+        self.read_only = console_read_only(cfg) if read_only is None else read_only
+        self.access = HttpAccess.from_config(broker.security, "console")
+        self.http = HttpServer(host, port, self.handle, "console", self.access.ssl_context,
+                               self.access.authenticate)
         self.bootstrap = f"{cfg.advertised_host}:{cfg.advertised_port}"
-        # every form carries this token and every POST must: another site's page cannot
-        # post to the console through an operator's browser (CSRF)
-        self.token = secrets.token_urlsafe(18)
+        # the console's own Kafka connections: as the broker, on its inter-broker listener
+        sec = broker.security.inter_broker_client()
+        self.client_ssl = sec.ssl if sec is not None else None
+        self.client_config: dict[str, str] = {}
+        if sec is not None:
+            listener = next(x for x in cfg.listeners if x.name == cfg.inter_broker_listener)
+            self.client_config["security.protocol"] = listener.security_protocol
+            if sec.sasl_mechanism:
+                self.client_config.update({"sasl.mechanism": sec.sasl_mechanism,
+                                           "sasl.username": sec.username,
+                                           "sasl.password": sec.password})
+        # every form carries a token derived from this key and the principal, and every
+        # POST must: another site's page cannot post through an operator's browser (CSRF)
+        self._csrf_key = secrets.token_bytes(32)
+
+    def token(self, principal: str | None = None) -> str:
+        """The form token of ``principal`` (by default the current request's)."""
+        if principal is None:
+            req = _REQUEST.get()
+            principal = req.principal if req is not None and req.principal else ANONYMOUS
+        mac = hmac.new(self._csrf_key, principal.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(mac[:18]).decode()
+
+    def allowed(self, op: str, resource_type: int, name: str) -> bool:
+        """May the current request's principal do ``op`` on the resource? (Always, without
+        an authorizer.)"""
+        az = self.broker.security.authorizer
+        if az is None:
+            return True
+        req = _REQUEST.get()
+        principal = req.principal if req is not None and req.principal else ANONYMOUS
+        host = req.peer if req is not None else ""
+        return az.authorize(principal, host, OPERATIONS[op], resource_type, name)
+
+    def require(self, op: str, resource_type: int, name: str) -> None:
+        if not self.allowed(op, resource_type, name):
+            req = _REQUEST.get()
+            who = req.principal if req is not None and req.principal else ANONYMOUS
+            kind = {TOPIC: "topic", GROUP: "group", CLUSTER: "cluster"}[resource_type]
+            raise Denied(f"{who} is not authorized to {op} {kind} {name}")
+
+    def may_create_topic(self, name: str) -> bool:
+        return self.allowed("CREATE", CLUSTER, CLUSTER_NAME) or self.allowed("CREATE", TOPIC, name)
 
     @property
     def port(self) -> int:
@@ -131,8 +205,9 @@ class Console:
 
     async def start(self) -> None:
         await self.http.start()
-        log.info("web console on http://%s:%d/%s", self.http.host, self.http.port,
-                 " (read-only)" if self.read_only else "")
+        log.info("web console on %s://%s:%d/ (%s%s)", self.http.scheme, self.http.host,
+                 self.http.port, self.access.settings.describe(),
+                 ", read-only" if self.read_only else "")
 
     async def stop(self) -> None:
         await self.http.stop()
@@ -144,9 +219,9 @@ class Console:
             ("/", "Overview"), ("/topics", "Topics"), ("/groups", "Consumer groups"),
             ("/produce", "Produce")))
         ro = ' <span class="note">(read-only)</span>' if self.read_only else ""
+        token = self.token()
         body = _POST_FORM.sub(
-            lambda m: f'{m.group(0)}<input type="hidden" name="csrf" value="{self.token}">',
-            body)
+            lambda m: f'{m.group(0)}<input type="hidden" name="csrf" value="{token}">', body)
         msg = f'<p class="msg">{esc(message)}</p>' if message else ""
         doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)} - "
                f"jocko-py</title><style>{CSS}</style></head><body><header>"
@@ -165,17 +240,28 @@ class Console:
         from jocko_py.client import Client
 
         def run() -> Any:
-            with Client(self.bootstrap, client_id="jocko-py-console", timeout=30) as c:
+            with Client(self.bootstrap, client_id="jocko-py-console", timeout=30,
+                        config=self.client_config, ssl_context=self.client_ssl) as c:
                 return fn(c)
         return await asyncio.to_thread(run)
 
     async def handle(self, req: Request) -> Response:
+        _REQUEST.set(req)
+        try:
+            return await self._route(req)
+        except Denied as e:
+            log.info("[console peer=%s] refused: %s", req.peer, e)
+            denied = self.page("Not authorized", f"<p class='bad'>{esc(e)}</p>")
+            denied.status = 403
+            return denied
+
+    async def _route(self, req: Request) -> Response:
         path = req.path.rstrip("/") or "/"
         parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
         if req.method == "POST":
             if self.read_only:
                 return Response(403, b"the console is read-only\n", "text/plain")
-            if not hmac.compare_digest(req.form.get("csrf", ""), self.token):
+            if not hmac.compare_digest(req.form.get("csrf", ""), self.token()):
                 return Response(403, b"missing or wrong form token: reload the page\n",
                                 "text/plain")
             return await self.post(parts, req)
@@ -232,6 +318,8 @@ class Console:
         base = self.broker.log_config
         rows = []
         for name in sorted(img.topics):
+            if not self.allowed("DESCRIBE", TOPIC, name):
+                continue
             t = img.topics[name]
             parts = t.partitions.values()
             rf = max((len(p.replicas) for p in parts), default=0)
@@ -259,6 +347,7 @@ class Console:
 
     def topic(self, name: str, msg: str | None) -> Response:
         img = self.broker.quorum.image
+        self.require("DESCRIBE", TOPIC, name)
         t = img.topics.get(name)
         if t is None:
             return self.page("Topic not found", f"<p>No topic {esc(name)}.</p>", msg)
@@ -288,6 +377,7 @@ class Console:
         from jocko_py.client import KafkaError
         from jocko_py.protocol import records as rb
 
+        self.require("READ", TOPIC, name)
         q = req.query
         try:
             partition = int(q.get("partition", "0") or 0)
@@ -387,6 +477,8 @@ class Console:
     async def groups(self, msg: str | None) -> Response:
         rows = []
         for g in await self._group_view(None):
+            if not self.allowed("DESCRIBE", GROUP, g["id"]):
+                continue
             lag = sum(max(0, end - off) for _, _, off, end, _ in g["rows"])
             q = urllib.parse.quote(g["id"])
             rows.append([f'<a href="/groups/{q}">{esc(g["id"])}</a>', esc(g["state"]),
@@ -395,6 +487,7 @@ class Console:
         return self.page("Consumer groups", body, msg)
 
     async def group(self, gid: str, msg: str | None) -> Response:
+        self.require("DESCRIBE", GROUP, gid)
         found = await self._group_view(gid)
         if not found:
             return self.page("Group not found", f"<p>Consumer group '{esc(gid)}' does not "
@@ -448,6 +541,7 @@ class Console:
             if parts == ["topics"]:
                 return await self._create_topic(f)
             if len(parts) == 3 and parts[0] == "topics" and parts[2] == "delete":
+                self.require("DELETE", TOPIC, parts[1])
                 await self.client_call(lambda c: c.delete_topic(parts[1]))
                 return self.redirect("/topics", f"Deleted topic {parts[1]}")
             if len(parts) == 3 and parts[0] == "groups" and parts[2] == "reset":
@@ -471,12 +565,26 @@ class Console:
                 if not sep:
                     raise ValueError(f"config {line.strip()!r} is not key=value")
                 configs[k.strip()] = v.strip()
+        if not self.may_create_topic(name):
+            self.require("CREATE", TOPIC, name)
         t = await self.client_call(lambda c: c.create_topic(name, parts, rf, configs))
         return self.redirect(f"/topics/{urllib.parse.quote(name)}",
                              f"Created topic {name} with {t.num_partitions} partition(s)")
 
     async def _reset(self, gid: str, to: str) -> Response:
         from jocko_py.cli_groups import GroupAdmin
+
+        # as OffsetCommit: READ on the group and on every topic it commits
+        self.require("READ", GROUP, gid)
+        if self.broker.security.authorizer is not None:
+            def topics(c: Any) -> set[str]:
+                adm = GroupAdmin(c)
+                try:
+                    return {t for t, _ in adm.committed(gid)}
+                finally:
+                    adm.close()
+            for t in sorted(await self.client_call(topics)):
+                self.require("READ", TOPIC, t)
 
         def run(c: Any) -> dict[tuple[str, int], int]:
             adm = GroupAdmin(c)
@@ -508,6 +616,9 @@ class Console:
                 headers.append((k.strip(), v.encode()))
         value = f.get("value", "").encode()
         part_s = f.get("partition", "").strip()
+        self.require("WRITE", TOPIC, topic)
+        if topic not in self.broker.quorum.image.topics and not self.may_create_topic(topic):
+            self.require("CREATE", TOPIC, topic)
 
         def run(c: Any) -> tuple[int, int]:
             md = c.metadata([topic], auto_create=True)

@@ -58,6 +58,11 @@ DEFAULTS: dict[str, str] = {
     "controller.quorum.election.timeout.ms": "1000",
     "controller.quorum.fetch.timeout.ms": "2000",
     "jocko.gossip.probe.interval.ms": "1000",
+    # cluster links (broker/security/cluster_links.py): the brokers' shared secret file
+    # (raft handshake, gossip tags), gossip encryption, mutual TLS on the raft port
+    "jocko.cluster.secret.file": "",
+    "jocko.gossip.encrypt": "false",
+    "jocko.raft.ssl.enable": "false",
     "transactional.id.expiration.ms": "604800000",
     "transaction.state.log.num.partitions": "50",
     "transaction.state.log.replication.factor": "3",
@@ -74,6 +79,28 @@ DEFAULTS: dict[str, str] = {
     # the web console (console.py): host:port, empty: off; read-only hides every action
     "jocko.console.addr": "",
     "jocko.console.read.only": "false",
+    # who may use the console and the metrics endpoint (broker/security/http_access.py):
+    # auth none | basic | mtls | basic,mtls (empty: none while every listener is
+    # PLAINTEXT, else basic, and the console read-only unless read.only is set); TLS
+    # with the broker's ssl.* PEM settings unless jocko.<console|metrics>.ssl.* has its own
+    "jocko.console.auth": "",
+    "jocko.console.ssl.enable": "false",
+    "jocko.console.ssl.client.auth": "",
+    "jocko.console.ssl.keystore.location": "",
+    "jocko.console.ssl.keystore.certificate.chain": "",
+    "jocko.console.ssl.keystore.key": "",
+    "jocko.console.ssl.key.password": "",
+    "jocko.console.ssl.truststore.location": "",
+    "jocko.console.ssl.truststore.certificates": "",
+    "jocko.metrics.auth": "",
+    "jocko.metrics.ssl.enable": "false",
+    "jocko.metrics.ssl.client.auth": "",
+    "jocko.metrics.ssl.keystore.location": "",
+    "jocko.metrics.ssl.keystore.certificate.chain": "",
+    "jocko.metrics.ssl.keystore.key": "",
+    "jocko.metrics.ssl.key.password": "",
+    "jocko.metrics.ssl.truststore.location": "",
+    "jocko.metrics.ssl.truststore.certificates": "",
     # retention by share of disk (commitlog/disk_retention.py): -1 off
     "jocko.log.retention.disk.percent": "-1",
     "jocko.log.retention.disk.protect.committed.offsets": "false",
@@ -464,10 +491,31 @@ def _checked_addr(addr: str, what: str, default_port: int | None = None) -> tupl
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+# TLS / SASL settings, read per listener by jocko_py/broker/security (each also as
+# `listener.name.<listener>.<name>`; SASL's JAAS also per mechanism,
+# `listener.name.<listener>.<mechanism>.sasl.jaas.config`).
+SECURITY_PROPERTIES = frozenset({
+    "ssl.keystore.location", "ssl.keystore.type", "ssl.keystore.certificate.chain",
+    "ssl.keystore.key", "ssl.key.password", "ssl.truststore.location",
+    "ssl.truststore.type", "ssl.truststore.certificates", "ssl.enabled.protocols",
+    "ssl.cipher.suites", "ssl.client.auth", "ssl.principal.mapping.rules",
+    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.mechanism.inter.broker.protocol",
+    "sasl.server.max.receive.size", "jocko.sasl.plain.users.file",
+})
+_MECHANISMS = ("plain.", "scram-sha-256.", "scram-sha-512.")
+
+
 def known_property(name: str) -> bool:
     from jocko_py.commitlog.config import TOPIC_CONFIGS, broker_property_names
 
+    if name.startswith("listener.name."):
+        rest = name[len("listener.name."):].partition(".")[2]
+        for mech in _MECHANISMS:
+            if rest.startswith(mech) and rest[len(mech):] == "sasl.jaas.config":
+                return True
+        return rest in SECURITY_PROPERTIES or rest in DEFAULTS
     return (name in DEFAULTS or name in _READ_ELSEWHERE or name in _KAFKA_IGNORED
+            or name in SECURITY_PROPERTIES
             or name in broker_property_names() or name in TOPIC_CONFIGS)
 
 

@@ -17,7 +17,9 @@ the partitions and nothing per request.
 
 The endpoint (`broker/http.py`) listens on `--metrics-addr` / `jocko.metrics.addr`
 (off unless set): `GET /metrics` (Prometheus text format) and `GET /` (a pointer to
-it).
+it). TLS and authentication (`jocko.metrics.ssl.enable`, `jocko.metrics.auth`: HTTP
+Basic against the broker's users or mutual TLS; required by default once any listener
+is SSL or SASL) are broker/security/http_access.py's.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from jocko_py.broker.http import HttpServer, Request, Response
 from jocko_py.broker.partition import Role
+from jocko_py.broker.security.http_access import HttpAccess
 from jocko_py.broker.stats import LATENCY_BUCKETS
 from jocko_py.protocol import messages
 from jocko_py.protocol.errors import ErrorCode
@@ -336,7 +339,9 @@ class MetricsServer:
     def __init__(self, broker: Broker, host: str, port: int) -> None:
         self.collector = BrokerCollector(broker)
         self.process = [ProcessCollector(registry=None), PlatformCollector(registry=None)]
-        self.http = HttpServer(host, port, self.handle, "metrics")
+        self.access = HttpAccess.from_config(broker.security, "metrics")
+        self.http = HttpServer(host, port, self.handle, "metrics", self.access.ssl_context,
+                               self.access.authenticate)
         self.scrapes = 0
 
     @property
@@ -345,7 +350,8 @@ class MetricsServer:
 
     async def start(self) -> None:
         await self.http.start()
-        log.info("metrics on http://%s:%d/metrics", self.http.host, self.http.port)
+        log.info("metrics on %s://%s:%d/metrics (%s)", self.http.scheme, self.http.host,
+                 self.http.port, self.access.settings.describe())
 
     async def stop(self) -> None:
         await self.http.stop()

@@ -13,6 +13,7 @@ import time
 from jocko_py.broker.config import Listener
 from jocko_py.broker.connection import Connection
 from jocko_py.broker.core import Broker
+from jocko_py.cluster.addr import bind_error
 
 log = logging.getLogger("jocko_py.broker.server")
 
@@ -60,10 +61,14 @@ class Server:
         try:
             for x in listeners:
                 tls = self.broker.security.tls.get(x.name)
-                self.servers.append(await asyncio.start_server(
-                    functools.partial(self._accept, x), x.host, x.port, reuse_address=True,
-                    limit=1 << 20, ssl=tls.server_context if tls is not None else None,
-                    ssl_handshake_timeout=10.0 if tls is not None else None))
+                try:
+                    self.servers.append(await asyncio.start_server(
+                        functools.partial(self._accept, x), x.host, x.port,
+                        reuse_address=True, limit=1 << 20,
+                        ssl=tls.server_context if tls is not None else None,
+                        ssl_handshake_timeout=10.0 if tls is not None else None))
+                except OSError as e:
+                    raise bind_error(f"Kafka listener {x.name}", x.host, x.port, e) from None
         except BaseException:
             for srv in self.servers:
                 srv.close()

@@ -48,6 +48,7 @@ from jocko_py.cluster.controller import BrokerInfo, Controller, ControllerConfig
 from jocko_py.cluster.gossip.core import GossipConfig, GossipCore, State
 from jocko_py.cluster.gossip.messages import MemberEvent, MemberMeta, member_incarnation
 from jocko_py.cluster.gossip.transport import GossipTransport
+from jocko_py.cluster.linkauth import LinkSecurity, load_secret_file
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
     ConfigRecord,
@@ -124,6 +125,7 @@ class ClusterNode:
         reconcile_ms: int = 100,
         snapshot_every: int = 1000,
         raft_seed: int | None = None,
+        security: LinkSecurity | None = None,
     ) -> None:
         self.node_id = node_id
         self.storage = FileStorage(data_dir / "raft")
@@ -133,12 +135,14 @@ class ClusterNode:
             raft_seed = int.from_bytes(os.urandom(8), "big")
         self.core = RaftCore(node_id, voters, raft_config, self.storage.load(), seed=raft_seed)
         self.raft = RaftTransport(
-            self.core, self.storage, self.machine, raft_listen, on_role=self._on_role
+            self.core, self.storage, self.machine, raft_listen, on_role=self._on_role,
+            security=security,
         )
         # A new incarnation per process start (rule: a restart re-registers the broker).
         meta = MemberMeta(node_id, advertised, raft_listen, rack, str(uuid.uuid4()))
         self.gossip_core = GossipCore(f"broker-{node_id}", gossip_listen, meta, gossip_config)
-        self.gossip = GossipTransport(self.gossip_core, on_event=self._on_member)
+        self.gossip = GossipTransport(self.gossip_core, on_event=self._on_member,
+                                      security=security)
         self.seeds = seeds
         self.controller = Controller(ControllerConfig())
         # Serialises controller decisions with their commit (the embedding broker
@@ -474,6 +478,7 @@ async def _amain(args: argparse.Namespace) -> int:
         raft_config=raft_cfg,
         gossip_config=gossip_cfg,
         snapshot_every=args.snapshot_every,
+        security=LinkSecurity(load_secret_file(args.secret_file)) if args.secret_file else None,
     )
     await node.start()
     server = await _control_server(node, args.control)
@@ -525,6 +530,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--probe-interval-ms", type=int, default=1000)
     p.add_argument("--suspicion-mult", type=int, default=4)
     p.add_argument("--snapshot-every", type=int, default=1000)
+    p.add_argument("--secret-file", default="", help="cluster secret (raft and gossip auth)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     code = asyncio.run(_amain(args))

@@ -241,3 +241,16 @@ class ScramClient:
     def verify(self, server_final: bytes) -> None:
         if server_final != b"v=" + base64.b64encode(self._server_sig):
             raise ScramError("server signature does not verify")
+
+
+def verify_password(mechanism: str, cred: ScramCredential, password: bytes) -> bool:
+    """Does ``password`` match a stored credential? (HTTP Basic against SCRAM users:
+    the salted password from the stored salt and iterations, its StoredKey compared in
+    constant time; the iterations are bounded as at AlterUserScramCredentials.)"""
+    hash_name = MECHANISMS[mechanism][1]
+    if not MIN_ITERATIONS <= cred.iterations <= MAX_ITERATIONS:
+        return False
+    derived = credential_from_salted(
+        hash_name, salted_password(hash_name, password, cred.salt, cred.iterations),
+        cred.salt, cred.iterations)
+    return hmac.compare_digest(derived.stored_key, cred.stored_key)

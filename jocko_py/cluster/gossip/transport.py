@@ -2,6 +2,11 @@
 
 One datagram per message (``encode_datagram``). Garbled datagrams are dropped with a
 debug log; they never reach the core. Member events are handed to ``on_event``.
+
+With the cluster secret (``LinkSecurity``), every datagram is sealed and opened by
+``cluster/linkauth.py``'s ``GossipCodec`` (an authentication tag, a wall-clock time
+and a nonce; AES-256-GCM too when ``gossip_encrypt``); one that does not open is
+dropped before decoding and logged at most once a minute per sender host.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from jocko_py.cluster.gossip.core import GossipAction, GossipCore
@@ -19,6 +25,7 @@ from jocko_py.cluster.gossip.messages import (
     decode_datagram,
     encode_datagram,
 )
+from jocko_py.cluster.linkauth import GossipAuthError, GossipCodec, LinkSecurity, LogLimiter
 
 log = logging.getLogger("jocko_py.cluster.gossip.transport")
 
@@ -33,7 +40,7 @@ class _Proto(asyncio.DatagramProtocol):
         self.owner = owner
 
     def datagram_received(self, data: bytes, addr: tuple[str | object, ...]) -> None:
-        self.owner._on_datagram(data)
+        self.owner._on_datagram(data, addr)
 
     def error_received(self, exc: Exception) -> None:
         log.debug("[gossip] socket error: %s", exc)
@@ -46,8 +53,16 @@ class GossipTransport:
         tick_ms: int = 20,
         on_event: Callable[[MemberEvent], None] | None = None,
         clock: Callable[[], int] | None = None,
+        security: LinkSecurity | None = None,
+        wall_clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self.core = core
+        sec = security or LinkSecurity()
+        self.codec = (GossipCodec(sec.secret, encrypt=sec.gossip_encrypt)
+                      if sec.secret is not None else None)
+        # the datagrams' timestamps: wall clock, comparable between hosts
+        self._wall_ms = wall_clock_ms or (lambda: int(time.time() * 1000))
+        self._log_limit = LogLimiter()
         self.tick_ms = tick_ms
         self.on_event = on_event
         self._clock = clock
@@ -83,7 +98,18 @@ class GossipTransport:
         if self._udp is not None:
             self._udp.close()
 
-    def _on_datagram(self, data: bytes) -> None:
+    def _on_datagram(self, data: bytes, addr: tuple[str | object, ...] = ()) -> None:
+        if self.codec is not None:
+            try:
+                data = self.codec.open(data, self._wall_ms())
+            except GossipAuthError as e:
+                host = addr[0] if addr else "?"
+                n = self._log_limit.allow(str(host), self._wall_ms())
+                if n is not None:
+                    more = f" ({n} more since the last report)" if n else ""
+                    log.warning("[gossip %s] dropping a datagram from %s: %s%s",
+                                self.core.name, addr[:2] if addr else "?", e, more)
+                return
         try:
             msg = decode_datagram(data)
         except GossipDecodeError as e:
@@ -96,7 +122,10 @@ class GossipTransport:
             if isinstance(a, Send):
                 if self._udp is not None:
                     try:
-                        self._udp.sendto(encode_datagram(a.message), _split(a.addr))
+                        data = encode_datagram(a.message)
+                        if self.codec is not None:
+                            data = self.codec.seal(data, self._wall_ms())
+                        self._udp.sendto(data, _split(a.addr))
                     except (OSError, ValueError) as e:
                         log.debug("[gossip %s] send to %s failed: %s", self.core.name, a.addr, e)
             elif self.on_event is not None:
