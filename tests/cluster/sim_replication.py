@@ -294,7 +294,9 @@ class ReplicationSim:
             self.damaged = {(b, pid) for b, pid in self.damaged
                             if pid in t.partitions and (b in t.partitions[pid].isr
                                                         or b in t.partitions[pid].elr
-                                                        or b in t.partitions[pid].last_known_elr)}
+                                                        or b in t.partitions[pid].last_known_elr
+                                                        or any(q == pid and b in isr for q, isr
+                                                               in self.isr_inflight))}
             for pid, p in t.partitions.items():
                 key = (pid, p.leader_epoch)
                 if p.leader >= 0 and key not in self.ctl_epoch_leader:
@@ -568,38 +570,44 @@ class ReplicationSim:
         that one: two unclean failures, beyond Kafka's promise; seed 978810423). With min ISR 1 there is no ELR to fall back on, so a power loss is also
         refused when an ISR shrink the victim sent (the controller may apply it after
         the crash) would leave it alone in the ISR: that is one replica losing data,
-        beyond what Kafka promises. At any min ISR, a power loss is refused when an ISR
-        change on its way to the controller (sent by any leader, even one that crashed
-        since) would leave no sound replica in the ISR or ELR: with two faults at once,
-        a leader that lost power had asked to drop the one intact, lagging follower, and
-        the other member lost power too (two unclean failures at min ISR 2, seed
-        28599824)."""
+        beyond what Kafka promises. Every ISR change on its way to the controller (sent
+        by any leader, even one that crashed since) may still apply, so the rule must
+        hold for the ISR as it is and for the ISR each of them would make: two faults at
+        once showed both ways. A leader that lost power had asked to drop the one intact,
+        lagging follower, and the other member lost power too (seed 28599824); a leader
+        had asked to add a follower that then lost power, and the leader was fenced (seed
+        16738118): either way the ISR ends with only replicas that lost data."""
         for part in range(self.params.partitions):
             img = self.partition_image(part)
-            holders = set(img.isr) | set(img.elr)
-            if victim not in holders:
-                continue
-            if loses_data and self.params.min_isr == 1:
-                p = self.brokers[victim].parts.get(part)
-                if p is not None and p.role is Role.LEADER and p.pending_isr is not None:
-                    holders &= set(p.pending_isr) | set(img.elr)
-            if loses_data:
-                # an ISR shrink on its way to the controller (from any leader, even one
-                # that crashed since) may still apply: it must leave a sound replica
-                for pid, isr in self.isr_inflight:
-                    if pid == part and not any(
-                            r != victim and self.sound(r, part)
-                            for r in holders & (set(isr) | set(img.elr))):
-                        return False
-            if any(r != victim and self.sound(r, part) for r in holders):
-                continue
-            # the last known leader is what the controller falls back on once the
-            # victim, restarted (unclean), leaves the ELR: a damaged one would lead
-            lke_damaged = any(r != victim and (r, part) in self.damaged
-                              for r in img.last_known_elr)
-            if loses_data or len(holders) > 1 or lke_damaged:
-                return False
+            for isr in [set(img.isr)] + [set(i) for pid, i in self.isr_inflight if pid == part]:
+                if not self._fault_allowed_in(victim, part, img, isr | set(img.elr),
+                                              loses_data):
+                    return False
         return True
+
+    def _fault_allowed_in(self, victim: int, part: int, img: PartitionImage,
+                          holders: set[int], loses_data: bool) -> bool:
+        """``fault_allowed`` for one partition whose ISR and ELR are ``holders``."""
+        if victim not in holders:
+            return True
+        if loses_data and self.params.min_isr == 1:
+            p = self.brokers[victim].parts.get(part)
+            if p is not None and p.role is Role.LEADER and p.pending_isr is not None:
+                holders &= set(p.pending_isr) | set(img.elr)
+        if any(r != victim and self.sound(r, part) for r in holders):
+            return True
+        # the last known leader is what the controller falls back on once the
+        # victim, restarted (unclean), leaves the ELR: a damaged one would lead
+        lke_damaged = any(r != victim and (r, part) in self.damaged
+                          for r in img.last_known_elr)
+        return not (loses_data or len(holders) > 1 or lke_damaged)
+
+    def may_join(self, b: int, part: int) -> bool:
+        """``b`` is in the ISR or ELR of ``part``, or an ISR change on its way to the
+        controller would put it there."""
+        img = self.partition_image(part)
+        return b in img.isr or b in img.elr or any(
+            pid == part and b in isr for pid, isr in self.isr_inflight)
 
     def fault_tick(self) -> None:
         if self.healing:
@@ -742,8 +750,7 @@ class ReplicationSim:
         self.note(f"b{b.bid} {'loses power' if power_loss else 'killed'}")
         for part, p in b.parts.items():
             lg = p.log
-            if power_loss and self.lose_unflushed(lg) and b.bid in self.partition_image(
-                    part).isr:
+            if power_loss and self.lose_unflushed(lg) and self.may_join(b.bid, part):
                 self.damaged.add((b.bid, part))
             for seg in lg.segments:  # no flush, no producer snapshot: the process died
                 seg.close()
