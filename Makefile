@@ -129,7 +129,8 @@ chaos: venv-test
 	  --run-seconds $(CHAOS_RUN_SECONDS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
 
 # Scale by simulation: the real controller, metadata image and gossip core with 100
-# brokers, 100,000 partitions and 100-500 gossip members (tests/cluster/sim_scale.py).
+# brokers, 100,000 partitions and 100-500 gossip members, and controller failovers
+# (crash, minority partition) on the real raft core (tests/cluster/sim_scale.py).
 scale-sim: venv-test
 	$(BIN)/python -m tests.cluster.sim_scale
 

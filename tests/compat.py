@@ -35,6 +35,7 @@ COORD_KILL = "3 brokers: group member survives a coordinator SIGKILL"
 SESSIONS = "incremental fetch sessions (KIP-227), seen on the wire"
 TLS_SASL = "TLS and SASL (PLAIN, SCRAM) round trips; bad credentials refused"
 TXN = "transactions: commit/abort, read_committed never sees aborted data"
+TXN_ACL = "transactional-id ACLs: WRITE commits, none gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
 
 # (feature, client or None to take it from the test's parameter, node id pattern)
 RULES: list[tuple[str, str | None, str]] = [
@@ -92,6 +93,12 @@ RULES: list[tuple[str, str | None, str]] = [
     (TXN, "Java", r"tests/transactions/test_java_transactions\.py::test_java_consume_transform"),
     (TXN, "franz-go", r"tests/transactions/test_go_transactions\.py::test_franz_go_group_transact"),
     (TXN, "Spark", r"tests/spark/test_transactions_read\.py::test_read_committed_skips"),
+    (TXN_ACL, "confluent-kafka", r"tests/security/test_txn_acls\.py::test_client_transactions_need_write.*\[confluent-kafka\]"),
+    (TXN_ACL, "kafka-python", r"tests/security/test_txn_acls\.py::test_client_transactions_need_write.*\[kafka-python\]"),
+    (TXN_ACL, "aiokafka", r"tests/security/test_txn_acls\.py::test_client_transactions_need_write.*\[aiokafka\]"),
+    (TXN_ACL, "Java", r"tests/security/test_txn_acls\.py::test_client_transactions_need_write.*\[java-"),
+    (TXN_ACL, "franz-go", r"tests/security/test_txn_acls\.py::test_client_transactions_need_write.*\[franz-go\]"),
+    (TXN_ACL, "Sarama", r"tests/security/test_txn_acls\.py::test_client_transactions_need_write.*\[sarama\]"),
 ]
 FEATURES = list(dict.fromkeys(f for f, _, _ in RULES))
 _COMPILED = [(f, c, re.compile(p)) for f, c, p in RULES]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import prereq
 from tests.support.broker import BrokerProcess
 
 # A run started in the background of a non-interactive shell (`nohup make test &`)
@@ -27,22 +28,9 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
         b.stop()
 
 
-# `make test` installs every tool the suite uses (kcat, Java jars, Go modules, Spark
-# jars) and sets JOCKO_TEST_STRICT=1: there, a test that skips because something is
-# missing is a failure, so a broken set-up cannot pass as "all green". Skips that
-# say why they do not apply to a local run stay skips.
-STRICT = __import__("os").environ.get("JOCKO_TEST_STRICT") == "1"
-ALLOWED_SKIPS = (
-    "external broker",  # JOCKO_TEST_BOOTSTRAP runs
-    "did not produce",  # follows a failed test, which already fails the run
-    "did not pass",
-    "was produced earlier",
-    "no codec's topic",
-    "needs root",  # the disk-full test mounts a tmpfs
-    "cannot mount tmpfs",
-    "JOCKO_TEST_FAST_RETENTION",
-    "JOCKO_ALLOW_PURE_PYTHON",
-)
+# Under JOCKO_TEST_STRICT=1 (make test) a skip is a failure unless the test said it does
+# not apply (tests/support/prereq.py has the rule and the helpers).
+STRICT = prereq.STRICT
 
 
 # outcomes of the tests behind the README's compatibility matrix (tests/compat.py)
@@ -94,9 +82,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     rep = outcome.get_result()  # type: ignore[attr-defined]
     if STRICT and rep.skipped and not hasattr(rep, "wasxfail"):
         reason = str(rep.longrepr[2]) if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
-        if not any(a in reason for a in ALLOWED_SKIPS):
+        failure = prereq.strict_verdict(reason)
+        if failure is not None:
             rep.outcome = "failed"
-            rep.longrepr = (
-                f"skipped under JOCKO_TEST_STRICT=1 (make test installs every tool): {reason}"
-            )
+            rep.longrepr = failure
     _compat_record(item, rep)

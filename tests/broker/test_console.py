@@ -28,10 +28,11 @@ from jocko_py.client import Client
 from jocko_py.console import fmt_bytes
 from jocko_py.embedded import EmbeddedBroker, free_port
 from tests.support.cluster import FAST, Cluster
+from tests.support.prereq import requires
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed "
-                                "(make test installs Debian's package)")
+pytestmark = requires(CHROMIUM is not None,
+                      "chromium not installed (make test installs Debian's package)")
 
 
 class Browser:

@@ -13,11 +13,12 @@ from kafka.admin import KafkaAdminClient
 
 from tests.support.broker import REPO
 from tests.support.e2e import TargetBroker, create_topics, unique_suffix
+from tests.support.prereq import requires
 
 pytestmark = pytest.mark.clients
 
 SUFFIX = unique_suffix()
-needs_kcat = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
+needs_kcat = requires(shutil.which("kcat") is not None, "kcat not installed")
 
 
 def cli(

@@ -50,12 +50,11 @@ from tests.support.e2e import (
     with_offsets,
     write_tsv,
 )
+from tests.support.prereq import not_applicable, requires
 
 pytestmark = [
     pytest.mark.clients,
-    pytest.mark.skipif(
-        shutil.which("go") is None, reason="no `go` on PATH: Go client tests need Go"
-    ),
+    requires(shutil.which("go") is not None, "no `go` on PATH: Go client tests need Go"),
 ]
 
 GO_MODULE = REPO / "tests" / "clients" / "go"
@@ -269,7 +268,7 @@ def test_python_client_reads_what_go_produced(
     target: TargetBroker, datasets: dict[tuple[str, str], Dataset], lib: str, codec: str
 ) -> None:
     if (lib, codec) not in datasets:
-        pytest.skip(f"test_produce_and_read_back[{lib}-{codec}] did not pass")
+        not_applicable(f"test_produce_and_read_back[{lib}-{codec}] did not pass")
     ds = datasets[(lib, codec)]
     got = python_read(target.bootstrap, ds)
     assert_same_records(
@@ -453,7 +452,7 @@ def test_consumer_group_two_members(
 
 def test_restart_broker(target: TargetBroker) -> None:
     if not target.can_restart:
-        pytest.skip("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
+        not_applicable("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
     target.restart()
 
 
@@ -466,10 +465,10 @@ def test_read_again_after_restart(
     lib: str,
 ) -> None:
     if not target.can_restart:
-        pytest.skip("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
+        not_applicable("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
     mine = {codec: ds for (lb, codec), ds in datasets.items() if lb == lib}
     if not mine and lib not in groups:
-        pytest.skip(f"no {lib} topic was produced earlier in this module")
+        not_applicable(f"no {lib} topic was produced earlier in this module")
     failures = []
     for codec, ds in mine.items():
         got = go_consume(gokafka, lib, target.bootstrap, ds)

@@ -30,11 +30,12 @@ from tests.support.e2e import (
     with_offsets,
     write_tsv,
 )
+from tests.support.prereq import not_applicable, requires
 
 pytestmark = [
     pytest.mark.clients,
     pytest.mark.java,
-    pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH"),
+    requires(shutil.which("java") is not None, "no java on PATH"),
 ]
 
 SUFFIX = unique_suffix()
@@ -140,6 +141,6 @@ def test_read_again_after_restart(
     target: TargetBroker, workdir: Path, produced: dict[str, Dataset]
 ) -> None:
     if not target.can_restart:
-        pytest.skip("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
+        not_applicable("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
     target.restart()
     read_all(target, workdir, produced, "after-restart")

@@ -26,6 +26,7 @@ from tests.support.e2e import (
     unique_suffix,
     with_offsets,
 )
+from tests.support.prereq import not_applicable
 
 pytestmark = pytest.mark.clients
 
@@ -160,7 +161,7 @@ def test_produce_and_read_back(
 @pytest.mark.parametrize("codec", CODECS)
 def test_offsets_for_times(target: TargetBroker, datasets: dict[str, Dataset], codec: str) -> None:
     if codec not in datasets:
-        pytest.skip(f"test_produce_and_read_back[{codec}] did not produce the topic")
+        not_applicable(f"test_produce_and_read_back[{codec}] did not produce the topic")
     check_offsets_for_times(target.bootstrap, datasets[codec])
 
 
@@ -171,7 +172,7 @@ def test_fetch_limits_smaller_than_a_batch(
     still returns the first whole batch (KIP-74), so the consumer makes progress."""
     for codec in ("none", "zstd"):
         if codec not in datasets:
-            pytest.skip(f"test_produce_and_read_back[{codec}] did not produce the topic")
+            not_applicable(f"test_produce_and_read_back[{codec}] did not produce the topic")
         ds = datasets[codec]
         got = consume(
             target.bootstrap,
@@ -190,7 +191,7 @@ def test_seek_into_the_middle_of_a_batch(
     """Fetch from an offset inside a (compressed) batch: the broker may return the whole
     batch, the client drops the records before the fetch offset; nothing is skipped."""
     if codec not in datasets:
-        pytest.skip(f"test_produce_and_read_back[{codec}] did not produce the topic")
+        not_applicable(f"test_produce_and_read_back[{codec}] did not produce the topic")
     ds = datasets[codec]
     start = {p: 1 + 997 * (p + 1) for p in range(ds.partitions)}
     got = consume(target.bootstrap, ds.topic, ds.partitions, start=start)
@@ -208,7 +209,7 @@ def test_fetch_out_of_range_offset_resets(
     """A fetch beyond the log end gets OFFSET_OUT_OF_RANGE; the client then resets by its
     auto_offset_reset through ListOffsets (earliest: offset 0, latest: the end)."""
     if "none" not in datasets:
-        pytest.skip("test_produce_and_read_back[none] did not produce the topic")
+        not_applicable("test_produce_and_read_back[none] did not produce the topic")
     ds = datasets["none"]
     tp = TopicPartition(ds.topic, 0)
     n = len(ds.by_partition()[0])
@@ -281,9 +282,9 @@ def test_large_record_round_trip_and_over_the_limit_rejected(target: TargetBroke
 
 def test_read_again_after_restart(target: TargetBroker, datasets: dict[str, Dataset]) -> None:
     if not target.can_restart:
-        pytest.skip("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
+        not_applicable("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
     if not datasets:
-        pytest.skip("no codec's topic was produced earlier in this module")
+        not_applicable("no codec's topic was produced earlier in this module")
     target.restart()
     for codec, ds in datasets.items():
         got = consume(target.bootstrap, ds.topic, ds.partitions)

@@ -32,10 +32,11 @@ from tests.support.e2e import (
     unique_suffix,
     with_offsets,
 )
+from tests.support.prereq import not_applicable, requires
 
 pytestmark = [
     pytest.mark.clients,
-    pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed: make kcat"),
+    requires(shutil.which("kcat") is not None, "kcat not installed: make kcat"),
 ]
 
 SUFFIX = unique_suffix()
@@ -201,15 +202,15 @@ def test_offsets_by_timestamp(
     target: TargetBroker, datasets: dict[str, Dataset], codec: str
 ) -> None:
     if codec not in datasets:
-        pytest.skip(f"test_produce_and_read_back[{codec}] did not produce the topic")
+        not_applicable(f"test_produce_and_read_back[{codec}] did not produce the topic")
     check_offsets_by_time(target.bootstrap, datasets[codec])
 
 
 def test_read_again_after_restart(target: TargetBroker, datasets: dict[str, Dataset]) -> None:
     if not target.can_restart:
-        pytest.skip("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
+        not_applicable("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
     if not datasets:
-        pytest.skip("no codec's topic was produced earlier in this module")
+        not_applicable("no codec's topic was produced earlier in this module")
     target.restart()
     for codec, ds in datasets.items():
         assert ds.first_read is not None

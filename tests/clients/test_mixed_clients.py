@@ -30,10 +30,11 @@ from tests.support.e2e import (
     make_dataset,
     unique_suffix,
 )
+from tests.support.prereq import requires
 
 pytestmark = [
     pytest.mark.clients,
-    pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed: make kcat"),
+    requires(shutil.which("kcat") is not None, "kcat not installed: make kcat"),
 ]
 
 SUFFIX = unique_suffix()

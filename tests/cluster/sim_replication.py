@@ -41,6 +41,15 @@ lose data. With ``min.insync.replicas=1`` there is no ELR while the ISR is not e
 power loss is also refused when the victim's own ISR shrink, still in flight, would leave
 it the last member: one replica losing data is beyond what Kafka promises at min ISR 1.
 
+Half the schedules (``SimParams.overlaps``) also put two replicas under a fault at once:
+a *pause* (SIGSTOP: the process runs nothing, requests to it wait in its sockets, its
+controller session lapses; on SIGCONT it runs what waited, with its stale view, and
+heartbeats again), a kill, a power loss or an *isolation* (cut from the controller and
+every other broker), each held from 20 ms to 2.5 s. The second fault is judged by
+``fault_allowed`` with the first in effect, and a paused replica is not a sound one, so
+two faults never take more than Kafka's promise allows (RF-1 replicas may lose their
+unflushed data only while another intact one stays in the ISR or ELR).
+
 Invariants, checked after every event (``checks`` selects them, for the mutation
 tests):
 
@@ -135,6 +144,11 @@ class SimParams:
     torn_share: float = 0.5
     # of the crashes that would be kills, the share turned into clean stops
     clean_stop_share: float = 0.0
+    # two faults at once on two replicas (pause, kill, power loss, isolation), besides
+    # the single faults; drawn apart from the rest so a schedule without them is the
+    # schedule it was before they existed
+    overlaps: bool = False
+    overlap_every_ms: tuple[int, int] = (150, 700)
 
 
 def schedule_params(seed: int, clean_stops: bool = True) -> SimParams:
@@ -155,6 +169,7 @@ def schedule_params(seed: int, clean_stops: bool = True) -> SimParams:
         meta_every_ms=r.choice(((1, 20), (5, 80), (20, 300))),
         fault_every_ms=r.choice(((40, 200), (80, 400), (200, 800))),
         power_loss_share=r.choice((0.2, 0.5, 0.8)),
+        overlaps=random.Random(seed ^ 0x0BE1A9).random() < 0.5,
     )
 
 
@@ -195,6 +210,8 @@ class Broker:
     gen: int = 0  # bumped on every crash: events of an older process are dropped
     # the broker epoch the clean-shutdown markers name (-1: none, the last stop crashed)
     previous_epoch: int = -1
+    paused: bool = False  # SIGSTOP: nothing runs; what arrives waits for the resume
+    deferred: list[Callable[[], None]] = field(default_factory=list)
 
 
 class ReplicationSim:
@@ -228,6 +245,8 @@ class ReplicationSim:
         self.batch_at: dict[tuple[int, int, int], Batch] = {}  # (part, epoch, base)
         self.pending: list[Pending] = []
         self.damaged: set[tuple[int, int]] = set()  # (broker, partition) lost data in ISR
+        # AlterPartition requests on their way to the controller: (partition, new ISR)
+        self.isr_inflight: list[tuple[int, tuple[int, ...]]] = []
         self.errors: list[str] = []  # exceptions a fetcher would have logged
         self._versions: dict[int, int] = {}
         self._views: dict[int, LogView] = {}
@@ -261,6 +280,9 @@ class ReplicationSim:
 
         def run() -> None:
             if b.up and b.gen == gen:
+                if b.paused:
+                    b.deferred.append(run)
+                    return
                 fn()
         return run
 
@@ -288,7 +310,9 @@ class ReplicationSim:
             self.damaged = {(b, pid) for b, pid in self.damaged
                             if pid in t.partitions and (b in t.partitions[pid].isr
                                                         or b in t.partitions[pid].elr
-                                                        or b in t.partitions[pid].last_known_elr)}
+                                                        or b in t.partitions[pid].last_known_elr
+                                                        or any(q == pid and b in isr for q, isr
+                                                               in self.isr_inflight))}
             for pid, p in t.partitions.items():
                 key = (pid, p.leader_epoch)
                 if p.leader >= 0 and key not in self.ctl_epoch_leader:
@@ -387,6 +411,10 @@ class ReplicationSim:
         lb = self.brokers[leader_id]
         if not lb.up:
             return  # no answer: the follower times out
+        if lb.paused:  # the request waits in the socket until the leader runs again
+            lb.deferred.append(lambda: self.serve_fetch(leader_id, f, part, req, fetch_offset,
+                                                        epoch, last_epoch, inc))
+            return
         lp = lb.parts.get(part)
         if lp is None:
             hw, lso, res = -1, -1, None
@@ -459,7 +487,11 @@ class ReplicationSim:
             self.at(self.delay() * 3, self.for_process(b, no_answer))
             return
 
+        proposal = (p.partition, tuple(change.new_isr))
+        self.isr_inflight.append(proposal)
+
         def at_controller() -> None:
+            self.isr_inflight.remove(proposal)
             code, recs = self.ctl.alter_partition(
                 self.cimg, change.topic_id, change.partition, b.bid, change.leader_epoch,
                 change.partition_epoch, change.new_isr, change.member_epochs)
@@ -499,6 +531,9 @@ class ReplicationSim:
             return
 
         def arrive() -> None:
+            if b.up and b.paused:
+                b.deferred.append(arrive)
+                return
             p = b.parts.get(part)
             if not b.up or p is None:
                 return
@@ -537,7 +572,8 @@ class ReplicationSim:
 
     def sound(self, r: int, part: int) -> bool:
         """``r`` holds everything committed and stays in the ISR for now."""
-        return (self.brokers[r].up and self.ctl_link[r] and (r, part) not in self.damaged)
+        b = self.brokers[r]
+        return b.up and not b.paused and self.ctl_link[r] and (r, part) not in self.damaged
 
     def fault_allowed(self, victim: int, *, loses_data: bool) -> bool:
         """The fault model: a fault that takes ``victim`` out of the replicas holding
@@ -550,25 +586,44 @@ class ReplicationSim:
         that one: two unclean failures, beyond Kafka's promise; seed 978810423). With min ISR 1 there is no ELR to fall back on, so a power loss is also
         refused when an ISR shrink the victim sent (the controller may apply it after
         the crash) would leave it alone in the ISR: that is one replica losing data,
-        beyond what Kafka promises."""
+        beyond what Kafka promises. Every ISR change on its way to the controller (sent
+        by any leader, even one that crashed since) may still apply, so the rule must
+        hold for the ISR as it is and for the ISR each of them would make: two faults at
+        once showed both ways. A leader that lost power had asked to drop the one intact,
+        lagging follower, and the other member lost power too (seed 28599824); a leader
+        had asked to add a follower that then lost power, and the leader was fenced (seed
+        16738118): either way the ISR ends with only replicas that lost data."""
         for part in range(self.params.partitions):
             img = self.partition_image(part)
-            holders = set(img.isr) | set(img.elr)
-            if victim not in holders:
-                continue
-            if loses_data and self.params.min_isr == 1:
-                p = self.brokers[victim].parts.get(part)
-                if p is not None and p.role is Role.LEADER and p.pending_isr is not None:
-                    holders &= set(p.pending_isr) | set(img.elr)
-            if any(r != victim and self.sound(r, part) for r in holders):
-                continue
-            # the last known leader is what the controller falls back on once the
-            # victim, restarted (unclean), leaves the ELR: a damaged one would lead
-            lke_damaged = any(r != victim and (r, part) in self.damaged
-                              for r in img.last_known_elr)
-            if loses_data or len(holders) > 1 or lke_damaged:
-                return False
+            for isr in [set(img.isr)] + [set(i) for pid, i in self.isr_inflight if pid == part]:
+                if not self._fault_allowed_in(victim, part, img, isr | set(img.elr),
+                                              loses_data):
+                    return False
         return True
+
+    def _fault_allowed_in(self, victim: int, part: int, img: PartitionImage,
+                          holders: set[int], loses_data: bool) -> bool:
+        """``fault_allowed`` for one partition whose ISR and ELR are ``holders``."""
+        if victim not in holders:
+            return True
+        if loses_data and self.params.min_isr == 1:
+            p = self.brokers[victim].parts.get(part)
+            if p is not None and p.role is Role.LEADER and p.pending_isr is not None:
+                holders &= set(p.pending_isr) | set(img.elr)
+        if any(r != victim and self.sound(r, part) for r in holders):
+            return True
+        # the last known leader is what the controller falls back on once the
+        # victim, restarted (unclean), leaves the ELR: a damaged one would lead
+        lke_damaged = any(r != victim and (r, part) in self.damaged
+                          for r in img.last_known_elr)
+        return not (loses_data or len(holders) > 1 or lke_damaged)
+
+    def may_join(self, b: int, part: int) -> bool:
+        """``b`` is in the ISR or ELR of ``part``, or an ISR change on its way to the
+        controller would put it there."""
+        img = self.partition_image(part)
+        return b in img.isr or b in img.elr or any(
+            pid == part and b in isr for pid, isr in self.isr_inflight)
 
     def fault_tick(self) -> None:
         if self.healing:
@@ -615,11 +670,100 @@ class ReplicationSim:
             for b in self.brokers.values():
                 if not self.ctl_link[b.bid]:
                     self.ctl_link[b.bid] = True
-                    if b.up:
+                    if b.up and not b.paused:
                         self.register(b)
                     self.note(f"b{b.bid} reaches the controller again")
         else:
             self.produce()
+
+    # ---- overlapping faults
+
+    def faulty(self) -> set[int]:
+        """Brokers under a fault now: down, paused, or cut from the controller."""
+        return {b.bid for b in self.brokers.values()
+                if not b.up or b.paused or not self.ctl_link[b.bid]}
+
+    def overlap_tick(self) -> None:
+        """Two faults at once on two replicas, each within the fault model given the
+        other (the second is judged with the first in effect): a pause (SIGSTOP, then
+        SIGCONT), a kill, a power loss, or an isolation (cut from the controller and
+        from every other broker), each held for a while."""
+        if self.healing:
+            return
+        lo, hi = self.params.overlap_every_ms
+        self.at(self.rng.randint(lo, hi), self.overlap_tick)
+        first, second = self.rng.sample(list(self.brokers.values()), 2)
+        applied = 0
+        for b in (first, second):
+            kind = self.rng.choice(("pause", "pause", "kill", "power loss", "isolate"))
+            if self.apply_fault(b, kind):
+                applied += 1
+        if applied == 2:
+            self.count("double_faults")
+
+    def apply_fault(self, b: Broker, kind: str) -> bool:
+        if not b.up or b.paused or not self.ctl_link[b.bid]:
+            return False
+        if kind in ("kill", "power loss") and sum(not x.up for x in self.brokers.values()) \
+                >= self.params.brokers - 1:
+            return False
+        if not self.fault_allowed(b.bid, loses_data=kind == "power loss"):
+            return False
+        if self.faulty() - {b.bid}:
+            self.count("overlapping_faults")
+        hold = self.rng.choice((20, 150, 400, 900, 2500))
+        if kind == "pause":
+            self.pause(b)
+            self.at(hold, lambda: self.resume(b))
+        elif kind == "isolate":
+            self.ctl_link[b.bid] = False
+            for o in self.brokers:
+                if o != b.bid:
+                    self.cut.add((min(o, b.bid), max(o, b.bid)))
+            self.note(f"b{b.bid} isolated")
+            self.count("isolations")
+            self.at(self.rng.randint(50, 400), self.session_lapse(b))
+
+            def rejoin() -> None:
+                self.cut -= {(min(o, b.bid), max(o, b.bid)) for o in self.brokers}
+                if not self.ctl_link[b.bid]:
+                    self.ctl_link[b.bid] = True
+                    if b.up and not b.paused:
+                        self.register(b)
+                self.note(f"b{b.bid} rejoins the network")
+            self.at(hold, rejoin)
+        else:
+            self.crash(b, power_loss=kind == "power loss")
+            self.at(hold, lambda: self.restart(b))
+        return True
+
+    def session_lapse(self, b: Broker) -> Callable[[], None]:
+        """broker.session.timeout.ms: no heartbeat reached the controller; fenced."""
+        gen = b.gen
+
+        def lapse() -> None:
+            silent = not b.up or b.paused or not self.ctl_link[b.bid]
+            if silent and b.gen == gen and b.bid in self.ctl_live:
+                del self.ctl_live[b.bid]
+                self.note(f"controller: b{b.bid} session expired")
+        return lapse
+
+    def pause(self, b: Broker) -> None:
+        b.paused = True
+        self.count("pauses")
+        self.note(f"b{b.bid} paused")
+        self.at(self.rng.randint(50, 400), self.session_lapse(b))
+
+    def resume(self, b: Broker) -> None:
+        if not b.paused:
+            return
+        b.paused = False
+        self.note(f"b{b.bid} resumes ({len(b.deferred)} events waited)")
+        waiting, b.deferred = b.deferred, []
+        for fn in waiting:
+            self.at(0, fn)
+        if b.up and self.ctl_link[b.bid] and b.bid not in self.ctl_live:
+            self.register(b)  # its next heartbeat: the same process, unfenced again
 
     def stop_cleanly(self, b: Broker) -> None:
         """SIGTERM: controlled shutdown (the controller, when reachable, fences the broker
@@ -645,14 +789,15 @@ class ReplicationSim:
             self.note(f"b{b.bid} {'loses power' if power_loss else 'killed'}")
         for part, p in b.parts.items():
             lg = p.log
-            if power_loss and self.lose_unflushed(lg) and b.bid in self.partition_image(
-                    part).isr:
+            if power_loss and self.lose_unflushed(lg) and self.may_join(b.bid, part):
                 self.damaged.add((b.bid, part))
             for seg in lg.segments:  # no flush, no producer snapshot: the process died
                 seg.close()
         b.parts.clear()
         b.inflight.clear()
         b.up = False
+        b.paused = False  # a stopped process can be killed too
+        b.deferred.clear()
         b.gen += 1
 
         def lapse() -> None:
@@ -874,6 +1019,8 @@ class ReplicationSim:
         self.at(0, self.controller_tick)
         self.at(10, self.produce_tick)
         self.at(100, self.fault_tick)
+        if self.params.overlaps:
+            self.at(self.rng.randint(*self.params.overlap_every_ms), self.overlap_tick)
         self.at(self.params.chaos_ms, self.heal)
 
     def heal(self) -> None:
@@ -881,6 +1028,7 @@ class ReplicationSim:
         self.note("heal")
         self.cut.clear()
         for b in self.brokers.values():
+            self.resume(b)
             self.ctl_link[b.bid] = True
             if b.up:
                 self.register(b)

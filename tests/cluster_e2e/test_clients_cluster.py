@@ -35,10 +35,11 @@ from tests.cluster_e2e.scenarios import (
 from tests.groups.harness import Worker
 from tests.support.broker import terminate
 from tests.support.cluster import Cluster
+from tests.support.prereq import missing, requires
 
 pytestmark = [pytest.mark.cluster, pytest.mark.clients, pytest.mark.timeout(300)]
 
-needs_kcat = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed: make kcat")
+needs_kcat = requires(shutil.which("kcat") is not None, "kcat not installed: make kcat")
 
 
 # --------------------------------------------------------------------------- kafka-python
@@ -278,7 +279,7 @@ class KcatMember:
 def test_group_member_survives_coordinator_kill(shared_cluster: Cluster, tmp_path: Path,
                                                 kind: str) -> None:
     if kind == "kcat" and shutil.which("kcat") is None:
-        pytest.skip("kcat not installed: make kcat")
+        missing("kcat not installed: make kcat")
 
     def start(bootstrap: str, topic: str, group: str) -> Any:
         if kind == "kcat":

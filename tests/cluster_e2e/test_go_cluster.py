@@ -42,12 +42,13 @@ from tests.cluster_e2e.scenarios import (
 )
 from tests.support.cluster import Cluster
 from tests.support.e2e import Rec, write_tsv
+from tests.support.prereq import requires
 
 pytestmark = [
     pytest.mark.cluster,
     pytest.mark.clients,
     pytest.mark.timeout(300),
-    pytest.mark.skipif(shutil.which("go") is None, reason="no `go` on PATH: Go client tests need Go"),
+    requires(shutil.which("go") is not None, "no `go` on PATH: Go client tests need Go"),
 ]
 
 RUN_TIMEOUT = "150s"

@@ -32,6 +32,7 @@ from tests.groups.harness import Worker
 from tests.support.broker import REPO, terminate
 from tests.support.cluster import Cluster
 from tests.support.e2e import JAVA_CLASSES, JAVA_JARS, Rec, read_tsv, write_tsv
+from tests.support.prereq import requires
 
 JAVA_JARS_4 = REPO / ".cache" / "java-test-jars-4"
 JARS = {"3.9": JAVA_JARS, "4.x": JAVA_JARS_4}
@@ -42,7 +43,7 @@ pytestmark = [
     pytest.mark.clients,
     pytest.mark.java,
     pytest.mark.timeout(300),
-    pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH"),
+    requires(shutil.which("java") is not None, "no java on PATH"),
 ]
 
 

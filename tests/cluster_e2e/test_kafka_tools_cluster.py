@@ -13,13 +13,14 @@ import pytest
 from jocko_py.client import Client
 from tests.support.broker import REPO
 from tests.support.cluster import Cluster
+from tests.support.prereq import requires
 
 pytestmark = [pytest.mark.cluster, pytest.mark.java, pytest.mark.timeout(240)]
 
 TOOLS = REPO / ".cache" / "kafka-tools-jars"
-needs_tools = pytest.mark.skipif(
-    not (TOOLS / ".done").exists() or shutil.which("java") is None,
-    reason="Kafka's tools not fetched (make -C tests/java tools) or no java")
+needs_tools = requires(
+    (TOOLS / ".done").exists() and shutil.which("java") is not None,
+    "Kafka's tools not fetched (make -C tests/java tools) or no java")
 
 
 def tool(cls: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -23,6 +23,7 @@ import pytest
 
 from tests.cluster_e2e.scenarios import create_topic, wait_back_in_isr
 from tests.support.cluster import Cluster
+from tests.support.prereq import requires
 
 SKIP_REASON: str | None = None
 if importlib.util.find_spec("pyspark") is None:
@@ -39,7 +40,7 @@ pytestmark = [
     pytest.mark.cluster,
     pytest.mark.spark,
     pytest.mark.timeout(400),
-    pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or ""),
+    requires(SKIP_REASON is None, SKIP_REASON or ""),
 ]
 
 QUERY_TIMEOUT = 180.0

@@ -17,6 +17,7 @@ from jocko_py.protocol.records import (
     split_batches,
 )
 from tests.commitlog._util import base_offsets, batch
+from tests.support.prereq import requires
 
 NOW = 1_700_000_000_000
 
@@ -401,7 +402,7 @@ def test_offset_gaps_read_the_next_batch(tmp_path: Path) -> None:
     lg.close()
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+@requires(os.path.isdir("/proc/self/fd"), "needs /proc/self/fd")
 def test_inactive_segments_hold_one_file_descriptor(tmp_path: Path) -> None:
     size = len(batch(1, ts=NOW))
     lg = _open(tmp_path, segment_bytes=size)

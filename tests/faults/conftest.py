@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.lab import Lab, can_isolate
+from tests.support.prereq import missing
 
 
 @pytest.fixture
@@ -14,7 +15,7 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     everything removed afterwards (even on failure)."""
     ok, why = can_isolate()
     if not ok:
-        pytest.skip(f"fault lab {why}")
+        missing(f"fault lab {why}")
     lab = Lab(tmp_path / "lab")
     try:
         lab.open()

@@ -14,13 +14,11 @@ import os
 import random
 from pathlib import Path
 
-import pytest
-
 from tests.faults.lab import can_isolate
 from tests.faults.runner import run_once, summary
+from tests.support.prereq import requires
 
-pytestmark = pytest.mark.skipif(not can_isolate()[0],
-                                reason=f"fault lab {can_isolate()[1]}")
+pytestmark = requires(can_isolate()[0], f"fault lab {can_isolate()[1]}")
 
 # A new leader must take acks=all writes within this bound after a leader crash (the
 # campaign reports medians and worst cases; this is only a loose ceiling for CI).

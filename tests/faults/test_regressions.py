@@ -8,10 +8,9 @@ import random
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.faults.lab import Lab, can_isolate
 from tests.faults.runner import run_once, summary
+from tests.support.prereq import requires
 
 
 def test_isolating_the_active_controller_leaves_the_other_brokers_unfenced(lab: Lab) -> None:
@@ -46,7 +45,7 @@ def test_isolating_the_active_controller_leaves_the_other_brokers_unfenced(lab: 
     lab.wait_registered(set(lab.brokers), timeout=30)
 
 
-@pytest.mark.skipif(not can_isolate()[0], reason=f"fault lab {can_isolate()[1]}")
+@requires(can_isolate()[0], f"fault lab {can_isolate()[1]}")
 def test_power_loss_of_a_leader_restarted_at_once_loses_nothing(tmp_path: Path) -> None:
     """Found by the power-loss nemesis (campaign run seed 1749015318: 108 acknowledged
     writes lost, 2,193 unseen): a leader lost its unflushed tail and came back within a

@@ -23,6 +23,7 @@ import pytest
 from jocko_py.client import Client
 from jocko_py.protocol import records as rb
 from tests.support.broker import REPO, BrokerProcess, terminate
+from tests.support.prereq import requires
 
 WORKERS = Path(__file__).parent / "workers"
 JAVA_JARS = REPO / ".cache" / "java-test-jars"
@@ -53,8 +54,8 @@ def java_available() -> bool:
 
 
 # the Java worker as a parametrize value, skipped (saying why) when it is not built
-JAVA = pytest.param("java", marks=pytest.mark.skipif(
-    not java_available(), reason="Java client not built (make -C tests/java jars)"))
+JAVA = pytest.param("java", marks=requires(
+    java_available(), "Java client not built (make -C tests/java jars)"))
 
 
 def wait_until(pred: Callable[[], bool], timeout: float, what: str,

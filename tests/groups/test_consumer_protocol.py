@@ -34,6 +34,7 @@ from tests.groups.harness import (
 )
 from tests.groups.test_cli import cli
 from tests.support.broker import REPO, BrokerProcess
+from tests.support.prereq import missing
 
 JAVA_JARS_4 = REPO / ".cache" / "java-test-jars-4"
 SESSION_MS = 6000
@@ -72,7 +73,7 @@ def test_consumer_protocol_group(kind: str, cbroker: BrokerProcess, tmp_path: Pa
     """Java kafka-clients 4.1 and librdkafka (confluent-kafka 2.16) on KIP-848."""
     if kind == "java" and (not java_available()
                            or not any(JAVA_JARS_4.glob("kafka-clients-4*.jar"))):
-        pytest.skip("java or kafka-clients 4.x missing (make -C tests/java jars)")
+        missing("java or kafka-clients 4.x missing (make -C tests/java jars)")
     topic, group, parts = f"kip848-{kind}", f"g-kip848-{kind}", 6
     work = tmp_path / "work"
     work.mkdir()
@@ -159,7 +160,7 @@ def test_consumer_protocol_group(kind: str, cbroker: BrokerProcess, tmp_path: Pa
 def test_java_consumer_protocol_regex_picks_up_new_topic(cbroker: BrokerProcess,
                                                          tmp_path: Path) -> None:
     if not java_available() or not any(JAVA_JARS_4.glob("kafka-clients-4*.jar")):
-        pytest.skip("java or kafka-clients 4.x missing (make -C tests/java jars)")
+        missing("java or kafka-clients 4.x missing (make -C tests/java jars)")
     work = tmp_path / "work"
     work.mkdir()
     create_topic(cbroker.bootstrap, "rx-a", 2)
@@ -233,7 +234,7 @@ def test_classic_group_upgraded_in_place_and_back(cbroker: BrokerProcess,
     the classic members keep consuming through JoinGroup/SyncGroup/Heartbeat and share the
     partitions with the new member; when it leaves, the group goes back to classic."""
     if not java_available() or not any(JAVA_JARS_4.glob("kafka-clients-4*.jar")):
-        pytest.skip("java or kafka-clients 4.x missing (make -C tests/java jars)")
+        missing("java or kafka-clients 4.x missing (make -C tests/java jars)")
     work = tmp_path / "work"
     work.mkdir()
     topic, group, parts = "migrate", "g-migrate", 6

@@ -11,8 +11,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 CLASSPATHS = {
     "3.9": [REPO / ".cache" / "kafka-tools-jars", REPO / ".cache-extra" / "kafka-core-39-jars"],
@@ -33,7 +31,7 @@ TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 def require(version: str) -> None:
     missing = [d for d in CLASSPATHS[version] if not (d / ".done").exists()]
     if missing or shutil.which("java") is None:
-        pytest.skip(f"Kafka {version} tools not fetched (make -C tests/java parity-tools) "
+        missing(f"Kafka {version} tools not fetched (make -C tests/java parity-tools) "
                     "or no java")
 
 

@@ -29,6 +29,7 @@ from jocko_py.protocol.errors import ErrorCode
 from tests.parity.wire_tap import WireTap
 from tests.support.broker import REPO, BrokerProcess, free_port
 from tests.support.e2e import create_topics
+from tests.support.prereq import missing
 
 PARTITIONS = 64
 JAVA_PARTITIONS = 1000  # the figure: a Java consumer over 1,000 partitions
@@ -222,7 +223,7 @@ def test_java_consumer_uses_incremental_sessions(
     jars = REPO / ".cache" / "java-test-jars-4"
     classes = REPO / ".cache" / "java-test-classes"
     if not (jars / ".done").exists() or not (classes / ".done").exists():
-        pytest.skip("Java test jars not fetched (make java-deps)")
+        missing("Java test jars not fetched (make java-deps)")
     topic = "sessions-java"
     _produce(bootstrap, topic, 2, partitions=JAVA_PARTITIONS)
     before = len(tap.snapshot())

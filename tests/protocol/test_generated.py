@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.prereq import missing
+
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs" / "kafka-protocol"
 GENERATOR = REPO / "tools" / "gen_protocol.py"
@@ -31,7 +33,7 @@ def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def specs() -> Path:
     if not (SPECS / "message-specs").is_dir():
-        pytest.skip(f"Kafka JSON specs not found at {SPECS} (vendored specs missing)")
+        missing(f"Kafka JSON specs not found at {SPECS} (vendored specs missing)")
     return SPECS
 
 

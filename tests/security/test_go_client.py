@@ -16,10 +16,11 @@ import pytest
 
 from tests.security.conftest import PASSWORDS, SecureBroker
 from tests.support.broker import REPO
+from tests.support.prereq import requires
 
 SRC = REPO / "tests" / "security" / "go"
 pytestmark = [pytest.mark.timeout(120),
-              pytest.mark.skipif(shutil.which("go") is None, reason="no go on PATH")]
+              requires(shutil.which("go") is not None, "no go on PATH")]
 
 
 @pytest.fixture(scope="module")

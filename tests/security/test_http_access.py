@@ -44,6 +44,7 @@ from jocko_py.embedded import EmbeddedBroker, free_port
 from tests.broker.test_console import CHROMIUM
 from tests.security.certs import TestPki
 from tests.security.raw import Raw
+from tests.support.prereq import requires
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -358,8 +359,7 @@ def chromium(url: str) -> tuple[str, str]:
     return r.stdout, r.stderr
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (make test installs "
-                    "Debian's package)")
+@requires(CHROMIUM is not None, "chromium not installed (make test installs Debian's package)")
 def test_browser_needs_credentials(default_site: Site) -> None:
     host = urllib.parse.urlsplit(default_site.console).netloc
     # no credentials: the 401's Basic challenge, which headless Chromium cannot answer

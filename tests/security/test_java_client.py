@@ -14,13 +14,14 @@ import pytest
 
 from tests.security.conftest import PASSWORDS, SecureBroker
 from tests.support.broker import REPO
+from tests.support.prereq import requires
 
 JARS = REPO / ".cache" / "java-test-jars"
 SOURCE = REPO / "tests" / "security" / "java" / "SecRoundTrip.java"
 pytestmark = [
     pytest.mark.java, pytest.mark.timeout(120),
-    pytest.mark.skipif(shutil.which("java") is None or not JARS.is_dir(),
-                       reason="no java on PATH or kafka-clients jars missing (make java-deps)"),
+    requires(shutil.which("java") is not None and JARS.is_dir(),
+             "no java on PATH or kafka-clients jars missing (make java-deps)"),
 ]
 MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
            "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",

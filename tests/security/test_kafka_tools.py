@@ -16,13 +16,14 @@ from tests.security.certs import TestPki
 from tests.security.clients import confluent_conf, confluent_round_trip
 from tests.security.raw import Raw
 from tests.support.broker import REPO, BrokerProcess, free_port, wait_for_port
+from tests.support.prereq import requires
 
 # JOCKO_KAFKA_TOOLS overrides where the jars are (default: what `make java-deps` fetches)
 TOOLS = Path(os.environ.get("JOCKO_KAFKA_TOOLS", REPO / ".cache" / "kafka-tools-jars"))
 pytestmark = [
     pytest.mark.java, pytest.mark.timeout(180),
-    pytest.mark.skipif(shutil.which("java") is None or not any(TOOLS.glob("kafka_2.13-*.jar")),
-                       reason="Kafka's tools with kafka_2.13 not fetched (make java-deps)"),
+    requires(shutil.which("java") is not None and any(TOOLS.glob("kafka_2.13-*.jar")),
+             "Kafka's tools with kafka_2.13 not fetched (make java-deps)"),
 ]
 
 

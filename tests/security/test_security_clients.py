@@ -19,6 +19,7 @@ from tests.security.clients import (
 )
 from tests.security.conftest import PASSWORDS, SecureBroker
 from tests.support.broker import REPO
+from tests.support.prereq import requires
 
 EXPECTED = [f"v{i}".encode() for i in range(5)]
 
@@ -209,7 +210,7 @@ def test_aiokafka_round_trip(secure_broker: SecureBroker, listener: str,
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
+@requires(shutil.which("kcat") is not None, "kcat not installed")
 @pytest.mark.parametrize(("listener", "mechanism", "user"), [
     ("MTLS", None, None), ("SASL_SSL", "SCRAM-SHA-256", "scram256")])
 def test_kcat_round_trip(secure_broker: SecureBroker, listener: str, mechanism: str | None,

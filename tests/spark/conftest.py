@@ -22,6 +22,7 @@ import pytest
 
 from tests.support.broker import BrokerProcess
 from tests.support.e2e import TargetBroker, create_topics, unique_suffix
+from tests.support.prereq import requires
 
 _SKIP_REASON: str | None = None
 if importlib.util.find_spec("pyspark") is None:
@@ -41,7 +42,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.spark)
             if _SKIP_REASON:
-                item.add_marker(pytest.mark.skip(reason=_SKIP_REASON))
+                item.add_marker(requires(False, _SKIP_REASON))
 
 
 @pytest.fixture(scope="session")

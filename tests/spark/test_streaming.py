@@ -22,6 +22,7 @@ import pytest
 from tests.spark.kafka_io import Record, consume_all, delete_records, now_ms, produce
 from tests.spark.records import diff, rows_to_records, sample_records
 from tests.support.e2e import unique_suffix
+from tests.support.prereq import not_applicable
 
 QUERY_TIMEOUT = 120.0
 
@@ -259,7 +260,7 @@ def test_streaming_fail_on_data_loss(
         topic = new_topic(partitions=1)
     else:
         if target.kind == "external" and not os.environ.get("JOCKO_TEST_FAST_RETENTION"):
-            pytest.skip("set JOCKO_TEST_FAST_RETENTION=1 if the broker checks retention often")
+            not_applicable("an external broker; set JOCKO_TEST_FAST_RETENTION=1 if the broker checks retention often")
         topic = f"spark-retention-{unique_suffix()}"
         # Segments of a few records each, and nothing old enough to go yet.
         segment = {"segment.bytes": "1024", "retention.ms": str(7 * DAY_MS)}
@@ -389,7 +390,7 @@ def test_running_query_survives_broker_restart(
     query reads: the connector's consumers reconnect, and every record, produced
     before or after the restart, lands in the file sink once."""
     if not target.can_restart:
-        pytest.skip("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
+        not_applicable("external broker (JOCKO_TEST_BOOTSTRAP): the test cannot restart it")
     topic = new_topic(partitions=3)
     base = now_ms() - 60_000
     before = produce(bootstrap, topic, sample_records(base, count=300))

@@ -21,11 +21,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker import REPO, BrokerProcess
+from tests.support.prereq import requires
 from tests.transactions.test_confluent_transactions import _read_all
 
 pytestmark = [
     pytest.mark.clients,
-    pytest.mark.skipif(shutil.which("go") is None, reason="no go on PATH"),
+    requires(shutil.which("go") is not None, "no go on PATH"),
     pytest.mark.timeout(300),
 ]
 

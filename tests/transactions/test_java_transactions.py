@@ -22,11 +22,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker import REPO, BrokerProcess
+from tests.support.prereq import missing, requires
 
 pytestmark = [
     pytest.mark.clients,
     pytest.mark.java,
-    pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH"),
+    requires(shutil.which("java") is not None, "no java on PATH"),
     pytest.mark.timeout(300),
 ]
 
@@ -42,7 +43,7 @@ def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if (built / "jockopy" / "txn" / "TxnClient.class").exists():
         return built
     if shutil.which("javac") is None:
-        pytest.skip("no javac on PATH and TxnClient not built (make java-deps)")
+        missing("no javac on PATH and TxnClient not built (make java-deps)")
     out = tmp_path_factory.mktemp("txn-classes")
     subprocess.run(["javac", "--release", "17", "-cp", f"{JARS['3.9']}/*", "-d", str(out),
                     str(SRC)], check=True, timeout=120)

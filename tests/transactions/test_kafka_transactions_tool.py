@@ -21,14 +21,15 @@ from confluent_kafka import Producer
 from jocko_py.client import Client
 from jocko_py.protocol import records as rb
 from tests.support.broker import REPO, BrokerProcess
+from tests.support.prereq import requires
 from tests.transactions.conftest import OVERRIDES
 
 TOOLS = REPO / ".cache" / "kafka-tools-jars"
 pytestmark = [
     pytest.mark.java,
     pytest.mark.timeout(240),
-    pytest.mark.skipif(not (TOOLS / ".done").exists() or shutil.which("java") is None,
-                       reason="Kafka's tools not fetched (make -C tests/java tools) or no java"),
+    requires((TOOLS / ".done").exists() and shutil.which("java") is not None,
+             "Kafka's tools not fetched (make -C tests/java tools) or no java"),
 ]
 
 

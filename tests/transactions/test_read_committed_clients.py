@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.support.broker import BrokerProcess
+from tests.support.prereq import missing
 from tests.transactions.test_confluent_transactions import TIMEOUT, _producer, _topic
 
 COMMITTED = [f"c1-{i}" for i in range(5)] + [f"c2-{i}" for i in range(5)]
@@ -93,7 +94,7 @@ def test_read_committed(txn_broker: BrokerProcess, topic: tuple[str, Producer],
                         client: str) -> None:
     name = topic[0]
     if client == "kcat" and shutil.which("kcat") is None:
-        pytest.skip("kcat not installed: make kcat")
+        missing("kcat not installed: make kcat")
 
     def read(isolation: str, n: int) -> list[str]:
         if client == "kafka-python":

@@ -8,7 +8,8 @@ Kafka does; a partition without a live leader gets COORDINATOR_NOT_AVAILABLE. v4
 The coordinator of a transactional id (key type 1) is the leader of its
 `__transaction_state` partition, created likewise on the first lookup
 (`transaction.state.log.num.partitions`, `transaction.state.log.replication.factor`
-capped to the live brokers). Unknown key types get INVALID_REQUEST.
+capped to the live brokers); it needs DESCRIBE on the transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Unknown key types get INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.group import coordinator
-from jocko_py.broker.security.authz import authorize_group
+from jocko_py.broker.security.authz import authorize_group, authorize_transactional_id
 from jocko_py.broker.topics import TopicError
 from jocko_py.broker.txn import coordinator as txn_coordinator
 from jocko_py.protocol.errors import ErrorCode
@@ -58,6 +59,8 @@ async def _lookup_txn(ctx: RequestContext, key: str
                       ) -> tuple[ErrorCode, str | None, int, str, int]:
     if not key:
         return ErrorCode.INVALID_REQUEST, "empty transactional id", -1, "", -1
+    if not authorize_transactional_id(ctx, "DESCRIBE", key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
     tc = txn_coordinator(ctx.broker)
     try:
         await tc.ensure_topic()
@@ -65,9 +68,11 @@ async def _lookup_txn(ctx: RequestContext, key: str
         log.warning("[txn=%s] cannot create the transaction state topic: %s", key, e.message)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
     b = ctx.broker.topics.image.brokers.get(tc.leader_of(key))
-    if b is None or b.fenced:
+    # the coordinator's address on the listener this request came in on, as for groups
+    addr = None if b is None or b.fenced else ctx.address_of(b)
+    if b is None or addr is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    return ErrorCode.NONE, None, b.broker_id, b.host, b.port
+    return ErrorCode.NONE, None, b.broker_id, addr[0], addr[1]
 
 
 @api(10, 0, 6)

@@ -17,7 +17,10 @@ INVALID_TXN_STATE). The first transactional batch of a transaction on a partitio
 verified with the transaction coordinator of the request's transactional id (KIP-890
 part 1): a partition not in the producer's ongoing transaction gets INVALID_TXN_STATE
 (TRANSACTION_ABORTABLE from v11, as Kafka 4.x),
-a coordinator not ready NOT_ENOUGH_REPLICAS (retriable for every client). v12+
+a coordinator not ready NOT_ENOUGH_REPLICAS (retriable for every client). A request
+with transactional batches needs WRITE on its transactional id (Kafka's
+handleProduceRequest): without it, or without a transactional id, every partition gets
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED. v12+
 (KIP-890 part 2) is not served. Internal topics cannot be written by clients.
 """
 
@@ -28,8 +31,9 @@ from typing import Any
 from jocko_py.broker.api import NO_RESPONSE, NoResponse, RequestContext, api
 from jocko_py.broker.leader_discovery import LEADER_HINT_ERRORS, current_leader, node_endpoints
 from jocko_py.broker.partition import AppendResult
-from jocko_py.broker.security.authz import authorize_topic
+from jocko_py.broker.security.authz import authorize_topic, authorize_transactional_id
 from jocko_py.broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
+from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode, ProtocolError
 
 
@@ -52,11 +56,12 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
     # (topic, partition) -> result; entries to append keep their position
     slots: list[tuple[str, list[tuple[int, AppendResult | None]]]] = []
     entries: list[tuple[str, int, Any]] = []
+    denied = _transactional_denied(ctx, req)
     for td in req.topic_data:
         name = td.name
         parts: list[tuple[int, AppendResult | None]] = []
         for pd in td.partition_data:
-            r = _precheck(ctx, name, pd.records, acks)
+            r = denied or _precheck(ctx, name, pd.records, acks)
             if r is None:
                 entries.append((name, pd.index, pd.records))
             parts.append((pd.index, r))
@@ -92,6 +97,25 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
         if leaders:
             out["node_endpoints"] = node_endpoints(image, leaders)
     return out
+
+
+def _transactional_denied(ctx: RequestContext, req: Any) -> AppendResult | None:
+    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a request carrying transactional batches
+    whose principal may not WRITE its transactional id (or that names none)."""
+    if ctx.broker.security.authorizer is None:
+        return None
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            data = pd.records
+            # a batch too short for a header is refused later, per partition
+            if data is None or len(data) < rb.HEADER_SIZE:
+                continue
+            if rb.parse_header(memoryview(data)).is_transactional:
+                tid = req.transactional_id
+                if tid is None or not authorize_transactional_id(ctx, "WRITE", tid):
+                    return AppendResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                return None
+    return None
 
 
 def _precheck(ctx: RequestContext, topic: str, data: Any, acks: int) -> AppendResult | None:

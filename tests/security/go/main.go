@@ -3,10 +3,16 @@
 // (and the error on stderr) on any failure. -lib franz, sarama or kafkago; each with
 // PLAIN and SCRAM-SHA-256/512 (Sarama's SCRAM client is built on github.com/xdg-go/scram,
 // as Sarama's own examples do; kafka-go ships one in sasl/scram).
+//
+// With -txnid (franz and sarama, the Go clients that do transactions): produce three
+// records "<txnid>-<i>" in one transaction as that transactional id and commit it;
+// prints COMMITTED, or FAILED: and the error (Sarama's Kafka errors also as
+// "KERROR <code>") with exit status 1 (tests/security/test_txn_acls.py).
 package main
 
 import (
 	"context"
+	"errors"
 	"crypto/tls"
 	"crypto/x509"
 	"flag"
@@ -44,10 +50,22 @@ func main() {
 	password := flag.String("password", "", "SASL password")
 	timeout := flag.Duration("timeout", 30*time.Second, "upper bound on the whole run")
 	lib := flag.String("lib", "franz", "franz | sarama | kafkago")
+	txnID := flag.String("txnid", "", "produce in one transaction as this transactional id")
 	flag.Parse()
 	tlsCfg := tlsConfig(*ca, *cert, *key)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	if *txnID != "" {
+		switch *lib {
+		case "franz":
+			franzTxn(ctx, *brokers, *topic, *txnID, *user, *password)
+		case "sarama":
+			saramaTxn(*brokers, *topic, *txnID, *user, *password)
+		default:
+			fail(fmt.Errorf("-txnid: %q does not do transactions", *lib))
+		}
+		return
+	}
 	switch *lib {
 	case "franz":
 		franz(ctx, *brokers, *topic, tlsCfg, *mech, *user, *password)
@@ -281,4 +299,73 @@ func (s *saramaSCRAM) Step(challenge string) (string, error) {
 
 func (s *saramaSCRAM) Done() bool {
 	return s.conv.Done()
+}
+
+// franzTxn: one committed transaction of three records (SASL/PLAIN, no TLS).
+func franzTxn(ctx context.Context, brokers, topic, txnID, user, password string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...),
+		kgo.ClientID("jocko-gosec-txn"), kgo.TransactionalID(txnID),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic),
+		kgo.SASL(plain.Auth{User: user, Pass: password}.AsMechanism()),
+		kgo.RequestRetries(2), kgo.RetryTimeout(10*time.Second))
+	if err != nil {
+		fail(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		fail(err)
+	}
+	for i := 0; i < 3; i++ {
+		r := &kgo.Record{Value: []byte(fmt.Sprintf("%s-%d", txnID, i)), Partition: 0}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			fail(err)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		fail(err)
+	}
+	fmt.Println("COMMITTED")
+}
+
+// saramaTxn: the same with Sarama's transactional producer.
+func saramaTxn(brokers, topic, txnID, user, password string) {
+	c := sarama.NewConfig()
+	c.Version = sarama.V3_6_0_0
+	c.ClientID = "jocko-gosec-sarama-txn"
+	c.Producer.Return.Successes = true
+	c.Producer.Partitioner = sarama.NewManualPartitioner
+	c.Producer.Idempotent = true
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Transaction.ID = txnID
+	c.Producer.Retry.Max = 3
+	c.Net.MaxOpenRequests = 1
+	c.Net.SASL.Enable, c.Net.SASL.Mechanism = true, sarama.SASLTypePlaintext
+	c.Net.SASL.User, c.Net.SASL.Password = user, password
+	p, err := sarama.NewSyncProducer(strings.Split(brokers, ","), c)
+	if err != nil {
+		saramaFail(err)
+	}
+	defer p.Close()
+	if err := p.BeginTxn(); err != nil {
+		saramaFail(err)
+	}
+	for i := 0; i < 3; i++ {
+		msg := &sarama.ProducerMessage{Topic: topic, Partition: 0,
+			Value: sarama.StringEncoder(fmt.Sprintf("%s-%d", txnID, i))}
+		if _, _, err := p.SendMessage(msg); err != nil {
+			saramaFail(err)
+		}
+	}
+	if err := p.CommitTxn(); err != nil {
+		saramaFail(err)
+	}
+	fmt.Println("COMMITTED")
+}
+
+func saramaFail(err error) {
+	var kerr sarama.KError
+	if errors.As(err, &kerr) {
+		fmt.Fprintf(os.Stderr, "KERROR %d\n", int16(kerr))
+	}
+	fail(err)
 }
