@@ -20,7 +20,7 @@ import pytest
 
 from jocko_py.broker.partition import IsrChange, Partition, Role
 from jocko_py.cluster import metadata
-from jocko_py.cluster.controller import BrokerInfo, Controller
+from jocko_py.cluster.controller import Controller
 from jocko_py.cluster.metadata import MetadataImage, MetadataRecord, PartitionChangeRecord
 from jocko_py.commitlog.log import Log
 from tests.cluster.sim_replication import (
@@ -265,23 +265,7 @@ def _hw_advances_under_min_isr() -> contextlib.AbstractContextManager[None]:
     return _patched(Partition, "under_min_isr", lambda self: False)
 
 
-def _every_restart_clean() -> contextlib.AbstractContextManager[None]:
-    """The controller takes every restart for a clean one (as if a killed or powerless
-    broker had written a clean-shutdown marker): a replica that lost data keeps its
-    eligible leader replica place."""
-    orig = Controller.reconcile
-
-    def reconcile(self: Controller, image: MetadataImage, live: dict[int, BrokerInfo],
-                  fence_restarted: bool = True,
-                  caught_up: set[int] | None = None) -> list[MetadataRecord]:
-        trusted = {b: dataclasses.replace(i, previous_broker_epoch=image.brokers[b].broker_epoch)
-                   if b in image.brokers else i for b, i in live.items()}
-        return orig(self, image, trusted, fence_restarted, caught_up)
-    return _patched(Controller, "reconcile", reconcile)
-
-
 MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
-    "every_restart_clean": _every_restart_clean,
     "hw_advances_under_min_isr": _hw_advances_under_min_isr,
     "hw_past_followers": _hw_past_followers,
     "no_truncation_on_divergence": _no_truncation_on_divergence,
@@ -289,6 +273,12 @@ MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "elect_outside_isr": _elect_outside_isr,
     "unconfirmed_expansion_dropped": _unconfirmed_expansion_dropped,
     "epoch_entry_kept_at_log_end": _epoch_entry_kept_at_log_end,
+    # (A controller taking every restart for a clean one was caught on seed 56 of
+    # the schedules before the overlapping faults' fault-model fixes; with those (a
+    # power loss is refused while an in-flight ISR change would leave no sound replica,
+    # which is the schedule that mutation needs) no seed of 0-399 shows it.
+    # tests/cluster/test_clean_restart.py::test_a_restart_naming_another_epoch_is_unclean
+    # catches it directly.)
     # (AlterPartition without KIP-903's member epochs, the bug of seed 987075179, was a
     # mutation here, caught on seed 555002442. KIP-966 changed the schedules and no seed
     # of about 2,400 tried since shows it, the race being rare; the controller test
@@ -307,7 +297,6 @@ CAUGHT_BY = [
     ("elect_outside_isr", "acked"),
     ("unconfirmed_expansion_dropped", "isr"),
     ("hw_advances_under_min_isr", "isr"),
-    ("every_restart_clean", "isr"),
 ]
 
 
@@ -317,20 +306,19 @@ SEEDS: dict[str, list[int]] = {
     "unconfirmed_expansion_dropped": [91, 239, *range(20)],
     # KIP-966 changed the schedules; 176/186 show it since (127/133 did before)
     "epoch_entry_kept_at_log_end": [176, 186, 127, 133, *range(20)],
-    # a power loss, then a restart that keeps the ELR place: rarer (seed 56 shows it)
-    "every_restart_clean": [56, *range(20)],
 }
 
 
 def _first_violation(mutation: str, checks: frozenset[str], seeds: Iterable[int],
                      kind: str | None = None) -> InvariantViolation:
     """The first violation (of ``kind``, if given) the mutated core causes, on the
-    schedules as drawn before clean stops existed (the seeds were found on them)."""
+    schedules as drawn before clean stops and overlapping faults existed (the seeds were
+    found on them)."""
     with MUTATIONS[mutation]():
         for seed in seeds:
             try:
-                run_replication_schedule(seed, schedule_params(seed, clean_stops=False),
-                                         checks=checks)
+                run_replication_schedule(seed, dataclasses.replace(
+                    schedule_params(seed, clean_stops=False), overlaps=False), checks=checks)
             except InvariantViolation as e:
                 if kind is None or e.kind == kind:
                     return e
@@ -354,5 +342,6 @@ def test_every_mutation_is_caught(mutation: str) -> None:
 def test_a_correct_core_passes_the_mutation_seeds() -> None:
     """The seeds the mutation tests use pass unmutated: what they catch is the mutation."""
     for seed in (56, *range(10)):
-        run_replication_schedule(seed, schedule_params(seed, clean_stops=False))
+        run_replication_schedule(seed, dataclasses.replace(
+            schedule_params(seed, clean_stops=False), overlaps=False))
 
