@@ -18,6 +18,7 @@ from jocko_py.client import Client
 from jocko_py.client import KafkaError as JockoError
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode
+from tests.security.raw import Raw, cluster_secret
 from tests.support.cluster import Cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
@@ -237,6 +238,9 @@ def test_fetch_v18_follower_behind_the_high_watermark_is_answered_at_once(
     _create(cluster, topic, partitions=1)
     leader = cluster.partition_state(topic)[0]
     follower = next(b for b in cluster.brokers if b != leader)
+    # a follower's Fetch is a broker's request: sent as broker `follower` (JOCKO-CLUSTER)
+    replica = Raw(cluster.brokers[leader].bootstrap).broker_login(
+        follower, cluster_secret(cluster.brokers[leader].data_dir))
     with Client(cluster.brokers[leader].bootstrap) as cl:
         for i in range(3):
             cl.produce(topic, 0, rb.build_batch([rb.NewRecord(None, b"v%d" % i)]), acks=-1)
@@ -254,7 +258,7 @@ def test_fetch_v18_follower_behind_the_high_watermark_is_answered_at_once(
             if known_hw is not None:
                 part["high_watermark"] = known_hw
             t0 = time.monotonic()
-            r = cl.request(1, version, {
+            r = replica.call(1, version, {
                 "replica_state": {"replica_id": follower, "replica_epoch": -1},
                 "max_wait_ms": 2000, "min_bytes": 1, "max_bytes": 1 << 20,
                 "isolation_level": 0, "session_id": 0, "session_epoch": -1,
@@ -269,6 +273,7 @@ def test_fetch_v18_follower_behind_the_high_watermark_is_answered_at_once(
         for version, known in ((18, hw), (18, None), (17, None)):
             took, _ = fetch(version, known)
             assert took >= 1.8, (version, known, took)
+    replica.close()
 
 
 def test_idempotent_dedup_survives_failover(cluster: Cluster) -> None:
