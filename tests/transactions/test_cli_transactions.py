@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 from jocko_py.cli import main
 from jocko_py.client import Client
 from jocko_py.protocol import records as rb
+from tests.security.raw import Raw, cluster_secret
 from tests.support.broker import BrokerProcess
 from tests.transactions.conftest import OVERRIDES
 
@@ -66,9 +67,12 @@ def test_transactions_cli(txn_broker: BrokerProcess, capsys: pytest.CaptureFixtu
                               "producer_id": -1, "producer_epoch": -1})
         batch = rb.build_batch([rb.NewRecord(None, b"hang")], producer_id=r.producer_id,
                                producer_epoch=0, base_sequence=0, is_transactional=True)
-        c.request(0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
+        # refused to clients under an authorizer (as in Kafka): written as a broker
+        peer = Raw(b.bootstrap).broker_login(0, cluster_secret(b.data_dir))
+        peer.call(0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
                          "topic_data": [{"name": topic, "partition_data": [
                              {"index": 0, "records": batch}]}]})
+        peer.close()
         rc, out = run(capsys, b, "abort", "--topic", topic, "--partition", "0",
                       "--start-offset", "5")
         assert rc == 1 and "no open transaction starts at offset 5" in out

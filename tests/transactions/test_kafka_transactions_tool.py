@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 
 from jocko_py.client import Client
 from jocko_py.protocol import records as rb
+from tests.security.raw import Raw, cluster_secret
 from tests.support.broker import REPO, BrokerProcess
 from tests.support.prereq import requires
 from tests.transactions.conftest import OVERRIDES
@@ -82,9 +83,14 @@ def test_kafka_transactions_tool(txn_broker: BrokerProcess) -> None:
         hanging = r.producer_id
         batch = rb.build_batch([rb.NewRecord(None, b"hang")], producer_id=hanging,
                                producer_epoch=0, base_sequence=0, is_transactional=True)
-        r = c.request(0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
+        # a transactional batch with no transactional id (what an old client's hanging
+        # transaction looks like): refused to clients under an authorizer, as in Kafka,
+        # so written here over a broker's connection, which is not authorized again
+        peer = Raw(b.bootstrap).broker_login(0, cluster_secret(b.data_dir))
+        r = peer.call(0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
                              "topic_data": [{"name": topic, "partition_data": [
                                  {"index": 0, "records": batch}]}]})
+        peer.close()
         assert r.responses[0].partition_responses[0].base_offset == 1     # offset 1
 
         listed = {row[0]: row for row in tool(b, "list")}

@@ -130,8 +130,10 @@ def test_a_partition_not_in_the_transaction_as_kafka_44_answers(
             assert t.produce(topic, 0, 0, version=version).error_code == E.INVALID_TXN_STATE
         p = t.produce(topic, 0, 0, version=11)
         assert (p.error_code, p.error_message) == (E.TRANSACTION_ABORTABLE, None)
+        # VerifyOnly is a partition leader's question: asked as a broker (JOCKO-CLUSTER)
+        peer = Raw(txn_broker.bootstrap).broker_login(0, cluster_secret(txn_broker.data_dir))
         for version in (4, 5):
-            r = c.request(24, version, {"transactions": [{
+            r = peer.call(24, version, {"transactions": [{
                 "transactional_id": t.tid, "producer_id": t.pid, "producer_epoch": t.epoch,
                 "verify_only": True, "topics": [{"name": topic, "partitions": [0]}]}]})
             [tr] = r.results_by_transaction
@@ -140,11 +142,12 @@ def test_a_partition_not_in_the_transaction_as_kafka_44_answers(
         assert c.list_offset(topic, 0, -1)[0] == 0, "nothing was written"
         assert t.add(topic, 0) == E.NONE
         assert t.produce(topic, 0, 0, version=11).error_code == E.NONE
-        r = c.request(24, 5, {"transactions": [{
+        r = peer.call(24, 5, {"transactions": [{
             "transactional_id": t.tid, "producer_id": t.pid, "producer_epoch": t.epoch,
             "verify_only": True, "topics": [{"name": topic, "partitions": [0]}]}]})
         assert r.results_by_transaction[0].topic_results[0].results_by_partition[0] \
             .partition_error_code == E.NONE
+        peer.close()
         assert t.end(False) == E.NONE
 
 

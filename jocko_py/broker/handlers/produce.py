@@ -101,8 +101,11 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
 
 def _transactional_denied(ctx: RequestContext, req: Any) -> AppendResult | None:
     """TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a request carrying transactional batches
-    whose principal may not WRITE its transactional id (or that names none)."""
-    if ctx.broker.security.authorizer is None:
+    whose principal may not WRITE its transactional id (or that names none). A broker of
+    the cluster (JOCKO-CLUSTER) or an in-process caller is not checked, as everywhere
+    else (`security/authz.authorize`)."""
+    s = ctx.session
+    if ctx.broker.security.authorizer is None or s is None or s.cluster_broker_id is not None:
         return None
     for td in req.topic_data:
         for pd in td.partition_data:
