@@ -22,10 +22,12 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from jocko_py.broker.inter_broker import BrokerChannel, ClientSecurity
 from jocko_py.cluster.controller import check_manual_assignments, committed_producer_block
+from jocko_py.cluster.controller_result import ControllerResult
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
     MetadataImage,
@@ -47,6 +49,8 @@ FORWARD_CLIENT_ID = "jocko-py-forward"
 CONTROLLER_TIMEOUT_S = 15.0
 CONTROLLER_POLL_S = 0.1  # how often an in-flight forward checks the controller is still it
 APPLY_TIMEOUT_S = 10.0
+
+R = TypeVar("R")
 
 
 class TopicError(Exception):
@@ -104,22 +108,57 @@ class TopicManager:
 
     # ------------------------------------------------------------------ plumbing
 
-    async def _commit(self, decide: Callable[[MetadataImage], tuple[int, list[MetadataRecord]]],
-                      ) -> ErrorCode:
-        """Decide on the image and commit, as the active controller."""
+    async def commit(self, decide: Callable[[MetadataImage], ControllerResult[R]]) -> R:
+        """Decide on the image and commit the decision's records, as the active
+        controller (raises NotControllerError elsewhere); the decision's response, once
+        its records are committed. The quorum's lock keeps a decision and its commit
+        together: two decisions never start from the same image."""
         async with self.quorum.lock:
             if not self.quorum.is_active_controller():
                 raise NotControllerError()
-            code, records = decide(self.quorum.image)
-            if code == 0 and records:
-                await self.quorum.propose(records)
-        return _err(code)
+            result = decide(self.quorum.image)
+            if result.records:
+                await self.quorum.propose(result.records)
+        return result.response
 
-    async def commit(self, decide: Callable[[MetadataImage], tuple[int, list[MetadataRecord]]],
-                     ) -> ErrorCode:
-        """Commit the records ``decide`` returns, as the active controller (raises
-        NotControllerError elsewhere): SCRAM credentials, ACLs."""
-        return await self._commit(decide)
+    async def submit(self, decide: Callable[[MetadataImage], ControllerResult[R]],
+                     forward: Forward[R] | None, *, forwarded: bool) -> R:
+        """The one commit-or-forward path of every metadata change. On the active
+        controller, ``decide`` and commit (``commit``). Anywhere else, send
+        ``forward``'s request to the active controller's broker (retried while it
+        answers NOT_CONTROLLER, until CONTROLLER_TIMEOUT_S), read its answer back as the
+        decision's response and, with ``forward.applied``, wait (bounded) until the
+        local image shows the change. A request that was itself forwarded here
+        (``forwarded``), or one that cannot be forwarded (``forward`` None), gets
+        NOT_CONTROLLER: nothing is forwarded twice. Raises TopicError (NOT_CONTROLLER:
+        no controller answered in time)."""
+        for _ in range(2):
+            try:
+                return await self.commit(decide)
+            except NotControllerError:
+                if forwarded or forward is None:
+                    raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
+            try:
+                return await self._forward_decision(forward)
+            except _Local:
+                continue  # this broker just became the controller: decide here
+        raise TopicError(ErrorCode.NOT_CONTROLLER,
+                         "this broker just became the controller; retry")
+
+    async def _forward_decision(self, fw: Forward[R]) -> R:
+        resp = await self._controller_request(
+            fw.api_key, fw.version, fw.body, ok=lambda r: not fw.not_controller(r))
+        response = fw.response(resp)
+        applied = fw.applied
+        if applied is not None:
+            await self._wait_applied(lambda img: applied(img, response))
+        return response
+
+    async def _commit(self, decide: Callable[[MetadataImage], tuple[int, list[MetadataRecord]]],
+                      ) -> ErrorCode:
+        """``commit`` of a ``Controller`` decision of the (error, records) form: its
+        records only when the error is NONE."""
+        return await self.commit(lambda img: _code_result(decide(img)))
 
     async def _controller_request(self, api_key: int, version: int, body: dict[str, Any],
                                   ok: Callable[[Any], bool] | None = None) -> Any:
@@ -560,6 +599,26 @@ class TopicManager:
         if resp.error_code:
             return _err(resp.error_code)
         return _err(resp.topics[0].partitions[0].error_code)
+
+
+def _code_result(decision: tuple[int, list[MetadataRecord]]) -> ControllerResult[ErrorCode]:
+    code, records = decision
+    return ControllerResult(records if code == 0 else [], _err(code))
+
+
+@dataclass(frozen=True)
+class Forward(Generic[R]):
+    """How another broker asks the active controller for a decision: the request it
+    sends, how the answer reads as the decision's response, whether the answer says
+    NOT_CONTROLLER (then it is sent again, to the next controller), and what the local
+    image shows once the change is applied (None: no wait)."""
+
+    api_key: int
+    version: int
+    body: dict[str, Any]
+    response: Callable[[Any], R]
+    not_controller: Callable[[Any], bool]
+    applied: Callable[[MetadataImage, R], bool] | None = None
 
 
 class _ControllerMoved(Exception):

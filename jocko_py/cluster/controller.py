@@ -85,6 +85,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from jocko_py.cluster.acl_control import AclControlManager
+from jocko_py.cluster.client_quota_control import ClientQuotaControlManager
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
@@ -106,6 +108,7 @@ from jocko_py.cluster.metadata import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
+from jocko_py.cluster.scram_control import ScramControlManager
 
 log = logging.getLogger("jocko_py.cluster.controller")
 
@@ -167,6 +170,10 @@ class Controller:
         self.config = config or ControllerConfig()
         self._pid_reserved = 0  # producer ids below this were proposed by this controller
         self._random_bytes = random_bytes
+        # the decisions on security metadata (Kafka's *ControlManagers)
+        self.acls = AclControlManager()
+        self.quotas = ClientQuotaControlManager()
+        self.scram = ScramControlManager()
 
     def cluster_secret_records(self, image: MetadataImage) -> list[MetadataRecord]:
         """A new cluster secret while the image has none (see the module rules)."""
