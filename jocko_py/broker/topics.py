@@ -1,15 +1,19 @@
-"""The broker's door to the controller: admin changes, producer ids, ISR changes.
+"""The broker's door to the controller: every metadata change goes through it.
 
-Every metadata change is decided by the active controller (`cluster.controller`,
-pure functions of the image) and committed through the metadata quorum; this module
-never writes a record itself. On the active controller the decision is taken
-locally, under the quorum's lock; anywhere else the request is forwarded to the
-active controller's broker over the Kafka protocol (CreateTopics, DeleteTopics,
-CreatePartitions, IncrementalAlterConfigs, AllocateProducerIds, AlterPartition),
-retried on NOT_CONTROLLER until its timeout, and the caller waits (bounded) until
-the local image shows the change, so the next Metadata request on this broker sees
-it. A forwarded request that reaches a broker that is no longer the controller gets
-NOT_CONTROLLER (it is never forwarded twice).
+Every metadata change is decided by the active controller (`cluster.controller` and
+its control managers: pure functions of the image returning a `ControllerResult`,
+records and response) and committed through the metadata quorum; no handler writes
+a record itself. `submit` is the one commit-or-forward path: on the active
+controller the decision is taken locally, under the quorum's lock, and its records
+committed before its response is given; anywhere else the request is forwarded to
+the active controller's broker over the Kafka protocol (CreateTopics, DeleteTopics,
+CreatePartitions, IncrementalAlterConfigs, UpdateFeatures, CreateAcls, DeleteAcls,
+AlterClientQuotas, AlterUserScramCredentials, ElectLeaders,
+AlterPartitionReassignments, AllocateProducerIds, AlterPartition), retried on
+NOT_CONTROLLER until its timeout, and for topic, config and feature changes the caller
+waits (bounded) until the local image shows the change, so the next Metadata request
+on this broker sees it. A forwarded request that reaches a broker that is no longer
+the controller gets NOT_CONTROLLER (it is never forwarded twice).
 
 Topic names are validated here, as Kafka's broker does before asking its controller.
 """
@@ -32,6 +36,7 @@ from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_TOPIC,
     MetadataImage,
     MetadataRecord,
+    TopicRecord,
 )
 from jocko_py.cluster.quorum import MetadataQuorum, NotControllerError
 from jocko_py.protocol.errors import ErrorCode
@@ -154,12 +159,6 @@ class TopicManager:
             await self._wait_applied(lambda img: applied(img, response))
         return response
 
-    async def _commit(self, decide: Callable[[MetadataImage], tuple[int, list[MetadataRecord]]],
-                      ) -> ErrorCode:
-        """``commit`` of a ``Controller`` decision of the (error, records) form: its
-        records only when the error is NONE."""
-        return await self.commit(lambda img: _code_result(decide(img)))
-
     async def _controller_request(self, api_key: int, version: int, body: dict[str, Any],
                                   ok: Callable[[Any], bool] | None = None) -> Any:
         """Send a request to the active controller's broker; retry NOT_CONTROLLER."""
@@ -269,42 +268,49 @@ class TopicManager:
             else:
                 self._check_rf(replication_factor, len(live))
             return uuid.UUID(int=0)
-        if self.quorum.is_active_controller():
-            tid: list[uuid.UUID] = []
+        created: list[uuid.UUID] = []  # set by a decision taken here
 
-            def decide(img: MetadataImage) -> tuple[int, list[MetadataRecord]]:
-                if assignments:
-                    self._check_assignments(img, assignments, None)
-                else:
-                    self._check_rf(replication_factor,
-                                   sum(not b.fenced for b in img.brokers.values()))
-                code, recs = self.quorum.controller.create_topic(
-                    img, name, num_partitions, replication_factor, configs,
-                    assignments=assignments)
-                for r in recs:
-                    if hasattr(r, "name") and hasattr(r, "topic_id") and r.name == name:
-                        tid.append(r.topic_id)
-                return code, recs
+        def decide(img: MetadataImage) -> ControllerResult[_Created]:
+            if assignments:
+                self._check_assignments(img, assignments, None)
+            else:
+                self._check_rf(replication_factor,
+                               sum(not b.fenced for b in img.brokers.values()))
+            code, recs = self.quorum.controller.create_topic(
+                img, name, num_partitions, replication_factor, configs,
+                assignments=assignments)
+            for r in recs:
+                if isinstance(r, TopicRecord) and r.name == name:
+                    created.append(r.topic_id)
+            return _code_result((code, recs)).map(
+                lambda c: (c, None, created[0] if created and not c else _ZERO))
 
-            try:
-                code = await self._commit(decide)
-            except NotControllerError:
-                if forwarded:
-                    raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
-                return await self._forward_create(name, num_partitions, replication_factor,
-                                                  configs, assignments)
-            if code == ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise TopicError(code, f"Topic '{name}' already exists.")
-            if code:
-                raise TopicError(code, None)
-            log.info("[broker=%d] created topic %s (%s) with %d partition(s), RF %d, configs %s",
-                     self.broker_id, name, tid[0] if tid else "?", num_partitions,
+        manual = [{"partition_index": i, "broker_ids": list(a)}
+                  for i, a in enumerate(assignments or ())]
+        body = {"topics": [{"name": name,
+                            "num_partitions": -1 if manual else num_partitions,
+                            "replication_factor": -1 if manual else replication_factor,
+                            "assignments": manual,
+                            "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+                "timeout_ms": 30000, "validate_only": False}
+
+        def relayed(resp: Any) -> _Created:
+            t = resp.topics[0]
+            return _err(t.error_code), t.error_message, t.topic_id
+
+        code, message, tid = await self.submit(decide, Forward(
+            19, 7, body, relayed, lambda r: r.topics[0].error_code == ErrorCode.NOT_CONTROLLER,
+            applied=lambda img, r: r[0] != ErrorCode.NONE or name in img.topics,
+        ), forwarded=forwarded)
+        if code == ErrorCode.TOPIC_ALREADY_EXISTS and message is None:
+            message = f"Topic '{name}' already exists."
+        if code:
+            raise TopicError(code, message)
+        if created:
+            log.info("[broker=%d] created topic %s (%s) with %d partition(s), RF %d, "
+                     "configs %s", self.broker_id, name, tid, num_partitions,
                      replication_factor, configs)
-            return tid[0]
-        if forwarded:
-            raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller")
-        return await self._forward_create(name, num_partitions, replication_factor, configs,
-                                          assignments)
+        return tid
 
     @staticmethod
     def _check_assignments(img: MetadataImage, assignments: list[tuple[int, ...]],
@@ -328,26 +334,6 @@ class TopicManager:
                 f"because only {live} broker(s) are registered.",
             )
 
-    async def _forward_create(self, name: str, n: int, rf: int, configs: dict[str, str],
-                              assignments: list[tuple[int, ...]] | None = None) -> uuid.UUID:
-        manual = [{"partition_index": i, "broker_ids": list(a)}
-                  for i, a in enumerate(assignments or ())]
-        body = {"topics": [{"name": name, "num_partitions": -1 if manual else n,
-                            "replication_factor": -1 if manual else rf,
-                            "assignments": manual,
-                            "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
-                "timeout_ms": 30000, "validate_only": False}
-        try:
-            resp = await self._controller_request(
-                19, 7, body, ok=lambda r: r.topics[0].error_code != ErrorCode.NOT_CONTROLLER)
-        except _Local:
-            return await self.create_topic(name, n, rf, configs, assignments=assignments)
-        t = resp.topics[0]
-        if t.error_code:
-            raise TopicError(_err(t.error_code), t.error_message)
-        await self._wait_applied(lambda img: name in img.topics)
-        return t.topic_id  # type: ignore[no-any-return]
-
     async def delete_topic(self, name: str, *, forwarded: bool = False) -> uuid.UUID:
         t = self.image.topics.get(name)
         if t is None:
@@ -356,21 +342,13 @@ class TopicManager:
                 "This server does not host this topic-partition.",
             )
         tid = t.topic_id
-        try:
-            code = await self._commit(lambda img: self.quorum.controller.delete_topic(img, name))
-        except NotControllerError:
-            if forwarded:
-                raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
-            try:
-                resp = await self._controller_request(
-                    20, 6, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
-                            "timeout_ms": 30000},
-                    ok=lambda r: r.responses[0].error_code != ErrorCode.NOT_CONTROLLER)
-            except _Local:
-                return await self.delete_topic(name)
-            code = _err(resp.responses[0].error_code)
-            if code == ErrorCode.NONE:
-                await self._wait_applied(lambda img: img.topic_by_id(tid) is None)
+        code = await self.submit(
+            lambda img: _code_result(self.quorum.controller.delete_topic(img, name)),
+            Forward(20, 6, {"topics": [{"name": name, "topic_id": _ZERO}], "timeout_ms": 30000},
+                    lambda r: _err(r.responses[0].error_code),
+                    lambda r: r.responses[0].error_code == ErrorCode.NOT_CONTROLLER,
+                    applied=lambda img, c: c != ErrorCode.NONE or img.topic_by_id(tid) is None),
+            forwarded=forwarded)
         if code:
             raise TopicError(code, "This server does not host this topic-partition."
                              if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)
@@ -407,29 +385,20 @@ class TopicManager:
             self._check_assignments(self.image, assignments, rf)
         if validate_only:
             return
-        try:
-            code = await self._commit(
-                lambda img: self.quorum.controller.create_partitions(img, name, count,
-                                                                     assignments))
-        except NotControllerError:
-            if forwarded:
-                raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
-            try:
-                resp = await self._controller_request(
-                    37, 3, {"topics": [{"name": name, "count": count, "assignments": [
-                        {"broker_ids": list(a)} for a in assignments] if assignments else None}],
-                            "timeout_ms": 30000, "validate_only": False},
-                    ok=lambda r: r.results[0].error_code != ErrorCode.NOT_CONTROLLER)
-            except _Local:
-                return await self.create_partitions(name, count, assignments=assignments)
-            res = resp.results[0]
-            if res.error_code:
-                raise TopicError(_err(res.error_code), res.error_message) from None
-            await self._wait_applied(
-                lambda img: name in img.topics and len(img.topics[name].partitions) >= count)
-            return
+        body = {"topics": [{"name": name, "count": count, "assignments": [
+            {"broker_ids": list(a)} for a in assignments] if assignments else None}],
+            "timeout_ms": 30000, "validate_only": False}
+        code, message = await self.submit(
+            lambda img: _code_result(self.quorum.controller.create_partitions(
+                img, name, count, assignments)).map(_no_message),
+            Forward(37, 3, body,
+                    lambda r: (_err(r.results[0].error_code), r.results[0].error_message),
+                    lambda r: r.results[0].error_code == ErrorCode.NOT_CONTROLLER,
+                    applied=lambda img, r: r[0] != ErrorCode.NONE or (
+                        name in img.topics and len(img.topics[name].partitions) >= count)),
+            forwarded=forwarded)
         if code:
-            raise TopicError(code, None)
+            raise TopicError(code, message)
 
     async def set_topic_configs(self, name: str, changes: dict[str, str | None], *,
                                 forwarded: bool = False) -> None:
@@ -439,108 +408,65 @@ class TopicManager:
                           *, forwarded: bool = False) -> None:
         """ConfigRecords for a topic or a broker (name "" = the cluster-wide default),
         written by the controller (forwarded to it from any other broker)."""
-        try:
-            code = await self._commit(lambda img: self.quorum.controller.alter_config(
-                img, resource_type, name, changes))
-        except NotControllerError:
-            if forwarded:
-                raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
-            body = {"resources": [{
-                "resource_type": resource_type, "resource_name": name,
-                "configs": [{"name": k, "config_operation": 0 if v is not None else 1,
-                             "value": v} for k, v in changes.items()]}],
-                "validate_only": False}
-            try:
-                resp = await self._controller_request(
-                    44, 1, body,
-                    ok=lambda r: r.responses[0].error_code != ErrorCode.NOT_CONTROLLER)
-            except _Local:
-                return await self.set_configs(resource_type, name, changes)
-            res = resp.responses[0]
-            if res.error_code:
-                raise TopicError(_err(res.error_code), res.error_message) from None
-            await self._wait_applied(lambda img: all(
-                img.configs(resource_type, name).get(k) == v for k, v in changes.items()))
-            return
+        body = {"resources": [{
+            "resource_type": resource_type, "resource_name": name,
+            "configs": [{"name": k, "config_operation": 0 if v is not None else 1,
+                         "value": v} for k, v in changes.items()]}],
+            "validate_only": False}
+        code, message = await self.submit(
+            lambda img: _code_result(self.quorum.controller.alter_config(
+                img, resource_type, name, changes)).map(_no_message),
+            Forward(44, 1, body,
+                    lambda r: (_err(r.responses[0].error_code), r.responses[0].error_message),
+                    lambda r: r.responses[0].error_code == ErrorCode.NOT_CONTROLLER,
+                    applied=lambda img, r: r[0] != ErrorCode.NONE or all(
+                        img.configs(resource_type, name).get(k) == v
+                        for k, v in changes.items())),
+            forwarded=forwarded)
         if code:
-            raise TopicError(code, None)
+            raise TopicError(code, message)
 
     async def update_features(self, levels: dict[str, int], *, forwarded: bool = False) -> None:
         """FeatureLevelRecords for the changed features, written by the controller."""
-        try:
-            code = await self._commit(
-                lambda img: self.quorum.controller.update_features(img, levels))
-        except NotControllerError:
-            if forwarded:
-                raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
-            body = {"timeout_ms": 30000, "validate_only": False, "feature_updates": [
-                {"feature": k, "max_version_level": v, "upgrade_type": 1}
-                for k, v in levels.items()]}
-            try:
-                resp = await self._controller_request(
-                    57, 1, body, ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
-            except _Local:
-                return await self.update_features(levels)
-            if resp.error_code:
-                raise TopicError(_err(resp.error_code), resp.error_message) from None
-            await self._wait_applied(lambda img: all(
-                img.features.get(k) == v for k, v in levels.items()))
-            return
+        body = {"timeout_ms": 30000, "validate_only": False, "feature_updates": [
+            {"feature": k, "max_version_level": v, "upgrade_type": 1}
+            for k, v in levels.items()]}
+        code, message = await self.submit(
+            lambda img: _code_result(
+                self.quorum.controller.update_features(img, levels)).map(_no_message),
+            Forward(57, 1, body, lambda r: (_err(r.error_code), r.error_message),
+                    lambda r: r.error_code == ErrorCode.NOT_CONTROLLER,
+                    applied=lambda img, r: r[0] != ErrorCode.NONE or all(
+                        img.features.get(k) == v for k, v in levels.items())),
+            forwarded=forwarded)
         if code:
-            raise TopicError(code, None)
-
-    # ------------------------------------------------------------------ leaders, replicas
-
-    async def elect_leaders(self, wanted: list[tuple[str, int]], unclean: bool
-                            ) -> dict[tuple[str, int], ErrorCode]:
-        """ElectLeaders as the active controller (raises NotControllerError elsewhere)."""
-        results: dict[tuple[str, int], int] = {}
-
-        def decide(img: MetadataImage) -> tuple[int, list[MetadataRecord]]:
-            res, recs = self.quorum.controller.elect_leaders(img, wanted, unclean)
-            results.update(res)
-            return 0, recs
-
-        await self._commit(decide)
-        return {k: _err(v) for k, v in results.items()}
-
-    async def reassign(self, topic: str, pid: int, target: tuple[int, ...] | None
-                       ) -> ErrorCode:
-        """One partition's AlterPartitionReassignments, as the active controller."""
-        return await self._commit(
-            lambda img: self.quorum.controller.reassign(img, topic, pid, target))
+            raise TopicError(code, message)
 
     # ------------------------------------------------------------------ producer ids
 
     async def allocate_producer_block(self, broker_id: int, broker_epoch: int, *,
                                       forwarded: bool = False) -> tuple[ErrorCode, int, int]:
         """A committed block of producer ids for ``broker_id``: (error, first, count)."""
-        block: list[tuple[int, int]] = []
 
-        def decide(img: MetadataImage) -> tuple[int, list[MetadataRecord]]:
+        def decide(img: MetadataImage) -> ControllerResult[tuple[ErrorCode, int, int]]:
             code, recs, _ = self.quorum.controller.allocate_producer_ids(
                 img, broker_id, broker_epoch)
-            if code == 0:
-                got = committed_producer_block(img, recs[0])  # type: ignore[arg-type]
-                if got is not None:
-                    block.append(got)
-            return code, recs
+            if code:
+                return ControllerResult([], (_err(code), -1, 0))
+            got = committed_producer_block(img, recs[0])  # type: ignore[arg-type]
+            if got is None:
+                return ControllerResult(recs, (ErrorCode.UNKNOWN_SERVER_ERROR, -1, 0))
+            return ControllerResult(recs, (ErrorCode.NONE, got[0], got[1]))
 
         try:
-            code = await self._commit(decide)
-        except NotControllerError:
+            return await self.submit(decide, Forward(
+                67, 0, {"broker_id": broker_id, "broker_epoch": broker_epoch},
+                lambda r: (_err(r.error_code), r.producer_id_start, r.producer_id_len),
+                lambda r: r.error_code == ErrorCode.NOT_CONTROLLER), forwarded=forwarded)
+        except TopicError as e:
             if forwarded:
-                return ErrorCode.NOT_CONTROLLER, -1, 0
-            try:
-                resp = await self._controller_request(
-                    67, 0, {"broker_id": broker_id, "broker_epoch": broker_epoch},
-                    ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
-            except _Local:
-                return await self.allocate_producer_block(broker_id, broker_epoch)
-            return _err(resp.error_code), resp.producer_id_start, resp.producer_id_len
-        if code or not block:
-            return code or ErrorCode.UNKNOWN_SERVER_ERROR, -1, 0
-        return ErrorCode.NONE, block[0][0], block[0][1]
+                return e.code, -1, 0
+            raise
 
     async def allocate_producer_id(self) -> int:
         async with self._pid_lock:
@@ -557,26 +483,29 @@ class TopicManager:
 
     # ------------------------------------------------------------------ ISR changes
 
+    def _alter_partition_decision(
+        self, broker_id: int, topic_id: uuid.UUID, partition: int, leader_epoch: int,
+        partition_epoch: int, new_isr: tuple[int, ...], member_epochs: tuple[int, ...],
+    ) -> Callable[[MetadataImage], ControllerResult[ErrorCode]]:
+        return lambda img: _code_result(self.quorum.controller.alter_partition(
+            img, topic_id, partition, broker_id, leader_epoch, partition_epoch, new_isr,
+            member_epochs))
+
     async def alter_partition_local(self, broker_id: int, topic_id: uuid.UUID, partition: int,
                                     leader_epoch: int, partition_epoch: int,
                                     new_isr: tuple[int, ...],
                                     member_epochs: tuple[int, ...] = (), *,
                                     forwarded: bool = False) -> ErrorCode:
+        """AlterPartition as the active controller (NOT_CONTROLLER elsewhere)."""
         try:
-            return await self._commit(lambda img: self.quorum.controller.alter_partition(
-                img, topic_id, partition, broker_id, leader_epoch, partition_epoch, new_isr,
-                member_epochs))
-        except NotControllerError:
-            return ErrorCode.NOT_CONTROLLER
+            return await self.submit(self._alter_partition_decision(
+                broker_id, topic_id, partition, leader_epoch, partition_epoch, new_isr,
+                member_epochs), None, forwarded=True)
+        except TopicError as e:
+            return e.code
 
     async def alter_partition(self, change: IsrChange) -> ErrorCode:
         """Leader -> controller: ask for an ISR change (Kafka's AlterPartition)."""
-        if self.quorum.is_active_controller():
-            code = await self.alter_partition_local(
-                self.broker_id, change.topic_id, change.partition, change.leader_epoch,
-                change.partition_epoch, change.new_isr, change.member_epochs)
-            if code != ErrorCode.NOT_CONTROLLER:
-                return code
         b = self.image.brokers.get(self.broker_id)
         body = {"broker_id": self.broker_id, "broker_epoch": b.broker_epoch if b else -1,
                 "topics": [{"topic_id": change.topic_id, "partitions": [{
@@ -587,18 +516,29 @@ class TopicManager:
                                         or (-1,) * len(change.new_isr), strict=True)],
                     "leader_recovery_state": 0,
                     "partition_epoch": change.partition_epoch}]}]}
+
+        def relayed(resp: Any) -> ErrorCode:
+            if resp.error_code:
+                return _err(resp.error_code)
+            return _err(resp.topics[0].partitions[0].error_code)
+
         try:
-            resp = await self._controller_request(
-                56, 3, body, ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
-        except _Local:
-            return await self.alter_partition_local(
+            return await self.submit(self._alter_partition_decision(
                 self.broker_id, change.topic_id, change.partition, change.leader_epoch,
-                change.partition_epoch, change.new_isr, change.member_epochs)
+                change.partition_epoch, change.new_isr, change.member_epochs),
+                Forward(56, 3, body, relayed,
+                        lambda r: r.error_code == ErrorCode.NOT_CONTROLLER),
+                forwarded=False)
         except TopicError as e:
             return e.code
-        if resp.error_code:
-            return _err(resp.error_code)
-        return _err(resp.topics[0].partitions[0].error_code)
+
+
+_Created = tuple[ErrorCode, str | None, uuid.UUID]
+_ZERO = uuid.UUID(int=0)
+
+
+def _no_message(code: ErrorCode) -> tuple[ErrorCode, str | None]:
+    return code, None
 
 
 def _code_result(decision: tuple[int, list[MetadataRecord]]) -> ControllerResult[ErrorCode]:
