@@ -269,11 +269,11 @@ class Partition:
             # Kafka: legacy magic 0/1 is an invalid record for v3+ produce; any
             # other magic means the bytes are not a record batch at all
             code = ErrorCode.INVALID_RECORD if e.magic in (0, 1) else ErrorCode.CORRUPT_MESSAGE
-            return AppendResult(code, message=str(e))
+            return AppendResult(code, message=e.message)
         except rb.InvalidRecordError as e:
-            return AppendResult(ErrorCode.INVALID_RECORD, message=str(e))
+            return AppendResult(ErrorCode.INVALID_RECORD, message=e.message)
         except rb.RecordError as e:
-            return AppendResult(ErrorCode(e.error_code), message=str(e))
+            return AppendResult(e.code, message=e.message)
         h, view = batches[0]
         if h.size > max_message_bytes:
             return AppendResult(
@@ -307,10 +307,10 @@ class Partition:
             info = self.log.append(view, self.leader_epoch, log_append_time=append_time)
         except KafkaStorageError as e:
             log.error("[partition=%s] append failed: %s", self.name, e)
-            self.on_storage_error(str(e))
-            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(e))
+            self.on_storage_error(e.message)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=e.message)
         except rb.RecordError as e:  # e.g. a batch larger than segment.bytes
-            return AppendResult(ErrorCode(e.error_code), message=str(e))
+            return AppendResult(e.code, message=e.message)
         self.maybe_advance_high_watermark()
         return AppendResult(
             base_offset=info.first_offset,
@@ -429,7 +429,7 @@ class Partition:
                 ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, self.log.log_start_offset, None
             )
         except KafkaStorageError as e:
-            self.on_storage_error(str(e))
+            self.on_storage_error(e.message)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, self.log.log_start_offset)
         return ReadResult(ErrorCode.NONE, hw, lso, self.log.log_start_offset, info.records)
 

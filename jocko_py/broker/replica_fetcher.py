@@ -161,7 +161,7 @@ class ReplicaFetcher:
             except KafkaStorageError as e:
                 # the follower's own disk failed: its log dir is offline, replication
                 # into it stops (the broker stops, see LogManager.mark_offline)
-                self.manager.logs.mark_offline(str(e))
+                self.manager.logs.mark_offline(e.message)
                 return
             except Exception:
                 log.exception("[broker=%d] replica fetcher for broker %d failed; retrying",

@@ -43,6 +43,8 @@ from typing import NamedTuple, TypeAlias
 
 import crc32c
 
+from jocko_py.protocol.errors import ErrorCode, KafkaError
+
 __all__ = [
     "ATTR_OFFSET",
     "CURRENT_MAGIC",
@@ -88,22 +90,26 @@ __all__ = [
 # --- errors -------------------------------------------------------------------
 
 
-class RecordError(Exception):
-    """Base of every record-level problem; ``error_code`` is the Kafka error code."""
+class RecordError(KafkaError):
+    """Base of every record-level problem; ``code`` is the Kafka error code."""
 
-    error_code: int = 2  # CORRUPT_MESSAGE
+    code = ErrorCode.CORRUPT_MESSAGE
+    message: str
+
+    def __init__(self, message: str) -> None:
+        super().__init__(type(self).code, message)
 
 
 class CorruptRecordError(RecordError):
-    """Lengths, CRC or varints do not add up (Kafka CORRUPT_MESSAGE, code 2)."""
+    """Lengths, CRC or varints do not add up (Kafka CORRUPT_MESSAGE)."""
 
-    error_code = 2
+    code = ErrorCode.CORRUPT_MESSAGE
 
 
 class InvalidRecordError(RecordError):
-    """Well-formed bytes that break a rule of the protocol (Kafka INVALID_RECORD, 87)."""
+    """Well-formed bytes that break a rule of the protocol (Kafka INVALID_RECORD)."""
 
-    error_code = 87
+    code = ErrorCode.INVALID_RECORD
 
 
 class UnsupportedMagicError(InvalidRecordError):
@@ -115,9 +121,9 @@ class UnsupportedMagicError(InvalidRecordError):
 
 
 class RecordBatchTooLargeError(RecordError):
-    """A batch (or its decompressed records) exceeds a size limit (MESSAGE_TOO_LARGE, 10)."""
+    """A batch (or its decompressed records) exceeds a size limit (MESSAGE_TOO_LARGE)."""
 
-    error_code = 10
+    code = ErrorCode.MESSAGE_TOO_LARGE
 
 
 # --- layout -------------------------------------------------------------------

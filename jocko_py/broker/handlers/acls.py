@@ -31,7 +31,7 @@ from jocko_py.broker.security.authz import (
     WILDCARD,
     authorize_cluster,
 )
-from jocko_py.broker.topics import TopicError, is_forwarded
+from jocko_py.broker.topics import is_forwarded
 from jocko_py.cluster.metadata import (
     AccessControlEntryRecord,
     MetadataImage,
@@ -39,7 +39,7 @@ from jocko_py.cluster.metadata import (
     RemoveAccessControlEntryRecord,
 )
 from jocko_py.cluster.quorum import NotControllerError
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 ANY, MATCH = 1, 2
 _RESOURCE_TYPES = {2, 3, 4, 5, 6, 7}
@@ -123,7 +123,7 @@ async def _commit_or_forward(ctx: RequestContext, key: int, body: dict[str, Any]
             return error_body(ErrorCode.NOT_CONTROLLER, None)
         try:
             resp = await ctx.broker.topics.forward(key, ctx.version, body)
-        except TopicError as e:
+        except KafkaError as e:
             return error_body(e.code, e.message)
         return _plain(resp)
     return out[-1]

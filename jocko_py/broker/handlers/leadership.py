@@ -24,9 +24,9 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.topics import TopicError, is_forwarded
+from jocko_py.broker.topics import is_forwarded
 from jocko_py.cluster.quorum import NotControllerError
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 
 async def _forward(ctx: RequestContext, key: int, req: Any, error_body: dict[str, Any]
@@ -36,7 +36,7 @@ async def _forward(ctx: RequestContext, key: int, req: Any, error_body: dict[str
     try:
         resp = await ctx.broker.topics.forward(
             key, ctx.version, dict(req), ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
-    except TopicError as e:
+    except KafkaError as e:
         return dict(error_body, error_code=e.code)
     return dict(resp)
 

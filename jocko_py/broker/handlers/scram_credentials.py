@@ -27,7 +27,7 @@ from jocko_py.broker.security.scram import (
     MIN_ITERATIONS,
     credential_from_salted,
 )
-from jocko_py.broker.topics import TopicError, is_forwarded
+from jocko_py.broker.topics import is_forwarded
 from jocko_py.cluster.metadata import (
     MetadataImage,
     MetadataRecord,
@@ -35,7 +35,7 @@ from jocko_py.cluster.metadata import (
     UserScramCredentialRecord,
 )
 from jocko_py.cluster.quorum import NotControllerError
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 _HASH = {1: "sha256", 2: "sha512"}
 
@@ -115,7 +115,7 @@ async def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
                         "upsertions": [dict(u) for u in req.upsertions]},
                 ok=lambda r: not any(x.error_code == ErrorCode.NOT_CONTROLLER
                                      for x in r.results))
-        except TopicError as e:
+        except KafkaError as e:
             return all_fail(e.code, e.message)
         return {"throttle_time_ms": 0, "results": [dict(r) for r in resp.results]}
     return {"throttle_time_ms": 0, "results": out[-1]}

@@ -71,7 +71,6 @@ from typing import TYPE_CHECKING, Any
 
 from jocko_py.broker.group.offsets_store import OFFSETS_TOPIC, partition_for
 from jocko_py.broker.inter_broker import BrokerChannel
-from jocko_py.broker.topics import TopicError
 from jocko_py.broker.txn.state import (
     PREPARED,
     TXN_TOPIC,
@@ -84,7 +83,7 @@ from jocko_py.broker.txn.state import (
     txn_value,
 )
 from jocko_py.protocol import records as rb
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
@@ -217,7 +216,7 @@ class TransactionCoordinator:
                 {"cleanup.policy": "compact", "segment.bytes": self.config.segment_bytes,
                  "compression.type": "uncompressed", "unclean.leader.election.enable": "false",
                  "min.insync.replicas": str(min(self.config.min_isr, rf))})
-        except TopicError as e:
+        except KafkaError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
         log.info("created %s with %d partitions, replication factor %d", TXN_TOPIC,
@@ -384,7 +383,7 @@ class TransactionCoordinator:
         if m is None:
             try:
                 pid = await self.broker.topics.allocate_producer_id()
-            except TopicError as e:
+            except KafkaError as e:
                 return (e.code if e.code != E.NOT_CONTROLLER else E.COORDINATOR_NOT_AVAILABLE,
                         -1, -1)
             m = self.txns.get(transactional_id)
@@ -408,7 +407,7 @@ class TransactionCoordinator:
         if m.producer_epoch >= MAX_EPOCH:
             try:
                 new.producer_id = await self.broker.topics.allocate_producer_id()
-            except TopicError:
+            except KafkaError:
                 return E.COORDINATOR_NOT_AVAILABLE, -1, -1
             new.producer_epoch = 0
         else:
@@ -577,7 +576,7 @@ class TransactionCoordinator:
                 if new.producer_epoch >= MAX_EPOCH and m.next_producer_id < 0:
                     try:
                         m.next_producer_id = await self.broker.topics.allocate_producer_id()
-                    except TopicError:
+                    except KafkaError:
                         return E.COORDINATOR_NOT_AVAILABLE, -1, -1
                     if m.pending is not None or m.state is not st:
                         return E.CONCURRENT_TRANSACTIONS, -1, -1
