@@ -191,7 +191,7 @@ class ReplicaFetcher:
                                           timeout=self.cfg_max_wait_ms / 1000 + 10)
         if resp.error_code:
             log.info("[broker=%d] fetch from %d: error %s", self.manager.broker_id,
-                     self.source_id, ErrorCode(resp.error_code).name)
+                     self.source_id, ErrorCode.of(resp.error_code).name)
             await asyncio.sleep(BACKOFF_S)
             return
         for tr in resp.responses:
@@ -231,4 +231,4 @@ class ReplicaFetcher:
         elif outcome is FollowerOutcome.BACK_OFF:
             self._backoff_until[key] = time.monotonic() + BACKOFF_S * 2
             log.debug("[partition=%s] fetch from %d: %s", p.name, self.source_id,
-                      ErrorCode(err).name if err in ErrorCode._value2member_map_ else err)
+                      ErrorCode.of(err).name)

@@ -77,10 +77,6 @@ def is_forwarded(ctx: RequestContext) -> bool:
         s is None or s.cluster_broker_id is not None)
 
 
-def _err(code: int) -> ErrorCode:
-    return ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
-
-
 class TopicManager:
     def __init__(self, quorum: MetadataQuorum, broker_id: int) -> None:
         self.quorum = quorum
@@ -104,9 +100,9 @@ class TopicManager:
             if not self.quorum.is_active_controller():
                 raise NotControllerError()
             code, records = decide(self.quorum.image)
-            if code == 0 and records:
+            if code == ErrorCode.NONE and records:
                 await self.quorum.propose(records)
-        return _err(code)
+        return ErrorCode.of(code)
 
     async def commit(self, decide: Callable[[MetadataImage], tuple[int, list[MetadataRecord]]],
                      ) -> ErrorCode:
@@ -298,7 +294,7 @@ class TopicManager:
             return await self.create_topic(name, n, rf, configs, assignments=assignments)
         t = resp.topics[0]
         if t.error_code:
-            raise KafkaError(_err(t.error_code), t.error_message)
+            raise KafkaError(ErrorCode.of(t.error_code), t.error_message)
         await self._wait_applied(lambda img: name in img.topics)
         return t.topic_id  # type: ignore[no-any-return]
 
@@ -322,7 +318,7 @@ class TopicManager:
                     ok=lambda r: r.responses[0].error_code != ErrorCode.NOT_CONTROLLER)
             except _Local:
                 return await self.delete_topic(name)
-            code = _err(resp.responses[0].error_code)
+            code = ErrorCode.of(resp.responses[0].error_code)
             if code == ErrorCode.NONE:
                 await self._wait_applied(lambda img: img.topic_by_id(tid) is None)
         if code:
@@ -378,7 +374,7 @@ class TopicManager:
                 return await self.create_partitions(name, count, assignments=assignments)
             res = resp.results[0]
             if res.error_code:
-                raise KafkaError(_err(res.error_code), res.error_message) from None
+                raise KafkaError(ErrorCode.of(res.error_code), res.error_message) from None
             await self._wait_applied(
                 lambda img: name in img.topics and len(img.topics[name].partitions) >= count)
             return
@@ -412,7 +408,7 @@ class TopicManager:
                 return await self.set_configs(resource_type, name, changes)
             res = resp.responses[0]
             if res.error_code:
-                raise KafkaError(_err(res.error_code), res.error_message) from None
+                raise KafkaError(ErrorCode.of(res.error_code), res.error_message) from None
             await self._wait_applied(lambda img: all(
                 img.configs(resource_type, name).get(k) == v for k, v in changes.items()))
             return
@@ -436,7 +432,7 @@ class TopicManager:
             except _Local:
                 return await self.update_features(levels)
             if resp.error_code:
-                raise KafkaError(_err(resp.error_code), resp.error_message) from None
+                raise KafkaError(ErrorCode.of(resp.error_code), resp.error_message) from None
             await self._wait_applied(lambda img: all(
                 img.features.get(k) == v for k, v in levels.items()))
             return
@@ -456,7 +452,7 @@ class TopicManager:
             return 0, recs
 
         await self._commit(decide)
-        return {k: _err(v) for k, v in results.items()}
+        return {k: ErrorCode.of(v) for k, v in results.items()}
 
     async def reassign(self, topic: str, pid: int, target: tuple[int, ...] | None
                        ) -> ErrorCode:
@@ -474,7 +470,7 @@ class TopicManager:
         def decide(img: MetadataImage) -> tuple[int, list[MetadataRecord]]:
             code, recs, _ = self.quorum.controller.allocate_producer_ids(
                 img, broker_id, broker_epoch)
-            if code == 0:
+            if code == ErrorCode.NONE:
                 got = committed_producer_block(img, recs[0])  # type: ignore[arg-type]
                 if got is not None:
                     block.append(got)
@@ -491,7 +487,7 @@ class TopicManager:
                     ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
             except _Local:
                 return await self.allocate_producer_block(broker_id, broker_epoch)
-            return _err(resp.error_code), resp.producer_id_start, resp.producer_id_len
+            return ErrorCode.of(resp.error_code), resp.producer_id_start, resp.producer_id_len
         if code or not block:
             return code or ErrorCode.UNKNOWN_SERVER_ERROR, -1, 0
         return ErrorCode.NONE, block[0][0], block[0][1]
@@ -551,8 +547,8 @@ class TopicManager:
         except KafkaError as e:
             return e.code
         if resp.error_code:
-            return _err(resp.error_code)
-        return _err(resp.topics[0].partitions[0].error_code)
+            return ErrorCode.of(resp.error_code)
+        return ErrorCode.of(resp.topics[0].partitions[0].error_code)
 
 
 class _ControllerMoved(Exception):

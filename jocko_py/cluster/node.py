@@ -368,7 +368,7 @@ class ClusterNode:
         if not self.is_active_controller():
             return ErrorCode.NOT_CONTROLLER
         err, recs = self.controller.create_topic(self.machine.image, name, partitions, rf, configs)
-        if err == 0:
+        if err == ErrorCode.NONE:
             try:
                 await self.propose(recs)
             except NotLeaderError:
@@ -457,8 +457,8 @@ class ClusterNode:
                 except NotLeaderError:
                     return {"error_code": ErrorCode.NOT_CONTROLLER, "latencies_ms": lat}
                 lat.append((time.perf_counter() - t0) * 1000)
-            return {"error_code": 0, "latencies_ms": lat}
-        return {"error_code": 42, "message": f"unknown op {op!r}"}
+            return {"error_code": ErrorCode.NONE, "latencies_ms": lat}
+        return {"error_code": ErrorCode.INVALID_REQUEST, "message": f"unknown op {op!r}"}
 
 
 def _jsonable(v: Any) -> Any:
@@ -488,7 +488,7 @@ async def _control_server(node: ClusterNode, listen: str) -> asyncio.Server:
                     resp = await node.handle(json.loads(line))
                 except Exception as e:  # report, keep serving
                     log.exception("[node=%d] control request failed", node.node_id)
-                    resp = {"error_code": -1, "message": repr(e)}
+                    resp = {"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "message": repr(e)}
                 writer.write(json.dumps(resp).encode() + b"\n")
                 await writer.drain()
         except (ConnectionError, OSError):

@@ -116,8 +116,8 @@ async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> dict[s
                 continue
             try:
                 code = await broker.topics.reassign(t.name, p.partition_index, target)
-            except NotControllerError:
-                code = ErrorCode.NOT_CONTROLLER
+            except NotControllerError as e:
+                code = e.code
             parts.append({"partition_index": p.partition_index, "error_code": code,
                           "error_message": None if code == ErrorCode.NONE else code.name})
         responses.append({"name": t.name, "partitions": parts})

@@ -101,13 +101,6 @@ MARKER_TIMEOUT_S = 10.0
 VERIFY_TIMEOUT_S = 5.0
 
 
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -500,11 +493,11 @@ class TransactionCoordinator:
             VERIFY_TIMEOUT_S)
         out: dict[tuple[str, int], ErrorCode] = {}
         if resp.error_code:
-            return {tp: _code(resp.error_code) for tp in partitions}
+            return {tp: ErrorCode.of(resp.error_code) for tp in partitions}
         for r in resp.results_by_transaction:
             for t in r.topic_results:
                 for pr in t.results_by_partition:
-                    out[(t.name, pr.partition_index)] = _code(pr.partition_error_code)
+                    out[(t.name, pr.partition_index)] = ErrorCode.of(pr.partition_error_code)
         return out
 
     def _channel(self, broker_id: int) -> BrokerChannel | None:
@@ -782,7 +775,7 @@ class TransactionCoordinator:
         for mk in resp.markers:
             for t in mk.topics:
                 for pr in t.partitions:
-                    out[(t.name, pr.partition_index)] = _code(pr.error_code)
+                    out[(t.name, pr.partition_index)] = ErrorCode.of(pr.error_code)
         return out
 
     # -- tasks ------------------------------------------------------------------------------------------
