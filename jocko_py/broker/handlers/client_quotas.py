@@ -133,4 +133,4 @@ async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
             entries.append({
                 "entity": [{"entity_type": t, "entity_name": n} for t, n in ent],
                 "values": [{"key": k, "value": v} for k, v in sorted(values.items())]})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "entries": entries}

@@ -116,7 +116,7 @@ async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     results = []
     for r in req.resources:
-        res: dict[str, Any] = {"error_code": 0, "error_message": None,
+        res: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
                                "resource_type": r.resource_type,
                                "resource_name": r.resource_name, "configs": []}
         keys = list(r.configuration_keys) if r.configuration_keys is not None else None
@@ -214,7 +214,7 @@ async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
 
 async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: bool) -> dict[str, Any]:
     broker = ctx.broker
-    res: dict[str, Any] = {"error_code": 0, "error_message": None,
+    res: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
                            "resource_type": r.resource_type, "resource_name": r.resource_name}
     try:
         if not _authorized(ctx, "ALTER_CONFIGS", r.resource_type, r.resource_name):

@@ -52,7 +52,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not isinstance(quorum, RaftQuorum):
         now = int(time.time() * 1000)
         n = image.records_applied
-        part = {"partition_index": 0, "error_code": 0, "error_message": None,
+        part = {"partition_index": 0, "error_code": ErrorCode.NONE, "error_message": None,
                 "leader_id": broker.broker_id, "leader_epoch": 0, "high_watermark": n,
                 "current_voters": [_replica(broker.broker_id, n, now, now)], "observers": []}
         return _answer(ErrorCode.NONE, part, nodes)

@@ -67,7 +67,7 @@ async def elect_leaders(ctx: RequestContext, req: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"throttle_time_ms": 0, "replica_election_results": [
         {"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}
     if ctx.version >= 1:
-        out["error_code"] = 0
+        out["error_code"] = ErrorCode.NONE
     return out
 
 
@@ -121,7 +121,7 @@ async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> dict[s
             parts.append({"partition_index": p.partition_index, "error_code": code,
                           "error_message": None if code == ErrorCode.NONE else code.name})
         responses.append({"name": t.name, "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "responses": responses, "allow_replication_factor_change": allow_rf_change}
 
 
@@ -150,4 +150,4 @@ async def list_partition_reassignments(ctx: RequestContext, req: Any) -> dict[st
         ]
         if parts:
             topics.append({"name": name, "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": topics}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": topics}

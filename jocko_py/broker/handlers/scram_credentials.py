@@ -132,7 +132,7 @@ async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         by_user.setdefault(name, []).append({"mechanism": mech, "iterations": rec.iterations})
     results = []
     if not req.users:
-        results = [{"user": n, "error_code": 0, "error_message": None, "credential_infos": c}
+        results = [{"user": n, "error_code": ErrorCode.NONE, "error_message": None, "credential_infos": c}
                    for n, c in by_user.items()]
     else:
         wanted = [u.name for u in req.users]
@@ -146,6 +146,6 @@ async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
                                 "error_message": "Attempt to describe a user credential that "
                                 "does not exist", "credential_infos": []})
             else:
-                results.append({"user": n, "error_code": 0, "error_message": None,
+                results.append({"user": n, "error_code": ErrorCode.NONE, "error_message": None,
                                 "credential_infos": by_user[n]})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "results": results}

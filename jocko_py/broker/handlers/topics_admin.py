@@ -71,7 +71,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
     throttle = 0
     seen: set[str] = set()
     for t in req.topics:
-        entry: dict[str, Any] = {"name": t.name, "topic_id": ZERO, "error_code": 0,
+        entry: dict[str, Any] = {"name": t.name, "topic_id": ZERO, "error_code": ErrorCode.NONE,
                                  "error_message": None, "num_partitions": -1,
                                  "replication_factor": -1, "configs": None}
         try:
@@ -125,7 +125,7 @@ async def delete_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
     out = []
     throttle = 0
     for name, tid in wanted:
-        entry: dict[str, Any] = {"name": name, "topic_id": tid, "error_code": 0,
+        entry: dict[str, Any] = {"name": name, "topic_id": tid, "error_code": ErrorCode.NONE,
                                  "error_message": None}
         try:
             if name is None:
@@ -161,7 +161,7 @@ async def create_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
     out = []
     throttle = 0
     for t in req.topics:
-        entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
+        entry: dict[str, Any] = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
         try:
             if not authorize_topic(ctx, "ALTER", t.name):
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
