@@ -443,14 +443,14 @@ def validate_record_structure(
         data = compression.decompress(header.compression, mv, limit=max_decompressed)
     else:
         data = mv
-    err, n, bad_length, remaining = _walk(data, require_keys)
-    if err == 1:
+    status, n, bad_length, remaining = _walk(data, require_keys)
+    if status == 1:
         raise CorruptRecordError(f"record {n}: a varint runs past the end of the record")
-    if err == 2:
+    if status == 2:
         raise CorruptRecordError(f"record {n}: a varint is too long")
-    if err == 3:
+    if status == 3:
         raise CorruptRecordError(f"record {n} claims {bad_length} bytes, {remaining} left")
-    if err == 4:
+    if status == 4:
         raise InvalidRecordError("Compacted topic cannot accept message without key")
     if n != header.records_count:
         raise InvalidRecordError(
