@@ -180,7 +180,7 @@ class BrokerCollector:
                 repl.add_metric(lv, n_rep)
                 urp_p.add_metric(lv, 1 if n_isr < n_rep else 0)
                 under += n_isr < n_rep
-                under_min += n_isr < lg.config.min_insync_replicas
+                under_min += p.under_min_isr()
         yield from (size, segs, leo, lso, hw, isr, repl, urp_p)
         for name, doc, v in (
             ("kafka_server_replicamanager_partitioncount", "Partitions on this broker",

@@ -48,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jocko_py.cluster.metadata import PartitionImage
+from jocko_py.commitlog.config import effective_min_isr
 from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
 from jocko_py.commitlog.log import Log
 from jocko_py.protocol import records as rb
@@ -246,11 +247,11 @@ class Partition:
         if self.role is not Role.LEADER:
             return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                 message=f"broker {self.broker_id} is not the leader")
-        if acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
+        if acks == -1 and len(self.isr) < self.min_isr():
             return AppendResult(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 message=f"ISR {list(self.isr)} is smaller than min.insync.replicas="
-                        f"{self.log.config.min_insync_replicas}")
+                        f"{self.min_isr()}")
         try:
             batches = rb.split_batches(data, validate_crc=True)
             if not batches:
@@ -319,11 +320,13 @@ class Partition:
             log_start_offset=self.log.log_start_offset,
         )
 
+    def min_isr(self) -> int:
+        """The effective min ISR: `min.insync.replicas` capped by the replica count."""
+        return effective_min_isr(self.log.config.min_insync_replicas, len(self.replicas))
+
     def under_min_isr(self) -> bool:
-        """The committed ISR is smaller than the effective min ISR (min of
-        `min.insync.replicas` and the replica count)."""
-        return len(self.isr) < min(self.log.config.min_insync_replicas,
-                                   max(1, len(self.replicas)))
+        """The committed ISR is smaller than the effective min ISR."""
+        return len(self.isr) < self.min_isr()
 
     def maybe_advance_high_watermark(self) -> bool:
         """HW = min LEO over the maximal ISR (leader); True if it moved."""

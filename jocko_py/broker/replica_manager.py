@@ -424,7 +424,7 @@ class ReplicaManager:
             if left <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT
             await self.produce_waiters.wait_any([key], left)
-        if len(p.isr) < p.log.config.min_insync_replicas:
+        if p.under_min_isr():
             # Kafka: written and replicated to the ISR, but the ISR shrank below the
             # minimum meanwhile
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND

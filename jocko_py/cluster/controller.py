@@ -106,6 +106,7 @@ from jocko_py.cluster.metadata import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
+from jocko_py.commitlog.config import effective_min_isr
 from jocko_py.protocol.errors import ErrorCode
 
 log = logging.getLogger("jocko_py.cluster.controller")
@@ -253,7 +254,7 @@ class Controller:
             n = int(value) if value is not None else self.config.min_insync_replicas
         except ValueError:
             n = self.config.min_insync_replicas
-        return max(1, min(n, max(1, replicas)))
+        return effective_min_isr(n, replicas)
 
     def partition_change(
         self,

@@ -154,7 +154,7 @@ async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, c
         if check != E.NONE:
             out[tp] = check
             continue
-        if len(p.isr) < p.log.config.min_insync_replicas:
+        if p.under_min_isr():
             out[tp] = E.NOT_ENOUGH_REPLICAS  # as any acks=all write: the coordinator retries
             continue
         entries.append((tp[0], tp[1], rb.build_control_batch(
@@ -329,7 +329,7 @@ class TransactionCoordinator:
         p = self._partition(idx)
         if p is None or epoch is None:
             return E.NOT_COORDINATOR
-        if len(p.isr) < p.log.config.min_insync_replicas:
+        if p.under_min_isr():
             return E.COORDINATOR_NOT_AVAILABLE
         ts = now_ms()
         value = None if tombstone else txn_value(new)
