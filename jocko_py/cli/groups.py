@@ -121,7 +121,7 @@ def cmd_delete(adm: GroupAdmin, args: argparse.Namespace) -> int:
             _not_found(group)
             rc = 1
         elif code:
-            print(f"Group {group} not deleted: {ErrorCode(code).name}", file=sys.stderr)
+            print(f"Group {group} not deleted: {ErrorCode.of(code).name}", file=sys.stderr)
             rc = 1
         else:
             print(f"Deleted group {group}")
@@ -189,7 +189,7 @@ def cmd_reset(adm: GroupAdmin, args: argparse.Namespace) -> int:
         return 0
     errors = {tp: e for tp, e in adm.commit(group, plan).items() if e}
     for (t, p), e in sorted(errors.items()):
-        print(f"error: {t}-{p}: {ErrorCode(e).name}", file=sys.stderr)
+        print(f"error: {t}-{p}: {ErrorCode.of(e).name}", file=sys.stderr)
     return 1 if errors else 0
 
 
