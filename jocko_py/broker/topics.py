@@ -39,7 +39,7 @@ from jocko_py.cluster.metadata import (
     TopicRecord,
 )
 from jocko_py.cluster.quorum import MetadataQuorum, NotControllerError
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from jocko_py.broker.api import RequestContext
@@ -58,25 +58,18 @@ APPLY_TIMEOUT_S = 10.0
 R = TypeVar("R")
 
 
-class TopicError(Exception):
-    def __init__(self, code: ErrorCode, message: str | None):
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message
-
-
 def validate_topic_name(name: str | None) -> None:
     if not name:
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is empty")
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is empty")
     if name in (".", ".."):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name cannot be {name!r}")
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name cannot be {name!r}")
     if len(name) > MAX_TOPIC_NAME:
-        raise TopicError(
+        raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"Topic name is longer than {MAX_TOPIC_NAME} characters",
         )
     if not _LEGAL.match(name):
-        raise TopicError(
+        raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"Topic name {name!r} is illegal: it contains a character other than "
             "ASCII alphanumerics, '.', '_' and '-'",
@@ -91,10 +84,6 @@ def is_forwarded(ctx: RequestContext) -> bool:
     s = ctx.session
     return ctx.header.client_id == FORWARD_CLIENT_ID and (
         s is None or s.cluster_broker_id is not None)
-
-
-def _err(code: int) -> ErrorCode:
-    return ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class TopicManager:
@@ -135,19 +124,19 @@ class TopicManager:
         decision's response and, with ``forward.applied``, wait (bounded) until the
         local image shows the change. A request that was itself forwarded here
         (``forwarded``), or one that cannot be forwarded (``forward`` None), gets
-        NOT_CONTROLLER: nothing is forwarded twice. Raises TopicError (NOT_CONTROLLER:
+        NOT_CONTROLLER: nothing is forwarded twice. Raises KafkaError (NOT_CONTROLLER:
         no controller answered in time)."""
         for _ in range(2):
             try:
                 return await self.commit(decide)
             except NotControllerError:
                 if forwarded or forward is None:
-                    raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
+                    raise KafkaError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
             try:
                 return await self._forward_decision(forward)
             except _Local:
                 continue  # this broker just became the controller: decide here
-        raise TopicError(ErrorCode.NOT_CONTROLLER,
+        raise KafkaError(ErrorCode.NOT_CONTROLLER,
                          "this broker just became the controller; retry")
 
     async def _forward_decision(self, fw: Forward[R]) -> R:
@@ -194,7 +183,7 @@ class TopicManager:
                 await asyncio.sleep(0.1)
                 continue
             return resp
-        raise TopicError(ErrorCode.NOT_CONTROLLER, last)
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, last)
 
     async def _request_while_controller(self, ch: BrokerChannel, cid: int, api_key: int,
                                         version: int, body: dict[str, Any],
@@ -220,7 +209,7 @@ class TopicManager:
         try:
             return await self._controller_request(api_key, version, body, ok)
         except _Local:
-            raise TopicError(ErrorCode.NOT_CONTROLLER,
+            raise KafkaError(ErrorCode.NOT_CONTROLLER,
                              "this broker just became the controller; retry") from None
 
     async def _wait_applied(self, pred: Callable[[MetadataImage], bool]) -> None:
@@ -249,13 +238,13 @@ class TopicManager:
         num_partitions and replication_factor taken from it)."""
         validate_topic_name(name)
         if name in self.image.topics:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if num_partitions <= 0:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
             )
         if replication_factor <= 0:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
             )
         configs = dict(configs or {})
@@ -296,7 +285,7 @@ class TopicManager:
 
         def relayed(resp: Any) -> _Created:
             t = resp.topics[0]
-            return _err(t.error_code), t.error_message, t.topic_id
+            return ErrorCode.of(t.error_code), t.error_message, t.topic_id
 
         code, message, tid = await self.submit(decide, Forward(
             19, 7, body, relayed, lambda r: r.topics[0].error_code == ErrorCode.NOT_CONTROLLER,
@@ -305,7 +294,7 @@ class TopicManager:
         if code == ErrorCode.TOPIC_ALREADY_EXISTS and message is None:
             message = f"Topic '{name}' already exists."
         if code:
-            raise TopicError(code, message)
+            raise KafkaError(code, message)
         if created:
             log.info("[broker=%d] created topic %s (%s) with %d partition(s), RF %d, "
                      "configs %s", self.broker_id, name, tid, num_partitions,
@@ -317,7 +306,7 @@ class TopicManager:
                            rf: int | None) -> None:
         if check_manual_assignments(img, assignments, rf):
             bad = sorted({b for a in assignments for b in a if b not in img.brokers})
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Unknown broker id(s) {bad} in the replica assignment" if bad else
                 "Invalid replica assignment: every partition needs the same number of "
@@ -327,7 +316,7 @@ class TopicManager:
     @staticmethod
     def _check_rf(rf: int, live: int) -> None:
         if rf > live:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {rf} time(s): "
                 f"The target replication factor of {rf} cannot be reached "
@@ -337,7 +326,7 @@ class TopicManager:
     async def delete_topic(self, name: str, *, forwarded: bool = False) -> uuid.UUID:
         t = self.image.topics.get(name)
         if t is None:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 "This server does not host this topic-partition.",
             )
@@ -345,12 +334,12 @@ class TopicManager:
         code = await self.submit(
             lambda img: _code_result(self.quorum.controller.delete_topic(img, name)),
             Forward(20, 6, {"topics": [{"name": name, "topic_id": _ZERO}], "timeout_ms": 30000},
-                    lambda r: _err(r.responses[0].error_code),
+                    lambda r: ErrorCode.of(r.responses[0].error_code),
                     lambda r: r.responses[0].error_code == ErrorCode.NOT_CONTROLLER,
                     applied=lambda img, c: c != ErrorCode.NONE or img.topic_by_id(tid) is None),
             forwarded=forwarded)
         if code:
-            raise TopicError(code, "This server does not host this topic-partition."
+            raise KafkaError(code, "This server does not host this topic-partition."
                              if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)
         log.info("[broker=%d] deleted topic %s (%s)", self.broker_id, name, tid)
         return tid
@@ -360,24 +349,24 @@ class TopicManager:
                                 assignments: list[tuple[int, ...]] | None = None) -> None:
         t = self.image.topics.get(name)
         if t is None:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 "This server does not host this topic-partition.",
             )
         current = len(t.partitions)
         if count < current:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.INVALID_PARTITIONS,
                 f"Topic currently has {current} partitions, which is higher than the "
                 f"requested {count}.",
             )
         if count == current:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
             )
         if assignments:
             if len(assignments) != count - current:
-                raise TopicError(
+                raise KafkaError(
                     ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     f"Increasing the number of partitions by {count - current} but "
                     f"{len(assignments)} assignments provided.")
@@ -392,13 +381,13 @@ class TopicManager:
             lambda img: _code_result(self.quorum.controller.create_partitions(
                 img, name, count, assignments)).map(_no_message),
             Forward(37, 3, body,
-                    lambda r: (_err(r.results[0].error_code), r.results[0].error_message),
+                    lambda r: (ErrorCode.of(r.results[0].error_code), r.results[0].error_message),
                     lambda r: r.results[0].error_code == ErrorCode.NOT_CONTROLLER,
                     applied=lambda img, r: r[0] != ErrorCode.NONE or (
                         name in img.topics and len(img.topics[name].partitions) >= count)),
             forwarded=forwarded)
         if code:
-            raise TopicError(code, message)
+            raise KafkaError(code, message)
 
     async def set_topic_configs(self, name: str, changes: dict[str, str | None], *,
                                 forwarded: bool = False) -> None:
@@ -417,14 +406,14 @@ class TopicManager:
             lambda img: _code_result(self.quorum.controller.alter_config(
                 img, resource_type, name, changes)).map(_no_message),
             Forward(44, 1, body,
-                    lambda r: (_err(r.responses[0].error_code), r.responses[0].error_message),
+                    lambda r: (ErrorCode.of(r.responses[0].error_code), r.responses[0].error_message),
                     lambda r: r.responses[0].error_code == ErrorCode.NOT_CONTROLLER,
                     applied=lambda img, r: r[0] != ErrorCode.NONE or all(
                         img.configs(resource_type, name).get(k) == v
                         for k, v in changes.items())),
             forwarded=forwarded)
         if code:
-            raise TopicError(code, message)
+            raise KafkaError(code, message)
 
     async def update_features(self, levels: dict[str, int], *, forwarded: bool = False) -> None:
         """FeatureLevelRecords for the changed features, written by the controller."""
@@ -434,13 +423,13 @@ class TopicManager:
         code, message = await self.submit(
             lambda img: _code_result(
                 self.quorum.controller.update_features(img, levels)).map(_no_message),
-            Forward(57, 1, body, lambda r: (_err(r.error_code), r.error_message),
+            Forward(57, 1, body, lambda r: (ErrorCode.of(r.error_code), r.error_message),
                     lambda r: r.error_code == ErrorCode.NOT_CONTROLLER,
                     applied=lambda img, r: r[0] != ErrorCode.NONE or all(
                         img.features.get(k) == v for k, v in levels.items())),
             forwarded=forwarded)
         if code:
-            raise TopicError(code, message)
+            raise KafkaError(code, message)
 
     # ------------------------------------------------------------------ producer ids
 
@@ -452,7 +441,7 @@ class TopicManager:
             code, recs, _ = self.quorum.controller.allocate_producer_ids(
                 img, broker_id, broker_epoch)
             if code:
-                return ControllerResult([], (_err(code), -1, 0))
+                return ControllerResult([], (ErrorCode.of(code), -1, 0))
             got = committed_producer_block(img, recs[0])  # type: ignore[arg-type]
             if got is None:
                 return ControllerResult(recs, (ErrorCode.UNKNOWN_SERVER_ERROR, -1, 0))
@@ -461,9 +450,9 @@ class TopicManager:
         try:
             return await self.submit(decide, Forward(
                 67, 0, {"broker_id": broker_id, "broker_epoch": broker_epoch},
-                lambda r: (_err(r.error_code), r.producer_id_start, r.producer_id_len),
+                lambda r: (ErrorCode.of(r.error_code), r.producer_id_start, r.producer_id_len),
                 lambda r: r.error_code == ErrorCode.NOT_CONTROLLER), forwarded=forwarded)
-        except TopicError as e:
+        except KafkaError as e:
             if forwarded:
                 return e.code, -1, 0
             raise
@@ -475,7 +464,7 @@ class TopicManager:
                 epoch = b.broker_epoch if b is not None else -1
                 code, start, count = await self.allocate_producer_block(self.broker_id, epoch)
                 if code:
-                    raise TopicError(code, "could not allocate producer ids")
+                    raise KafkaError(code, "could not allocate producer ids")
                 self._pid_next, self._pid_limit = start, start + count
             pid = self._pid_next
             self._pid_next += 1
@@ -501,7 +490,7 @@ class TopicManager:
             return await self.submit(self._alter_partition_decision(
                 broker_id, topic_id, partition, leader_epoch, partition_epoch, new_isr,
                 member_epochs), None, forwarded=True)
-        except TopicError as e:
+        except KafkaError as e:
             return e.code
 
     async def alter_partition(self, change: IsrChange) -> ErrorCode:
@@ -519,8 +508,8 @@ class TopicManager:
 
         def relayed(resp: Any) -> ErrorCode:
             if resp.error_code:
-                return _err(resp.error_code)
-            return _err(resp.topics[0].partitions[0].error_code)
+                return ErrorCode.of(resp.error_code)
+            return ErrorCode.of(resp.topics[0].partitions[0].error_code)
 
         try:
             return await self.submit(self._alter_partition_decision(
@@ -529,7 +518,7 @@ class TopicManager:
                 Forward(56, 3, body, relayed,
                         lambda r: r.error_code == ErrorCode.NOT_CONTROLLER),
                 forwarded=False)
-        except TopicError as e:
+        except KafkaError as e:
             return e.code
 
 
@@ -543,7 +532,7 @@ def _no_message(code: ErrorCode) -> tuple[ErrorCode, str | None]:
 
 def _code_result(decision: tuple[int, list[MetadataRecord]]) -> ControllerResult[ErrorCode]:
     code, records = decision
-    return ControllerResult(records if code == 0 else [], _err(code))
+    return ControllerResult(records if code == ErrorCode.NONE else [], ErrorCode.of(code))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from jocko_py.broker.topics import Forward, TopicError, TopicManager
+from jocko_py.broker.topics import Forward, TopicManager
 from jocko_py.cluster.controller import ControllerConfig
 from jocko_py.cluster.controller_result import ControllerResult
 from jocko_py.cluster.metadata import (
@@ -23,7 +23,7 @@ from jocko_py.cluster.metadata import (
     MetadataRecord,
 )
 from jocko_py.cluster.quorum import MetadataQuorum
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 
 class FakeQuorum(MetadataQuorum):
@@ -91,7 +91,7 @@ def test_forwarded_request_on_a_non_controller_is_not_controller() -> None:
         ch = TopicManager(q, 1)
         calls: list[MetadataImage] = []
         for forward in (_forward(), None):
-            with pytest.raises(TopicError) as e:
+            with pytest.raises(KafkaError) as e:
                 await ch.submit(_decide("k", calls), forward, forwarded=True)
             assert e.value.code == ErrorCode.NOT_CONTROLLER
         assert calls == [] and q.proposed == []
@@ -129,9 +129,9 @@ def test_an_exception_in_a_decision_commits_nothing() -> None:
         ch = TopicManager(q, 1)
 
         def decide(img: MetadataImage) -> ControllerResult[str]:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "no")
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "no")
 
-        with pytest.raises(TopicError):
+        with pytest.raises(KafkaError):
             await ch.submit(decide, None, forwarded=False)
         assert q.proposed == [] and not q.lock.locked()
         assert q.image.records_applied == 0

@@ -17,7 +17,7 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.topics import Forward, TopicError, is_forwarded
+from jocko_py.broker.topics import Forward, is_forwarded
 from jocko_py.cluster.acl_control import (
     AclBinding,
     AclBindingFilter,
@@ -29,7 +29,7 @@ from jocko_py.cluster.acl_control import (
 )
 from jocko_py.cluster.controller_result import ControllerResult
 from jocko_py.cluster.metadata import MetadataImage
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 NO_AUTHORIZER = "No Authorizer is configured."
 
@@ -84,7 +84,7 @@ async def create_acls(ctx: RequestContext, req: Any) -> dict[str, Any]:
                                               for x in r.results))
     try:
         return await ctx.broker.topics.submit(decide, forward, forwarded=is_forwarded(ctx))
-    except TopicError as e:
+    except KafkaError as e:
         return fail(e.code, e.message)
 
 
@@ -108,7 +108,7 @@ async def describe_acls(ctx: RequestContext, req: Any) -> dict[str, Any]:
             by_resource.setdefault((r.resource_type, r.resource_name, r.pattern_type), []).append(
                 {"principal": r.principal, "host": r.host, "operation": r.operation,
                  "permission_type": r.permission_type})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": [
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "resources": [
         {"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
         for (t, n, p), acls in by_resource.items()]}
 
@@ -130,7 +130,7 @@ async def delete_acls(ctx: RequestContext, req: Any) -> dict[str, Any]:
     def body(results: list[AclDeleteResult]) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "filter_results": [
             {"error_code": x.error, "error_message": x.message, "matching_acls": [
-                {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+                {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": r.resource_type,
                  "resource_name": r.resource_name, "pattern_type": r.pattern_type,
                  "principal": r.principal, "host": r.host, "operation": r.operation,
                  "permission_type": r.permission_type} for r in x.deleted]}
@@ -144,5 +144,5 @@ async def delete_acls(ctx: RequestContext, req: Any) -> dict[str, Any]:
                                               for x in r.filter_results))
     try:
         return await ctx.broker.topics.submit(decide, forward, forwarded=is_forwarded(ctx))
-    except TopicError as e:
+    except KafkaError as e:
         return fail(e.code, e.message)

@@ -19,11 +19,11 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.topics import Forward, TopicError, is_forwarded
+from jocko_py.broker.topics import Forward, is_forwarded
 from jocko_py.cluster.client_quota_control import QuotaAlteration, QuotaAlterResult, QuotaOp
 from jocko_py.cluster.controller_result import ControllerResult
 from jocko_py.cluster.metadata import MetadataImage
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
 
@@ -65,7 +65,7 @@ async def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
         lambda r: any(x.error_code == ErrorCode.NOT_CONTROLLER for x in r.entries))
     try:
         return await ctx.broker.topics.submit(decide, forward, forwarded=is_forwarded(ctx))
-    except TopicError as e:
+    except KafkaError as e:
         return fail(e.code, e.message)
 
 
@@ -103,4 +103,4 @@ async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
             entries.append({
                 "entity": [{"entity_type": t, "entity_name": n} for t, n in ent],
                 "values": [{"key": k, "value": v} for k, v in sorted(values.items())]})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "entries": entries}

@@ -25,21 +25,16 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.topics import Forward, TopicError, is_forwarded
+from jocko_py.broker.topics import Forward, is_forwarded
 from jocko_py.cluster.controller_result import ControllerResult
 from jocko_py.cluster.metadata import MetadataImage, MetadataRecord
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 
 def _relay(ctx: RequestContext, key: int, req: Any) -> Forward[dict[str, Any]]:
     """Forward the request as it came and relay the controller's answer."""
     return Forward(key, ctx.version, dict(req), lambda r: dict(r),
                    lambda r: r.error_code == ErrorCode.NOT_CONTROLLER)
-
-
-def _code(code: int) -> ErrorCode:
-    return ErrorCode(code) if code in ErrorCode._value2member_map_ \
-        else ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 @api(43, 0, 2)
@@ -58,20 +53,20 @@ async def elect_leaders(ctx: RequestContext, req: Any) -> dict[str, Any]:
         results, records = broker.quorum.controller.elect_leaders(img, wanted, unclean)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, pid), c in results.items():
-            code = _code(c)
+            code = ErrorCode.of(c)
             by_topic.setdefault(topic, []).append(
                 {"partition_id": pid, "error_code": code,
                  "error_message": None if code == ErrorCode.NONE else code.name})
         out: dict[str, Any] = {"throttle_time_ms": 0, "replica_election_results": [
             {"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}
         if ctx.version >= 1:
-            out["error_code"] = 0
+            out["error_code"] = ErrorCode.NONE
         return ControllerResult(records, out)
 
     try:
         return await broker.topics.submit(decide, _relay(ctx, 43, req),
                                           forwarded=is_forwarded(ctx))
-    except TopicError as e:
+    except KafkaError as e:
         return {"throttle_time_ms": 0, "error_code": e.code, "replica_election_results": []}
 
 
@@ -119,20 +114,20 @@ async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> dict[s
                     continue
                 c, recs = broker.quorum.controller.reassign(img, t.name, p.partition_index,
                                                             target)
-                code = _code(c)
+                code = ErrorCode.of(c)
                 if code == ErrorCode.NONE:
                     records.extend(recs)
                 parts.append({"partition_index": p.partition_index, "error_code": code,
                               "error_message": None if code == ErrorCode.NONE else code.name})
             responses.append({"name": t.name, "partitions": parts})
         return ControllerResult(records, {
-            "throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "responses": responses, "allow_replication_factor_change": allow_rf_change})
 
     try:
         return await broker.topics.submit(decide, _relay(ctx, 45, req),
                                           forwarded=is_forwarded(ctx))
-    except TopicError as e:
+    except KafkaError as e:
         return {"throttle_time_ms": 0, "error_code": e.code, "error_message": None,
                 "responses": [], "allow_replication_factor_change": allow_rf_change}
 
@@ -162,4 +157,4 @@ async def list_partition_reassignments(ctx: RequestContext, req: Any) -> dict[st
         ]
         if parts:
             topics.append({"name": name, "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": topics}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": topics}

@@ -19,11 +19,11 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.topics import Forward, TopicError, is_forwarded
+from jocko_py.broker.topics import Forward, is_forwarded
 from jocko_py.cluster.controller_result import ControllerResult
 from jocko_py.cluster.metadata import MetadataImage
 from jocko_py.cluster.scram_control import ScramAlterResult, ScramDeletion, ScramUpsertion
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 
 @api(51, 0, 0)
@@ -57,7 +57,7 @@ async def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
         lambda r: any(x.error_code == ErrorCode.NOT_CONTROLLER for x in r.results))
     try:
         return await ctx.broker.topics.submit(decide, forward, forwarded=is_forwarded(ctx))
-    except TopicError as e:
+    except KafkaError as e:
         return all_fail(e.code, e.message)
 
 
@@ -72,7 +72,7 @@ async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         by_user.setdefault(name, []).append({"mechanism": mech, "iterations": rec.iterations})
     results = []
     if not req.users:
-        results = [{"user": n, "error_code": 0, "error_message": None, "credential_infos": c}
+        results = [{"user": n, "error_code": ErrorCode.NONE, "error_message": None, "credential_infos": c}
                    for n, c in by_user.items()]
     else:
         wanted = [u.name for u in req.users]
@@ -86,6 +86,6 @@ async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
                                 "error_message": "Attempt to describe a user credential that "
                                 "does not exist", "credential_infos": []})
             else:
-                results.append({"user": n, "error_code": 0, "error_message": None,
+                results.append({"user": n, "error_code": ErrorCode.NONE, "error_message": None,
                                 "credential_infos": by_user[n]})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "results": results}
