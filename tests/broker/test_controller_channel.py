@@ -1,4 +1,4 @@
-"""The one commit-or-forward path (`TopicManager.submit`), in-process over a fake
+"""The one commit-or-forward path (`ControllerChannel.submit`), in-process over a fake
 quorum: on the active controller a decision's records are committed before its
 response is given; elsewhere the request is forwarded and the answer read back; a
 forwarded request is never forwarded again. (Forwarding between real brokers is
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from jocko_py.broker.topics import Forward, TopicManager
+from jocko_py.broker.controller_channel import ControllerChannel, Forward
 from jocko_py.cluster.controller import ControllerConfig
 from jocko_py.cluster.controller_result import ControllerResult
 from jocko_py.cluster.metadata import (
@@ -74,7 +74,7 @@ def _forward() -> Forward[str]:
 def test_active_controller_commits_then_answers() -> None:
     async def run() -> None:
         q = FakeQuorum(active=True)
-        ch = TopicManager(q, 1)
+        ch = ControllerChannel(q, 1)
         calls: list[MetadataImage] = []
         assert await ch.submit(_decide("k", calls), _forward(), forwarded=False) == "set"
         assert q.image.configs(CONFIG_RESOURCE_BROKER, "") == {"k": "v"}
@@ -88,7 +88,7 @@ def test_active_controller_commits_then_answers() -> None:
 def test_forwarded_request_on_a_non_controller_is_not_controller() -> None:
     async def run() -> None:
         q = FakeQuorum(active=False)
-        ch = TopicManager(q, 1)
+        ch = ControllerChannel(q, 1)
         calls: list[MetadataImage] = []
         for forward in (_forward(), None):
             with pytest.raises(KafkaError) as e:
@@ -101,7 +101,7 @@ def test_forwarded_request_on_a_non_controller_is_not_controller() -> None:
 def test_non_controller_forwards_and_waits_until_applied() -> None:
     async def run() -> None:
         q = FakeQuorum(active=False)
-        ch = TopicManager(q, 1)
+        ch = ControllerChannel(q, 1)
         sent: list[tuple[int, int]] = []
 
         async def controller_request(api_key: int, version: int, body: dict[str, Any],
@@ -126,7 +126,7 @@ def test_non_controller_forwards_and_waits_until_applied() -> None:
 def test_an_exception_in_a_decision_commits_nothing() -> None:
     async def run() -> None:
         q = FakeQuorum(active=True)
-        ch = TopicManager(q, 1)
+        ch = ControllerChannel(q, 1)
 
         def decide(img: MetadataImage) -> ControllerResult[str]:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "no")

@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.controller_channel import Forward, is_forwarded
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.topics import Forward, is_forwarded
 from jocko_py.cluster.client_quota_control import QuotaAlteration, QuotaAlterResult, QuotaOp
 from jocko_py.cluster.controller_result import ControllerResult
 from jocko_py.cluster.metadata import MetadataImage

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.controller_channel import is_forwarded
 from jocko_py.broker.features import SAFE_DOWNGRADE, UPGRADE, check_update, finalized
-from jocko_py.broker.topics import is_forwarded
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from jocko_py.broker.api import RequestContext
     from jocko_py.broker.partition import IsrChange
 
-log = logging.getLogger("jocko_py.broker.topics")
+log = logging.getLogger("jocko_py.broker.controller_channel")
 
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -86,7 +86,7 @@ def is_forwarded(ctx: RequestContext) -> bool:
         s is None or s.cluster_broker_id is not None)
 
 
-class TopicManager:
+class ControllerChannel:
     def __init__(self, quorum: MetadataQuorum, broker_id: int) -> None:
         self.quorum = quorum
         self.broker_id = broker_id
