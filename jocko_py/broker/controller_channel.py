@@ -15,7 +15,8 @@ waits (bounded) until the local image shows the change, so the next Metadata req
 on this broker sees it. A forwarded request that reaches a broker that is no longer
 the controller gets NOT_CONTROLLER (it is never forwarded twice).
 
-Topic names are validated here, as Kafka's broker does before asking its controller.
+Topic names are validated here (`topics.py`), as Kafka's broker does before asking
+its controller.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from jocko_py.broker.inter_broker import BrokerChannel, ClientSecurity
+from jocko_py.broker.topics import validate_topic_name
 from jocko_py.cluster.controller import check_manual_assignments, committed_producer_block
 from jocko_py.cluster.controller_result import ControllerResult
 from jocko_py.cluster.metadata import (
@@ -47,33 +48,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jocko_py.broker.controller_channel")
 
-MAX_TOPIC_NAME = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 FORWARD_CLIENT_ID = "jocko-py-forward"
 CONTROLLER_TIMEOUT_S = 15.0
 CONTROLLER_POLL_S = 0.1  # how often an in-flight forward checks the controller is still it
 APPLY_TIMEOUT_S = 10.0
 
 R = TypeVar("R")
-
-
-def validate_topic_name(name: str | None) -> None:
-    if not name:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is empty")
-    if name in (".", ".."):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name cannot be {name!r}")
-    if len(name) > MAX_TOPIC_NAME:
-        raise KafkaError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name is longer than {MAX_TOPIC_NAME} characters",
-        )
-    if not _LEGAL.match(name):
-        raise KafkaError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name {name!r} is illegal: it contains a character other than "
-            "ASCII alphanumerics, '.', '_' and '-'",
-        )
 
 
 def is_forwarded(ctx: RequestContext) -> bool:

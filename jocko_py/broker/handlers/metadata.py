@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
-from jocko_py.broker.controller_channel import INTERNAL_TOPICS, validate_topic_name
 from jocko_py.broker.metadata_cache import (
     AUTHORIZED_OPS_NOT_REQUESTED,
     ZERO,
@@ -37,6 +36,7 @@ from jocko_py.broker.security.authz import (
     denied_topics,
     may_create_topic,
 )
+from jocko_py.broker.topics import INTERNAL_TOPICS, validate_topic_name
 from jocko_py.cluster.metadata import TopicImage
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 from jocko_py.protocol.wire import Encoded

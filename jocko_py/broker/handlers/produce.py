@@ -29,10 +29,10 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import NO_RESPONSE, NoResponse, RequestContext, api
-from jocko_py.broker.controller_channel import INTERNAL_TOPICS, validate_topic_name
 from jocko_py.broker.leader_discovery import LEADER_HINT_ERRORS, current_leader, node_endpoints
 from jocko_py.broker.partition import AppendResult
 from jocko_py.broker.security.authz import authorize_topic, authorize_transactional_id
+from jocko_py.broker.topics import INTERNAL_TOPICS, validate_topic_name
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode, KafkaError, ProtocolError
 
