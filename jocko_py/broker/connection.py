@@ -179,9 +179,11 @@ class Connection:
         transport holds; return that byte, read once the bytes sent are known to be
         the ones read (RegionChanged otherwise). Out of descriptors for the two dups
         (file, socket): the region is read instead."""
+        stats = self.broker.stats
         try:
             src = region.open()
         except OSError:
+            stats.zero_copy_fallback_bytes += region.size
             return region.read()
         try:
             sock = self.writer.get_extra_info("socket")
@@ -190,6 +192,7 @@ class Connection:
                 # transport's, and the transport is idle (empty) meanwhile
                 dst = os.dup(sock.fileno())
             except OSError:
+                stats.zero_copy_fallback_bytes += region.size
                 return region.read()
             try:
                 await self._drain_all()
@@ -209,6 +212,7 @@ class Connection:
                 last = os.pread(src, 1, pos)
                 if len(last) != 1:
                     raise RegionChanged(f"{region!r}: the file ends at {pos}")
+                stats.zero_copy_bytes += region.size
                 return last
             finally:
                 os.close(dst)
