@@ -217,7 +217,7 @@ class Connection:
             finally:
                 os.close(dst)
         finally:
-            os.close(src)
+            region.close(src)
 
     async def _drain_all(self) -> None:
         """Until the transport has written everything it holds."""

@@ -111,10 +111,16 @@ class FileRegion(OutOfLine):
                                     f"bytes {self.position}-{end} were being sent")
 
     def open(self) -> int:
-        """A descriptor of our own on the segment's file (closed by the caller). Raises
-        RegionChanged, or OSError / KafkaStorageError when no descriptor is left."""
+        """A descriptor of our own on the segment's file, counted against the open-file
+        bound until `close` (fd_cache.py). Raises RegionChanged, or OSError /
+        KafkaStorageError when no descriptor is left."""
         self.check()
-        return os.dup(self.segment._fdesc())
+        return HANDLES.borrow(self.segment, self.segment._fdesc())
+
+    @staticmethod
+    def close(fd: int) -> None:
+        """Give back a descriptor from `open`."""
+        HANDLES.give_back(fd)
 
     def read(self) -> bytes:
         """The bytes, read (a TLS connection, or no descriptor left for `open`)."""

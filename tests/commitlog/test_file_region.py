@@ -91,7 +91,7 @@ def test_region_refuses_bytes_changed_since_the_read(tmp_path: Path) -> None:
         early.check(opened=True)
         assert os.pread(fd, early.size, early.position) == expected
     finally:
-        os.close(fd)
+        early.close(fd)
     with pytest.raises(RegionChanged):
         early.open()  # deleted before its send began
     with pytest.raises(RegionChanged):
