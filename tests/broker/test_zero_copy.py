@@ -25,6 +25,7 @@ from typing import Any
 import confluent_kafka
 import confluent_kafka.admin
 import kafka
+import pytest
 
 from jocko_py.broker.connection import Connection
 from jocko_py.broker.stats import BrokerStats
@@ -263,3 +264,57 @@ def zero_copy_bytes(port: int) -> float:
                 return float(line.split()[1])
     return 0.0
 
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_regions_leave_in_order_after_bytes_the_transport_holds(
+        tmp_path: Path, loop: str) -> None:
+    """Several responses queued at once, in-memory parts (one of several MiB, which the
+    transport cannot write at once to a slow reader) before, between and after regions:
+    the reader gets exactly their concatenation, in order (on both event loops)."""
+    import uvloop
+
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    for i in range(30):
+        lg.append(build_batch([NewRecord(None, os.urandom(100_000), (), NOW + i)]), 0,
+                  now_ms=NOW)
+    r1 = lg.read(0, 1 << 20, region_min=1).records
+    r2 = lg.read(15, 2 << 20, region_min=1).records
+    assert isinstance(r1, FileRegion) and isinstance(r2, FileRegion)
+    parts: list[Any] = [b"head", os.urandom(6 << 20), r1, b"mid", r2, os.urandom(300_000)]
+    expected = b"".join(p.read() if isinstance(p, FileRegion) else p for p in parts)
+
+    async def run() -> bytes:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            conn = Connection.__new__(Connection)
+            conn.writer, conn.peer, conn.has_regions = writer, "test", True
+            conn.broker = types.SimpleNamespace(stats=BrokerStats())  # type: ignore[assignment]
+            conn.outs = list(parts)
+            await conn.send()
+            await writer.drain()
+            writer.close()
+            done.set_result(None)
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            got = bytearray()
+            while chunk := await asyncio.wait_for(reader.read(64 * 1024), 20):
+                got += chunk
+                if len(got) < 1 << 20:
+                    await asyncio.sleep(0.01)  # slow at first: the transport buffers
+            await asyncio.wait_for(done, 20)
+            writer.close()
+            return bytes(got)
+        finally:
+            server.close()
+
+    factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        got = runner.run(run())
+    lg.close()
+    assert len(got) == len(expected)
+    assert got == expected
