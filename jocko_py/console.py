@@ -450,7 +450,7 @@ def describe_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
     """Groups as `jocko-py groups describe` (Kafka's kafka-consumer-groups --describe)
     shows them: every partition committed or assigned to a member (classic and
     consumer-protocol groups), with its committed offset, log start and log end."""
-    from jocko_py.cli_groups import GroupAdmin, parse_assignment
+    from jocko_py.admin import GroupAdmin, parse_assignment
 
     adm = GroupAdmin(c)
     try:
@@ -1176,7 +1176,7 @@ class Console:
                              f"Created topic {name} with {t.num_partitions} partition(s)")
 
     async def _reset(self, gid: str, to: str) -> Response:
-        from jocko_py.cli_groups import GroupAdmin
+        from jocko_py.admin import GroupAdmin
 
         # as OffsetCommit: READ on the group and on every topic it commits
         self.require("READ", GROUP, gid)
