@@ -86,8 +86,7 @@ def test_the_client_raises_the_same_kafka_error() -> None:
      ErrorCode.INVALID_REQUEST),
     (lambda: SaslFailed("Authentication failed"), ErrorCode.SASL_AUTHENTICATION_FAILED),
 ])
-def test_errors_of_one_code_are_kafka_errors(make: object, code: ErrorCode,
-                                                            ) -> None:
+def test_errors_of_one_code_are_kafka_errors(make: object, code: ErrorCode) -> None:
     e = make()  # type: ignore[operator]
     assert isinstance(e, KafkaError)
     assert e.code is code
