@@ -4,7 +4,7 @@ in-memory path gives, pipelined responses keep their order, real consumers (libr
 kafka-python) read big compressed batches exactly, followers of a 3-broker cluster end
 up with segment files identical to the leader's, and a segment cut while its bytes are
 being sent closes the connection with the frame incomplete, never complete with other
-bytes.
+bytes, and a TLS listener answers the same bytes read into memory.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ from jocko_py.commitlog import Log, LogConfig
 from jocko_py.commitlog.segment import FileRegion
 from jocko_py.protocol import codec
 from jocko_py.protocol.records import NewRecord, build_batch
+
+# the secure broker of tests/security (PLAINTEXT and SSL listeners), as a fixture here
+from tests.security.conftest import SecureBroker, pki, secure_broker  # noqa: F401
+from tests.security.raw import Raw
 from tests.support.broker import BrokerProcess, free_port
 from tests.support.cluster import Cluster
 
@@ -323,3 +327,29 @@ def test_regions_leave_in_order_after_bytes_the_transport_holds(
     lg.close()
     assert len(got) == len(expected)
     assert got == expected
+
+
+def test_tls_listener_answers_the_same_bytes_from_memory(
+        secure_broker: SecureBroker) -> None:  # noqa: F811 (the imported fixture)
+    """A TLS listener reads regions into memory (sendfile would bypass TLS): the same
+    big Fetch answered on PLAINTEXT (sendfile) and on SSL is byte for byte the same."""
+    plain = secure_broker.addr("PLAINTEXT")
+    rng = random.Random(5)
+    with Client(plain) as c:
+        c.create_topic("zc-tls", 2)
+        produce_varied(c, "zc-tls", 2, rng, 16)
+        tid = next(t.topic_id for t in c.metadata(["zc-tls"]).topics)
+        ends = {p: c.fetch("zc-tls", p, 0, max_wait_ms=0).high_watermark for p in (0, 1)}
+    reqs = fetch_requests("zc-tls", tid, rng, ends, 8)
+    over_plaintext = answers(plain, reqs)
+    with Raw(secure_broker.addr("SSL"), ca=str(secure_broker.pki.ca.cert)) as tls:
+        over_tls = []
+        for r in reqs:
+            tls.sock.sendall(r)
+            head = tls._exact(4)
+            assert head is not None
+            body = tls._exact(struct.unpack(">i", head)[0])
+            assert body is not None
+            over_tls.append(head + body)
+    assert over_tls == over_plaintext
+    assert sum(len(x) for x in over_tls) > 1 << 20
