@@ -183,8 +183,6 @@ async def streams_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, An
         "throttle_time_ms": 0, "error_code": 0, "error_message": None,
         "member_id": r.member_id, "member_epoch": r.member_epoch,
         "heartbeat_interval_ms": cfg.heartbeat_interval_ms,
-        "acceptable_recovery_lag_legacy": min(cfg.acceptable_recovery_lag, 2**31 - 1),
-        "acceptable_recovery_lag": cfg.acceptable_recovery_lag,
         "task_offset_interval_ms": cfg.task_offset_interval_ms,
         "status": [{"status_code": int(c), "status_detail": d} for c, d in status]
         if status else None,
@@ -193,6 +191,10 @@ async def streams_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, An
         "endpoint_information_epoch": r.endpoint_information_epoch,
         "partitions_by_user_endpoint": None,
     }
+    if ctx.version == 0:
+        out["acceptable_recovery_lag_legacy"] = min(cfg.acceptable_recovery_lag, 2**31 - 1)
+    else:
+        out["acceptable_recovery_lag"] = cfg.acceptable_recovery_lag
     if r.assignment is not None:
         out["active_tasks"] = _task_list(r.assignment.active)
         out["standby_tasks"] = _task_list(r.assignment.standby)
