@@ -24,8 +24,10 @@ from pathlib import Path
 import pytest
 
 from jocko_py.client import Client
+from jocko_py.console import describe_groups
 from jocko_py.protocol import records as rb
 from tests.groups.harness import BROKER_OVERRIDES, wait_until
+from tests.groups.test_cli import cli
 from tests.support.broker import REPO, BrokerProcess
 from tests.support.prereq import missing
 
@@ -186,6 +188,17 @@ def test_word_count_exactly_once_with_streams_protocol(sbroker: BrokerProcess,
         state = streams_groups("--bootstrap-server", b, "--describe", "--group", "wc",
                                "--state")
         assert "Stable" in state, state
+        # jocko-py's own tool and the console's view
+        r = cli(sbroker, "describe", "wc")
+        assert r.returncode == 0, r.stderr
+        assert "Group wc: streams protocol, state Stable" in r.stdout, r.stdout
+        assert re.search(r"\s0:\[0,1,2\] 1:\[0,1,2\]\s", r.stdout), r.stdout
+        r = cli(sbroker, "list", "-v")
+        assert re.search(r"^wc\s+Stable\s+streams\s+streams$", r.stdout, re.M), r.stdout
+        with Client(b) as c:
+            [view] = describe_groups(c, ["wc"])
+        assert view["type"] == "streams" and view["state"] == "Stable"
+        assert view["members"][0][3] == {"active 0": [0, 1, 2], "active 1": [0, 1, 2]}
     finally:
         rc = app.stop()
     # SIGTERM: the JVM exits with 143 once the shutdown hook has closed the app

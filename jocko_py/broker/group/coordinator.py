@@ -47,7 +47,6 @@ from jocko_py.broker.group.offsets_store import (
     offset_key,
     offset_value,
 )
-from jocko_py.broker.group.streams_service import StreamsGroups
 from jocko_py.broker.group.state import (
     Group,
     GroupState,
@@ -56,6 +55,7 @@ from jocko_py.broker.group.state import (
     OffsetAndMetadata,
     SyncResult,
 )
+from jocko_py.broker.group.streams_service import StreamsGroups
 from jocko_py.broker.purgatory import before_park, parked
 from jocko_py.protocol import messages
 from jocko_py.protocol.errors import ErrorCode

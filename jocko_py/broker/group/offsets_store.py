@@ -47,6 +47,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jocko_py.broker.group import streams_records
 from jocko_py.broker.group.consumer import (
     ConsumerGroupModel,
     CurrentRecord,
@@ -54,7 +55,6 @@ from jocko_py.broker.group.consumer import (
     TopicPartition,
     group_assignment,
 )
-from jocko_py.broker.group import streams_records
 from jocko_py.broker.group.state import Group, GroupState, Member, OffsetAndMetadata
 from jocko_py.broker.topics import TopicError
 from jocko_py.protocol import messages

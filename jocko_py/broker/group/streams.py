@@ -256,10 +256,10 @@ def _decide_partitions(topology: Topology, topics: Mapping[str, int]) -> dict[st
             known = [c for c in (count(n) for n in names) if c is not None]
             if not known:
                 continue
-            n = max(known)
+            most = max(known)
             for sink in s.repartition_sink_topics:
-                if sink in flexible and sink not in topics and decided.get(sink, 0) < n:
-                    decided[sink] = n
+                if sink in flexible and sink not in topics and decided.get(sink, 0) < most:
+                    decided[sink] = most
                     progress = True
         if not progress:
             break
@@ -284,9 +284,9 @@ def _decide_partitions(topology: Topology, topics: Mapping[str, int]) -> dict[st
                     + ", ".join(f"{n}={external_counts[n]}" for n in sorted(external)) + "]")
             target = values.pop() if values else max(
                 (decided.get(n, 0) for n in names), default=0)
-            for n in names:
-                if n in flexible and n not in topics:
-                    decided[n] = target
+            for name in names:
+                if name in flexible and name not in topics:
+                    decided[name] = target
     return decided
 
 
