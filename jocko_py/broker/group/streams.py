@@ -60,6 +60,7 @@ and assignment interval (the target is computed at once), topology description p
 from __future__ import annotations
 
 import enum
+import hashlib
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -700,8 +701,11 @@ class StreamsGroupModel:
     def _topics_hash(self, topics: Mapping[str, int]) -> int:
         if self.topology is None:
             return 0
-        sig = tuple(sorted((n, topics.get(n, -1)) for n in self.topology.required_topics()))
-        return hash(sig) & 0x7FFFFFFFFFFFFFFF or 1
+        # stable across processes (the hash is kept in the group's metadata record)
+        sig = ";".join(f"{n}={topics.get(n, -1)}"
+                       for n in sorted(self.topology.required_topics()))
+        digest = hashlib.blake2b(sig.encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") & 0x7FFFFFFFFFFFFFFF or 1
 
     def _configure(self, topics: Mapping[str, int]) -> bool:
         """Configure the topology against ``topics`` if they changed; whether the group
