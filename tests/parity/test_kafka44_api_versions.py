@@ -77,7 +77,8 @@ def _controller_only(key: int) -> bool:
 
 def _api_versions(bootstrap: str) -> Any:
     with Client(bootstrap, timeout=10) as c:
-        return c.request(18, 3, {"client_software_name": "jocko-py-parity",
+        # v4: every supported feature (v3 leaves out those whose minimum level is 0)
+        return c.request(18, 4, {"client_software_name": "jocko-py-parity",
                                  "client_software_version": "1"})
 
 
