@@ -662,10 +662,13 @@ class GroupCoordinator:
         mono = time.monotonic()
         now = now_ms()
         topics: dict[str, TopicInfo] | None = None
+        stopics: dict[str, int] | None = None
         for g in list(self.groups.values()):
             try:
                 if g.streams is not None:
-                    self.streams.tick(g, now, self.streams.topics())
+                    if stopics is None:
+                        stopics = self.streams.topics()
+                    self.streams.tick(g, now, stopics)
                 elif g.consumer is not None:
                     if topics is None:
                         topics = self._topics()

@@ -182,13 +182,17 @@ class StreamsGroups:
         sg = g.streams
         if sg is None:
             return
+        changed = False
         for mid, reason in sg.expired(now):
             log.info("[group=%s] removing member %s: %s", g.group_id, mid, reason)
             sg.remove_member(mid)
+            changed = True
         if sg.refresh_topics(topics):
             log.info("[group=%s] group epoch %d (the topology's topics changed)",
                      g.group_id, sg.group_epoch)
-        self.persist(g)
+            changed = True
+        if changed:
+            self.persist(g)
 
     # -- offsets ----------------------------------------------------------------------------
 
