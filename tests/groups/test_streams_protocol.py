@@ -110,6 +110,15 @@ def test_missing_topics_internal_topic_creation_and_describe(broker: BrokerProce
         return int(res.topics[0].partitions[0].error_code)
     assert commit(r.member_epoch) == 0
     assert commit(r.member_epoch - 1) == E.STALE_MEMBER_EPOCH
+
+    def fetch(epoch: int) -> Any:
+        return c.request(9, 9, {"groups": [{
+            "group_id": "app", "member_id": "m1", "member_epoch": epoch,
+            "topics": [{"name": "in", "partition_indexes": [0]}]}],
+            "require_stable": False}).groups[0]
+    f = fetch(r.member_epoch)
+    assert f.error_code == 0 and f.topics[0].partitions[0].committed_offset == 5
+    assert fetch(r.member_epoch + 1).error_code == E.STALE_MEMBER_EPOCH
     # the update of the topology description: the member and the epoch are checked
     up = c.request(93, 0, {"group_id": "app", "member_id": "m1", "topology_epoch": 0,
                            "topology_description": {"subtopologies": [], "global_stores": []}})

@@ -1075,6 +1075,11 @@ class GroupCoordinator:
             cerr = g.consumer.check_commit(*member)
             if cerr != E.NONE:
                 return cerr, {}
+        if member is not None and member[1] >= 0 and g is not None \
+                and g.streams is not None:
+            serr, _ = g.streams.check_commit(*member)
+            if serr != E.NONE:
+                return serr, {}
         if g is None or g.is_(S.DEAD):
             if partitions is None:
                 return E.NONE, {}
