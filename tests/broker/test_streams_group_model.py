@@ -4,6 +4,7 @@ of a group and its members, the task assignor and the records round trip."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from jocko_py.broker.group import streams_records
 from jocko_py.broker.group.streams import (
@@ -24,6 +25,8 @@ from jocko_py.broker.group.streams import (
 from jocko_py.broker.group.streams_assignor import AssignorMember, assign
 from jocko_py.protocol.errors import ErrorCode as E
 
+# no initial rebalance delay, no assignment interval: every heartbeat may assign
+CFG = StreamsConfig(initial_rebalance_delay_ms=0, assignment_interval_ms=0)
 SUB = Subtopology("0", source_topics=("input",),
                   state_changelog_topics=(TopicInfo("app-store-changelog"),))
 TOPOLOGY = Topology.of(1, [SUB])
@@ -67,7 +70,7 @@ def settle(g: StreamsGroupModel, now: int = 0) -> None:
 
 
 def test_first_member_initializes_topology_and_gets_every_task() -> None:
-    g = StreamsGroupModel("app")
+    g = StreamsGroupModel("app", CFG)
     r = join(g, "a")
     assert r.error == E.NONE and r.member_epoch == 1  # type: ignore[attr-defined]
     assert g.topology == TOPOLOGY and g.group_epoch == 1 and g.assignment_epoch == 1
@@ -79,7 +82,7 @@ def test_first_member_initializes_topology_and_gets_every_task() -> None:
 
 
 def test_second_member_revocation_then_assignment() -> None:
-    g = StreamsGroupModel("app")
+    g = StreamsGroupModel("app", CFG)
     join(g, "a")
     r = join(g, "b")
     assert g.group_epoch == 2
@@ -105,7 +108,7 @@ def test_second_member_revocation_then_assignment() -> None:
 
 
 def test_fencing_and_lost_answer() -> None:
-    g = StreamsGroupModel("app")
+    g = StreamsGroupModel("app", CFG)
     join(g, "a")
     join(g, "b")
     beat(g, "a", 1, owned=owned_of(g, "a"))
@@ -120,7 +123,7 @@ def test_fencing_and_lost_answer() -> None:
 
 
 def test_leave_and_session_timeout_free_tasks() -> None:
-    cfg = StreamsConfig(session_timeout_ms=45000)
+    cfg = replace(CFG, session_timeout_ms=45000)
     g = StreamsGroupModel("app", cfg)
     join(g, "a", now=0)
     join(g, "b", now=0)
@@ -140,7 +143,7 @@ def test_leave_and_session_timeout_free_tasks() -> None:
 
 
 def test_revocation_timeout_removes_the_member() -> None:
-    g = StreamsGroupModel("app")
+    g = StreamsGroupModel("app", CFG)
     join(g, "a", now=0)
     join(g, "b", now=0)
     beat(g, "a", 1, now=10, owned=owned_of(g, "a"))
@@ -150,7 +153,7 @@ def test_revocation_timeout_removes_the_member() -> None:
 
 
 def test_topology_mismatch_and_stale_topology() -> None:
-    g = StreamsGroupModel("app")
+    g = StreamsGroupModel("app", CFG)
     join(g, "a")
     other = Topology.of(1, [Subtopology("0", source_topics=("input", "extra"))])
     r = join(g, "b", topology=other)
@@ -165,7 +168,7 @@ def test_topology_mismatch_and_stale_topology() -> None:
 
 
 def test_missing_source_topic_then_created() -> None:
-    g = StreamsGroupModel("app")
+    g = StreamsGroupModel("app", CFG)
     r = join(g, "a", topics={})
     assert r.error == E.NONE and r.assignment.empty()  # type: ignore[attr-defined]
     assert (Status.MISSING_SOURCE_TOPICS, "Source topics input are missing.") in r.status  # type: ignore[attr-defined]
@@ -178,7 +181,7 @@ def test_missing_source_topic_then_created() -> None:
 
 
 def test_missing_internal_topics_reported_and_returned_for_creation() -> None:
-    g = StreamsGroupModel("app")
+    g = StreamsGroupModel("app", CFG)
     r = join(g, "a", topics={"input": 3})
     assert r.assignment.empty()  # type: ignore[attr-defined]
     assert (Status.MISSING_INTERNAL_TOPICS,
@@ -191,7 +194,7 @@ def test_missing_internal_topics_reported_and_returned_for_creation() -> None:
 
 
 def test_incorrectly_partitioned_internal_topic() -> None:
-    g = StreamsGroupModel("app")
+    g = StreamsGroupModel("app", CFG)
     r = join(g, "a", topics={"input": 4, "app-store-changelog": 2})
     assert (Status.INCORRECTLY_PARTITIONED_TOPICS,
             "Existing topic app-store-changelog has different number of partitions: "
@@ -235,11 +238,11 @@ def test_request_validation_and_invalid_topology() -> None:
 
 
 def test_max_size_and_static_members() -> None:
-    g = StreamsGroupModel("app", StreamsConfig(max_size=1))
+    g = StreamsGroupModel("app", replace(CFG, max_size=1))
     join(g, "a", instance_id="i1")
     r = join(g, "b")
     assert r.error == E.GROUP_MAX_SIZE_REACHED  # type: ignore[attr-defined]
-    g.config = StreamsConfig()
+    g.config = CFG
     assert join(g, "b", instance_id="i1").error == E.UNRELEASED_INSTANCE_ID  # type: ignore[attr-defined]
     tasks = g.members["a"].assigned
     r = g.heartbeat(HeartbeatRequest(member_id="a", member_epoch=-2, instance_id="i1"),
@@ -251,7 +254,7 @@ def test_max_size_and_static_members() -> None:
 
 
 def test_standby_tasks_on_other_processes() -> None:
-    g = StreamsGroupModel("app", StreamsConfig(num_standby_replicas=1))
+    g = StreamsGroupModel("app", replace(CFG, num_standby_replicas=1))
     join(g, "a", process="p1")
     join(g, "b", process="p2")
     settle(g)
@@ -262,7 +265,7 @@ def test_standby_tasks_on_other_processes() -> None:
 
 
 def test_shutdown_application_status_reaches_every_member() -> None:
-    g = StreamsGroupModel("app")
+    g = StreamsGroupModel("app", CFG)
     join(g, "a")
     join(g, "b")
     req = HeartbeatRequest(member_id="a", member_epoch=1, shutdown_application=True)
@@ -273,7 +276,7 @@ def test_shutdown_application_status_reaches_every_member() -> None:
 
 
 def test_commit_epoch_checks() -> None:
-    g = StreamsGroupModel("app")
+    g = StreamsGroupModel("app", CFG)
     assert g.check_commit("", -1)[0] == E.NONE
     join(g, "a")
     assert g.check_commit("a", 1)[0] == E.NONE
@@ -283,7 +286,7 @@ def test_commit_epoch_checks() -> None:
 
 
 def test_records_round_trip_restores_the_group() -> None:
-    g = StreamsGroupModel("app", StreamsConfig(num_standby_replicas=1))
+    g = StreamsGroupModel("app", replace(CFG, num_standby_replicas=1))
     join(g, "a", process="p1")
     join(g, "b", process="p2", user_endpoint=("h", 9), client_tags=(("az", "1"),))
     beat(g, "a", 1, owned=owned_of(g, "a"))
@@ -329,3 +332,28 @@ def test_sticky_assignor_keeps_tasks_and_balances() -> None:
     owner = {t: proc[mid] for mid, m in second.items() for t in m.active}
     for mid, m in second.items():
         assert all(owner[t] != proc[mid] for t in m.standby)
+
+
+def test_initial_rebalance_delay_and_assignment_interval() -> None:
+    g = StreamsGroupModel("app", StreamsConfig(initial_rebalance_delay_ms=3000,
+                                               assignment_interval_ms=1000))
+    r = join(g, "a", now=0)
+    assert r.error == E.NONE and r.assignment.empty()  # type: ignore[attr-defined]
+    assert (Status.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial "
+            "rebalance delay.") in r.status  # type: ignore[attr-defined]
+    assert g.state() is GroupStateName.ASSIGNING
+    join(g, "b", now=1000)  # joins within the delay: one assignment for both
+    assert not g.assignment_due(2999)
+    assert g.assignment_due(3000) and g.assignment_epoch == g.group_epoch == 2
+    assert {len(g.target[m].active) for m in ("a", "b")} == {2}
+    # a third member within the assignment interval waits for it
+    r = join(g, "c", now=3500)
+    assert (Status.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured "
+            "assignment interval.") in r.status  # type: ignore[attr-defined]
+    assert not g.assignment_due(3999) and g.assignment_due(4000)
+    assert g.assignment_epoch == g.group_epoch == 3
+    # the group emptied and joined again: the initial delay applies again
+    for mid in list(g.members):
+        g.remove_member(mid)
+    r = join(g, "d", now=10000)
+    assert any(c == Status.ASSIGNMENT_DELAYED for c, _ in r.status)  # type: ignore[attr-defined]

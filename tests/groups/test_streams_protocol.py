@@ -27,7 +27,9 @@ TOPOLOGY = {"epoch": 0, "subtopologies": [{
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path / "data", overrides=dict(BROKER_OVERRIDES))
+    b = BrokerProcess(tmp_path / "data", overrides={
+        **BROKER_OVERRIDES, "group.streams.initial.rebalance.delay.ms": "0",
+        "group.streams.assignment.interval.ms": "0"})
     b.start()
     try:
         yield b

@@ -81,6 +81,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin;User:ANONYMOUS",
         "offsets.topic.num.partitions": "1",
+        "group.streams.initial.rebalance.delay.ms": "0",
         "connection.failed.authentication.delay.ms": "0",
     })
     proc.start()

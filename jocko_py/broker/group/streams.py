@@ -46,6 +46,11 @@ Rules (Kafka 4.4's GroupMetadataManager.streamsGroupHeartbeat)
 - Static members (instance id): leaving with epoch -2 keeps the member and its tasks until
   its session ends; joining again with the instance id takes them over. Joining with an
   instance id held by a live member is UNRELEASED_INSTANCE_ID.
+- Delays (Kafka 4.4). When the first member joins an empty group the target waits
+  ``group.streams.initial.rebalance.delay.ms`` (3000) for others to join, and a target is
+  computed at most once per ``group.streams.assignment.interval.ms`` (1000); meanwhile
+  heartbeats carry the ASSIGNMENT_DELAYED status and the timer computes the target when
+  the delay is over (``assignment_due``).
 - A member that asks for the application's shutdown makes every member's next answer
   carry SHUTDOWN_APPLICATION.
 - Offsets. A member commits with its member epoch: unknown member UNKNOWN_MEMBER_ID,
@@ -53,8 +58,8 @@ Rules (Kafka 4.4's GroupMetadataManager.streamsGroupHeartbeat)
 
 Not implemented: source topic regular expressions (INVALID_REQUEST, as Kafka 4.2),
 warm-up placement from reported changelog lags (warm-up tasks are carried but the
-assignor does not create them), rack-aware standby placement, the initial rebalance delay
-and assignment interval (the target is computed at once), topology description plug-ins.
+assignor does not create them; Kafka Streams 4.4 does not use them with this protocol
+either), rack-aware standby placement, topology description plug-ins.
 """
 
 from __future__ import annotations
@@ -108,6 +113,8 @@ class StreamsConfig:
     num_standby_replicas: int = 0
     task_offset_interval_ms: int = 60000
     acceptable_recovery_lag: int = 10000
+    initial_rebalance_delay_ms: int = 3000
+    assignment_interval_ms: int = 1000
 
     def assignment_configs(self) -> tuple[tuple[str, str], ...]:
         return (("num.standby.replicas", str(self.num_standby_replicas)),)
@@ -492,6 +499,10 @@ class StreamsGroupModel:
         self.endpoint_information_epoch = 0
         self.shutdown_requested_by: str | None = None
         self.missing_standbys = 0
+        # the initial rebalance delay's end (in memory, as Kafka's timer), and when the
+        # target was last computed (kept in the target assignment metadata record)
+        self.initial_delay_until: int | None = None
+        self.assignment_timestamp = 0
         # what each member was last told (epoch, tasks): unchanged -> no assignment sent
         self._last_sent: dict[str, tuple[int, Tasks]] = {}
 
@@ -519,6 +530,7 @@ class StreamsGroupModel:
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(req)
         bump = False
+        was_empty = not self.members
         if req.member_epoch == 0:
             joined = self._join(req, now)
             if isinstance(joined, HeartbeatResult):
@@ -574,8 +586,12 @@ class StreamsGroupModel:
         if bump:
             self.group_epoch += 1
             self.assignment_configs = self.config.assignment_configs()
-        if self.assignment_epoch < self.group_epoch:
-            self._compute_target()
+            if was_empty and self.config.initial_rebalance_delay_ms > 0 \
+                    and self.initial_delay_until is None:
+                self.initial_delay_until = now + self.config.initial_rebalance_delay_ms
+        delayed = self._maybe_compute_target(now)
+        if delayed is not None:
+            status.append((Status.ASSIGNMENT_DELAYED, delayed))
         self._reconcile(m, owned, now)
         if req.shutdown_application:
             self.shutdown_requested_by = m.member_id
@@ -695,6 +711,7 @@ class StreamsGroupModel:
             self.group_epoch += 1
             if not self.members:
                 self.shutdown_requested_by = None
+                self.initial_delay_until = None
 
     # -- topics --------------------------------------------------------------------------
 
@@ -725,18 +742,47 @@ class StreamsGroupModel:
             bump = True
         return bump
 
-    def refresh_topics(self, topics: Mapping[str, int]) -> bool:
+    def refresh_topics(self, topics: Mapping[str, int], now: int) -> bool:
         """Metadata moved on: bump the group epoch (and assign again) if the topology's
         topics changed. Whether it did."""
         if not self.members or self.topology is None:
             return False
         if self._configure(topics):
             self.group_epoch += 1
-            self._compute_target()
+            self._maybe_compute_target(now)
             return True
         return False
 
     # -- target assignment -------------------------------------------------------------------
+
+    def _maybe_compute_target(self, now: int) -> str | None:
+        """Compute the target if it lags the group epoch and no delay holds it back;
+        the ASSIGNMENT_DELAYED detail when one does (Kafka 4.4: the initial rebalance
+        delay after the first member joins an empty group, and at most one assignment
+        per ``group.streams.assignment.interval.ms``)."""
+        if self.initial_delay_until is not None:
+            if now < self.initial_delay_until:
+                return "Assignment delayed due to the configured initial rebalance delay."
+            self.initial_delay_until = None
+        if self.assignment_epoch >= self.group_epoch:
+            return None
+        interval = self.config.assignment_interval_ms
+        if interval > 0 and now < self.assignment_timestamp + interval:
+            return "Assignment delayed due to the configured assignment interval."
+        self._compute_target()
+        self.assignment_timestamp = now
+        return None
+
+    def assignment_due(self, now: int) -> bool:
+        """The timer's part: compute a delayed target once its delay is over. Whether
+        the target moved."""
+        if not self.members or self.assignment_epoch >= self.group_epoch:
+            if self.initial_delay_until is not None and now >= self.initial_delay_until:
+                self.initial_delay_until = None
+            return False
+        before = self.assignment_epoch
+        self._maybe_compute_target(now)
+        return self.assignment_epoch != before
 
     def _compute_target(self) -> None:
         configured = self.configured
@@ -916,7 +962,8 @@ class StreamsGroupModel:
             ("streams_metadata", ""): GroupRecord(
                 self.group_epoch, self.metadata_hash, self.validated_topology_epoch,
                 self.assignment_configs),
-            ("streams_target_metadata", ""): self.assignment_epoch,
+            ("streams_target_metadata", ""): (self.assignment_epoch,
+                                              self.assignment_timestamp),
         }
         if self.topology is not None:
             out[("streams_topology", "")] = self.topology
@@ -938,7 +985,8 @@ class StreamsGroupModel:
             g.validated_topology_epoch = meta.validated_topology_epoch
             g.assignment_configs = meta.assignment_configs
         ae = recs.get(("streams_target_metadata", ""))
-        g.assignment_epoch = ae if isinstance(ae, int) else 0
+        if isinstance(ae, tuple):
+            g.assignment_epoch, g.assignment_timestamp = ae
         topo = recs.get(("streams_topology", ""))
         if isinstance(topo, Topology):
             g.topology = topo
@@ -970,7 +1018,7 @@ class StreamsGroupModel:
         """After a restore: configure the topology against the topics as they are; the
         epoch moves only if they differ from what the group last saw."""
         if self.topology is not None:
-            self.refresh_topics(topics)
+            self.refresh_topics(topics, 0)
             if self.configured is None:
                 self.configured = configure(self.topology, topics)
 

@@ -87,8 +87,8 @@ def encode(group: str, kind: str, member_id: str, rec: object | None
         value = {"epoch": rec.epoch, "metadata_hash": rec.metadata_hash,
                  "validated_topology_epoch": rec.validated_topology_epoch}
     elif kind == "streams_target_metadata":
-        assert isinstance(rec, int)
-        value = {"assignment_epoch": rec}
+        assert isinstance(rec, tuple)
+        value = {"assignment_epoch": rec[0], "assignment_timestamp": rec[1]}
     elif isinstance(rec, MemberRecord):
         value = {"instance_id": rec.instance_id, "rack_id": rec.rack_id,
                  "client_id": rec.client_id, "client_host": rec.client_host,
@@ -140,7 +140,7 @@ def decode_value(kind: str, data: bytes) -> object:
     if kind == "streams_metadata":
         return GroupRecord(v.epoch, v.metadata_hash, v.validated_topology_epoch, ())
     if kind == "streams_target_metadata":
-        return int(v.assignment_epoch)
+        return int(v.assignment_epoch), int(v.assignment_timestamp)
     if kind == "streams_member":
         ep = v.user_endpoint
         return MemberRecord(v.instance_id, v.rack_id, v.client_id, v.client_host,

@@ -13,7 +13,9 @@ Configuration (Kafka's names, defaults and limits): ``group.streams.session.time
 (45000, within ``group.streams.min/max.session.timeout.ms`` 45000-60000),
 ``group.streams.heartbeat.interval.ms`` (5000, within 5000-15000),
 ``group.streams.max.size`` (2147483647), ``group.streams.num.standby.replicas`` (0, at
-most ``group.streams.max.standby.replicas``, 2), ``group.streams.task.offset.interval.ms``
+most ``group.streams.max.standby.replicas``, 2), ``group.streams.initial.rebalance.delay.ms``
+(3000), ``group.streams.assignment.interval.ms`` (1000, within
+``group.streams.min/max.assignment.interval.ms`` 0-15000), ``group.streams.task.offset.interval.ms``
 (60000), ``group.streams.acceptable.recovery.lag`` (10000).
 """
 
@@ -62,7 +64,13 @@ def config_from(broker: Broker) -> StreamsConfig:
     lo_h = num("group.streams.min.heartbeat.interval.ms", 5000)
     hi_h = num("group.streams.max.heartbeat.interval.ms", 15000)
     standby_max = num("group.streams.max.standby.replicas", 2)
+    lo_a = num("group.streams.min.assignment.interval.ms", 0)
+    hi_a = num("group.streams.max.assignment.interval.ms", 15000)
     return StreamsConfig(
+        initial_rebalance_delay_ms=max(0, num("group.streams.initial.rebalance.delay.ms",
+                                              3000)),
+        assignment_interval_ms=min(max(num("group.streams.assignment.interval.ms", 1000),
+                                       lo_a), hi_a),
         session_timeout_ms=min(max(num("group.streams.session.timeout.ms", 45000), lo_s), hi_s),
         heartbeat_interval_ms=min(max(num("group.streams.heartbeat.interval.ms", 5000), lo_h),
                                   hi_h),
@@ -187,9 +195,13 @@ class StreamsGroups:
             log.info("[group=%s] removing member %s: %s", g.group_id, mid, reason)
             sg.remove_member(mid)
             changed = True
-        if sg.refresh_topics(topics):
+        if sg.refresh_topics(topics, now):
             log.info("[group=%s] group epoch %d (the topology's topics changed)",
                      g.group_id, sg.group_epoch)
+            changed = True
+        if sg.assignment_due(now):
+            log.info("[group=%s] delayed target assignment computed at epoch %d",
+                     g.group_id, sg.assignment_epoch)
             changed = True
         if changed:
             self.persist(g)
