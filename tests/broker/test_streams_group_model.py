@@ -342,6 +342,7 @@ def test_initial_rebalance_delay_and_assignment_interval() -> None:
     assert (Status.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial "
             "rebalance delay.") in r.status  # type: ignore[attr-defined]
     assert g.state() is GroupStateName.ASSIGNING
+    assert g.next_deadline() == 3000
     join(g, "b", now=1000)  # joins within the delay: one assignment for both
     assert not g.assignment_due(2999)
     assert g.assignment_due(3000) and g.assignment_epoch == g.group_epoch == 2

@@ -929,12 +929,16 @@ class StreamsGroupModel:
         return out
 
     def next_deadline(self) -> int | None:
-        """The earliest time ``expired`` may find a member (for a runtime's timer)."""
-        times = [m.last_heartbeat_ms + self.config.session_timeout_ms
+        """The earliest time ``expired`` or ``assignment_due`` may have something to do
+        (for a runtime's timer)."""
+        times = [m.last_heartbeat_ms + self.config.session_timeout_ms + 1
                  for m in self.members.values()]
-        times += [m.revocation_deadline_ms for m in self.members.values()
+        times += [m.revocation_deadline_ms + 1 for m in self.members.values()
                   if m.state is MemberState.UNREVOKED_TASKS]
-        return min(times) + 1 if times else None
+        if self.members and self.assignment_epoch < self.group_epoch:
+            times.append(self.initial_delay_until if self.initial_delay_until is not None
+                         else self.assignment_timestamp + self.config.assignment_interval_ms)
+        return min(times) if times else None
 
     # -- offsets ---------------------------------------------------------------------------
 
