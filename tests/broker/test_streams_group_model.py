@@ -338,21 +338,24 @@ def test_initial_rebalance_delay_and_assignment_interval() -> None:
     g = StreamsGroupModel("app", StreamsConfig(initial_rebalance_delay_ms=3000,
                                                assignment_interval_ms=1000))
     r = join(g, "a", now=0)
+    # no tasks yet, but an epoch: a Kafka Streams member cannot heartbeat at epoch 0
     assert r.error == E.NONE and r.assignment.empty()  # type: ignore[attr-defined]
+    assert r.member_epoch == 1  # type: ignore[attr-defined]
     assert (Status.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial "
             "rebalance delay.") in r.status  # type: ignore[attr-defined]
-    assert g.state() is GroupStateName.ASSIGNING
     assert g.next_deadline() == 3000
-    join(g, "b", now=1000)  # joins within the delay: one assignment for both
+    r = join(g, "b", now=1000)  # joins within the delay: one assignment for both
+    assert r.member_epoch == 1 and g.state() is GroupStateName.ASSIGNING  # type: ignore[attr-defined]
     assert not g.assignment_due(2999)
-    assert g.assignment_due(3000) and g.assignment_epoch == g.group_epoch == 2
+    assert g.assignment_due(3000) and g.assignment_epoch == g.group_epoch == 3
     assert {len(g.target[m].active) for m in ("a", "b")} == {2}
+    settle(g, 3100)
     # a third member within the assignment interval waits for it
     r = join(g, "c", now=3500)
     assert (Status.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured "
             "assignment interval.") in r.status  # type: ignore[attr-defined]
     assert not g.assignment_due(3999) and g.assignment_due(4000)
-    assert g.assignment_epoch == g.group_epoch == 3
+    assert g.assignment_epoch == g.group_epoch == 4
     # the group emptied and joined again: the initial delay applies again
     for mid in list(g.members):
         g.remove_member(mid)

@@ -148,8 +148,9 @@ def run(seed: int, rounds: int, lines: int, root: Path) -> bool:
         for a in apps:
             a.stop()
         for i, a in enumerate(apps):
+            print(f"instance {'ab'[i]}: exit {a.proc.returncode}, states {a.states()}")
             if a.proc.returncode not in (0, 143):
-                print(f"instance {i} exited {a.proc.returncode}:\n{a.output()}")
+                print(a.output())
         cluster.stop()
 
 

@@ -43,7 +43,6 @@ OVERRIDES = {
     "group.streams.heartbeat.interval.ms": "300",
     "group.streams.min.session.timeout.ms": "6000",
     "group.streams.session.timeout.ms": "6000",
-    "group.streams.initial.rebalance.delay.ms": "0",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
 }

@@ -503,6 +503,7 @@ class StreamsGroupModel:
         # target was last computed (kept in the target assignment metadata record)
         self.initial_delay_until: int | None = None
         self.assignment_timestamp = 0
+        self._placeholder = False  # the target is the empty one of the initial delay
         # what each member was last told (epoch, tasks): unchanged -> no assignment sent
         self._last_sent: dict[str, tuple[int, Tasks]] = {}
 
@@ -712,6 +713,7 @@ class StreamsGroupModel:
             if not self.members:
                 self.shutdown_requested_by = None
                 self.initial_delay_until = None
+                self._placeholder = False
 
     # -- topics --------------------------------------------------------------------------
 
@@ -762,8 +764,18 @@ class StreamsGroupModel:
         per ``group.streams.assignment.interval.ms``)."""
         if self.initial_delay_until is not None:
             if now < self.initial_delay_until:
+                if self.assignment_epoch == 0:
+                    # nothing was ever assigned: an empty target at the group epoch, so
+                    # members get an epoch (Kafka Streams cannot heartbeat at epoch 0
+                    # once it has joined); the real one follows the delay at a new epoch
+                    self.target = {mid: NO_TASKS for mid in self.members}
+                    self.assignment_epoch = self.group_epoch
+                    self._placeholder = True
                 return "Assignment delayed due to the configured initial rebalance delay."
             self.initial_delay_until = None
+            if self._placeholder:
+                self._placeholder = False
+                self.group_epoch += 1
         if self.assignment_epoch >= self.group_epoch:
             return None
         interval = self.config.assignment_interval_ms
@@ -776,12 +788,13 @@ class StreamsGroupModel:
     def assignment_due(self, now: int) -> bool:
         """The timer's part: compute a delayed target once its delay is over. Whether
         the target moved."""
-        if not self.members or self.assignment_epoch >= self.group_epoch:
-            if self.initial_delay_until is not None and now >= self.initial_delay_until:
-                self.initial_delay_until = None
+        if not self.members:
             return False
         before = self.assignment_epoch
-        self._maybe_compute_target(now)
+        if self.initial_delay_until is not None and now >= self.initial_delay_until:
+            self._maybe_compute_target(now)  # ends the delay (and a placeholder target)
+        elif self.assignment_epoch < self.group_epoch:
+            self._maybe_compute_target(now)
         return self.assignment_epoch != before
 
     def _compute_target(self) -> None:
@@ -935,9 +948,10 @@ class StreamsGroupModel:
                  for m in self.members.values()]
         times += [m.revocation_deadline_ms + 1 for m in self.members.values()
                   if m.state is MemberState.UNREVOKED_TASKS]
-        if self.members and self.assignment_epoch < self.group_epoch:
-            times.append(self.initial_delay_until if self.initial_delay_until is not None
-                         else self.assignment_timestamp + self.config.assignment_interval_ms)
+        if self.members and self.initial_delay_until is not None:
+            times.append(self.initial_delay_until)
+        elif self.members and self.assignment_epoch < self.group_epoch:
+            times.append(self.assignment_timestamp + self.config.assignment_interval_ms)
         return min(times) if times else None
 
     # -- offsets ---------------------------------------------------------------------------
@@ -1016,6 +1030,10 @@ class StreamsGroupModel:
             tgt = recs.get(("streams_target", mid))
             if isinstance(tgt, Tasks):
                 g.target[mid] = tgt
+        if g.members and all(t.empty() for t in g.target.values()) \
+                and g.assignment_epoch >= g.group_epoch:
+            # possibly the empty target of an initial delay that the restart cut short
+            g.group_epoch += 1
         return g
 
     def adopt_topics(self, topics: Mapping[str, int]) -> None:

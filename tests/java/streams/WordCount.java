@@ -55,6 +55,10 @@ public final class WordCount {
         }));
         streams.start();
         done.await();
+        boolean failed = streams.state() == KafkaStreams.State.ERROR;
         streams.close(Duration.ofSeconds(20));
+        if (failed) {
+            System.exit(1);
+        }
     }
 }
