@@ -361,3 +361,17 @@ def test_initial_rebalance_delay_and_assignment_interval() -> None:
         g.remove_member(mid)
     r = join(g, "d", now=10000)
     assert any(c == Status.ASSIGNMENT_DELAYED for c, _ in r.status)  # type: ignore[attr-defined]
+
+
+def test_sticky_assignor_keeps_partitions_of_every_subtopology_together() -> None:
+    every = frozenset((s, p) for s in ("0", "1") for p in range(6))
+    members = {"a": AssignorMember("p1", every), "b": AssignorMember("p2")}
+    out, missing = assign(members, {"0": 6, "1": 6}, 0)
+    assert out["a"].active == {(s, p) for s in ("0", "1") for p in range(3)}
+    assert out["b"].active == {(s, p) for s in ("0", "1") for p in range(3, 6)}
+    assert missing == 0
+    # one standby per task and only two processes: every task has its copy elsewhere
+    out, missing = assign(members, {"0": 6, "1": 6}, 1)
+    assert out["a"].standby == out["b"].active and out["b"].standby == out["a"].active
+    # two standbys wanted, two processes: the second copies cannot be placed
+    assert assign(members, {"0": 6, "1": 6}, 2)[1] == 12

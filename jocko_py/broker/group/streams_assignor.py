@@ -7,9 +7,11 @@ target: active, standby and warm-up tasks. A task is (subtopology id, partition)
 Rules (those of Kafka's StickyTaskAssignor):
 - Active tasks. Every task is assigned to exactly one member. Each member may take at
   most ``ceil(tasks / members)``; a task stays with the member that holds it now while
-  that member is under its quota (stickiness), then goes to a member of a process that
-  holds it as a standby (its state is there), else to the least loaded member, the
-  load of its process (tasks per member) first, then its own.
+  that member is under its quota (stickiness, tasks taken by partition then
+  subtopology so a member keeps the same partitions of every subtopology), then goes to
+  a member that holds it as a standby (its state is there), else (by subtopology then
+  partition: ranges) to the least loaded member, the load of its process (tasks per
+  member) first, then its own.
 - Standby tasks. ``num_standby`` copies of every task, each on a process that holds
   neither the task's active copy nor another copy of it; a copy stays where it is when
   it can, else goes to the least loaded member. When too few processes exist, the
@@ -67,20 +69,31 @@ def assign(members: Mapping[str, AssignorMember], num_tasks: Mapping[str, int],
     for mid in order:
         for t in members[mid].active:
             prev_owner.setdefault(t, mid)
+    # stickiness first, by partition then subtopology (a member keeps the same partitions
+    # of every subtopology together), as Kafka's assignor does
+    by_partition = sorted(tasks, key=lambda t: (t[1], t[0]))
     unassigned: list[Task] = []
-    for t in tasks:
+    for t in by_partition:
         owner = prev_owner.get(t)
         if owner is not None and len(out[owner].active) < quota:
             out[owner].active.add(t)
         else:
             unassigned.append(t)
+    # then a member that held the task as a standby (its state is there)
+    rest: list[Task] = []
     for t in unassigned:
+        had = [m for m in order if (t in members[m].standby or t in members[m].warmup)
+               and len(out[m].active) < quota]
+        if had:
+            out[min(had, key=lambda m: (len(out[m].active) + len(out[m].standby), m))
+                ].active.add(t)
+        else:
+            rest.append(t)
+    # the rest by subtopology then partition (ranges), to the least loaded process
+    for t in sorted(rest):
         under = [m for m in order if len(out[m].active) < quota]
-        state_here = [m for m in under
-                      if t in members[m].standby or t in members[m].warmup]
-        pool = state_here or under
-        best = min(pool, key=lambda m: (process_load(members[m].process_id),
-                                        len(out[m].active), m))
+        best = min(under, key=lambda m: (process_load(members[m].process_id),
+                                         len(out[m].active), m))
         out[best].active.add(t)
 
     # -- standby tasks ---------------------------------------------------------------------
