@@ -142,10 +142,18 @@ def test_missing_topics_internal_topic_creation_and_describe(broker: BrokerProce
     r = heartbeat(c, "m1", m2.member_epoch, owned=[{"subtopology_id": "0",
                                                     "partitions": [0, 1]}])
     assert r.error_code == 0 and r.member_epoch == m2.member_epoch
-    # leaving empties the group
+    # leaving empties the group; an empty group can be deleted (records tombstoned)
     r = heartbeat(c, "m1", -1)
     assert (r.error_code, r.member_epoch) == (0, -1)
     assert describe(c).group_state == "Empty"
+    dg = c.request(42, 2, {"groups_names": ["app"]})
+    assert dg.results[0].error_code == 0
+    assert describe(c).error_code == E.GROUP_ID_NOT_FOUND
+    c.close()
+    broker.stop_gracefully()
+    broker.start()
+    c = coordinator(broker, "app")
+    assert describe(c).error_code == E.GROUP_ID_NOT_FOUND
     c.close()
 
 
