@@ -201,7 +201,7 @@ class Connection:
             try:
                 token = session.raw_step(bytes(frame), self.broker.security.failed_auth_delay_s)
             except SaslFailed as e:
-                log.info("[peer=%s listener=%s] %s", self.peer, self.listener.name, e)
+                log.info("[peer=%s listener=%s] %s", self.peer, self.listener.name, e.message)
                 return None
             return [len(token).to_bytes(4, "big"), token]
         try:

@@ -48,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jocko_py.cluster.metadata import PartitionImage
+from jocko_py.commitlog.config import effective_min_isr
 from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
 from jocko_py.commitlog.log import Log
 from jocko_py.protocol import records as rb
@@ -246,11 +247,11 @@ class Partition:
         if self.role is not Role.LEADER:
             return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                 message=f"broker {self.broker_id} is not the leader")
-        if acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
+        if acks == -1 and len(self.isr) < self.min_isr():
             return AppendResult(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 message=f"ISR {list(self.isr)} is smaller than min.insync.replicas="
-                        f"{self.log.config.min_insync_replicas}")
+                        f"{self.min_isr()}")
         try:
             batches = rb.split_batches(data, validate_crc=True)
             if not batches:
@@ -269,11 +270,11 @@ class Partition:
             # Kafka: legacy magic 0/1 is an invalid record for v3+ produce; any
             # other magic means the bytes are not a record batch at all
             code = ErrorCode.INVALID_RECORD if e.magic in (0, 1) else ErrorCode.CORRUPT_MESSAGE
-            return AppendResult(code, message=str(e))
+            return AppendResult(code, message=e.message)
         except rb.InvalidRecordError as e:
-            return AppendResult(ErrorCode.INVALID_RECORD, message=str(e))
+            return AppendResult(ErrorCode.INVALID_RECORD, message=e.message)
         except rb.RecordError as e:
-            return AppendResult(ErrorCode(e.error_code), message=str(e))
+            return AppendResult(e.code, message=e.message)
         h, view = batches[0]
         if h.size > max_message_bytes:
             return AppendResult(
@@ -307,10 +308,10 @@ class Partition:
             info = self.log.append(view, self.leader_epoch, log_append_time=append_time)
         except KafkaStorageError as e:
             log.error("[partition=%s] append failed: %s", self.name, e)
-            self.on_storage_error(str(e))
-            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(e))
+            self.on_storage_error(e.message)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=e.message)
         except rb.RecordError as e:  # e.g. a batch larger than segment.bytes
-            return AppendResult(ErrorCode(e.error_code), message=str(e))
+            return AppendResult(e.code, message=e.message)
         self.maybe_advance_high_watermark()
         return AppendResult(
             base_offset=info.first_offset,
@@ -319,11 +320,13 @@ class Partition:
             log_start_offset=self.log.log_start_offset,
         )
 
+    def min_isr(self) -> int:
+        """The effective min ISR: `min.insync.replicas` capped by the replica count."""
+        return effective_min_isr(self.log.config.min_insync_replicas, len(self.replicas))
+
     def under_min_isr(self) -> bool:
-        """The committed ISR is smaller than the effective min ISR (min of
-        `min.insync.replicas` and the replica count)."""
-        return len(self.isr) < min(self.log.config.min_insync_replicas,
-                                   max(1, len(self.replicas)))
+        """The committed ISR is smaller than the effective min ISR."""
+        return len(self.isr) < self.min_isr()
 
     def maybe_advance_high_watermark(self) -> bool:
         """HW = min LEO over the maximal ISR (leader); True if it moved."""
@@ -429,7 +432,7 @@ class Partition:
                 ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, self.log.log_start_offset, None
             )
         except KafkaStorageError as e:
-            self.on_storage_error(str(e))
+            self.on_storage_error(e.message)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, self.log.log_start_offset)
         return ReadResult(ErrorCode.NONE, hw, lso, self.log.log_start_offset, info.records)
 

@@ -424,7 +424,7 @@ class ReplicaManager:
             if left <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT
             await self.produce_waiters.wait_any([key], left)
-        if len(p.isr) < p.log.config.min_insync_replicas:
+        if p.under_min_isr():
             # Kafka: written and replicated to the ISR, but the ISR shrank below the
             # minimum meanwhile
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -613,7 +613,7 @@ class ReplicaManager:
         try:
             return apply_disk_retention(self.logs.data_dir, logs, percent, weights, floors)
         except KafkaStorageError as e:
-            self.logs.mark_offline(str(e))
+            self.logs.mark_offline(e.message)
             return 0
 
     # ------------------------------------------------------------------ flushing
@@ -630,7 +630,7 @@ class ReplicaManager:
             try:
                 LogManager.end_flush_tickets(tickets)
             except KafkaStorageError as e:
-                self.logs.mark_offline(str(e), getattr(e, "log_dir", None))
+                self.logs.mark_offline(e.message, getattr(e, "log_dir", None))
                 raise
 
     def flush_barrier(self, p: Partition) -> asyncio.Future[None] | None:

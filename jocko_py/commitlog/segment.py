@@ -426,7 +426,7 @@ class LogSegment:
             return decode_records(self.read_batch_at(position, header), header)
         except RecordError as exc:
             raise KafkaStorageError(
-                f"{self.log_path}: batch at position {position} does not decode: {exc}"
+                f"{self.log_path}: batch at position {position} does not decode: {exc.message}"
             ) from exc
 
     # --- rolling / sizing -----------------------------------------------------

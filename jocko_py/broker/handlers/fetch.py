@@ -168,7 +168,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         throttle = ctx.broker.security.throttle(
             ctx.session, ctx.header.client_id, "consumer_byte_rate",
             sum(len(p["records"]) for t in topics for p in t["partitions"]))
-    resp: dict[str, Any] = {"throttle_time_ms": throttle, "error_code": 0,
+    resp: dict[str, Any] = {"throttle_time_ms": throttle, "error_code": ErrorCode.NONE,
                             "session_id": session_id, "responses": topics}
     if leaders:
         resp["node_endpoints"] = node_endpoints(image, leaders)

@@ -51,8 +51,8 @@ from jocko_py.broker.security.authz import (
     authorized_operations,
     denied_topics,
 )
-from jocko_py.broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.broker.topics import INTERNAL_TOPICS, validate_topic_name
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 STREAMS_VERSION = "streams.version"
 # StreamsGroupDescribe v1 TopologyDescriptionStatus
@@ -131,7 +131,7 @@ async def streams_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, An
         for t in required:
             try:
                 validate_topic_name(t)
-            except TopicError:
+            except KafkaError:
                 invalid.append(t)
         if invalid:
             return error(ErrorCode.STREAMS_INVALID_TOPOLOGY,
@@ -180,7 +180,7 @@ async def streams_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, An
     if r.to_create:
         status = await _create_internal_topics(ctx, r.to_create, status)
     out: dict[str, Any] = {
-        "throttle_time_ms": 0, "error_code": 0, "error_message": None,
+        "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
         "member_id": r.member_id, "member_epoch": r.member_epoch,
         "heartbeat_interval_ms": cfg.heartbeat_interval_ms,
         "task_offset_interval_ms": cfg.task_offset_interval_ms,
@@ -236,7 +236,7 @@ async def _create_internal_topics(ctx: RequestContext, topics: tuple[TopicInfo, 
         rf = t.replication_factor if t.replication_factor > 0 else min(default_rf, live)
         try:
             await broker.topics.create_topic(t.name, t.partitions, rf, dict(t.configs))
-        except TopicError as e:
+        except KafkaError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 for i, (code, detail) in enumerate(status):
                     if code == Status.MISSING_INTERNAL_TOPICS:
@@ -306,7 +306,7 @@ async def streams_group_describe(ctx: RequestContext, req: Any) -> dict[str, Any
     out = []
     for gid in req.group_ids:
         entry: dict[str, Any] = {
-            "error_code": 0, "error_message": None, "group_id": gid, "group_state": "",
+            "error_code": ErrorCode.NONE, "error_message": None, "group_id": gid, "group_state": "",
             "group_epoch": -1, "assignment_epoch": -1, "topology": None, "members": [],
             "authorized_operations": AUTHORIZED_OPS_NOT_REQUESTED,
             "topology_description": None,
