@@ -115,6 +115,10 @@ class BrokerCollector:
                           "Client connections closed", [])
         closed.add_metric([], st.connections_closed)
         yield closed
+        zc = _counter("jocko_fetch_zero_copy_bytes_total",
+                      "Fetch record bytes sent from the file with sendfile", [])
+        zc.add_metric([], st.zero_copy_bytes)
+        yield zc
 
     # -- per topic ------------------------------------------------------------------
 

@@ -51,6 +51,7 @@ from jocko_py.cluster.metadata import PartitionImage
 from jocko_py.commitlog.config import effective_min_isr
 from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
 from jocko_py.commitlog.log import Log
+from jocko_py.commitlog.segment import REGION_MIN_BYTES, FileRegion
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode
 
@@ -80,7 +81,7 @@ class ReadResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes | memoryview | None = None
+    records: bytes | memoryview | FileRegion | None = None
     diverging_epoch: tuple[int, int] | None = None
     # read_committed: (producer id, first offset) of the aborted transactions in range
     aborted_transactions: list[tuple[int, int]] | None = None
@@ -422,11 +423,14 @@ class Partition:
         replicated), never past the HW."""
         return self.log.last_stable_offset(self.high_watermark)
 
-    def read(self, offset: int, max_bytes: int, *, upper: int, min_one: bool) -> ReadResult:
+    def read(self, offset: int, max_bytes: int, *, upper: int, min_one: bool,
+             zero_copy: bool = False) -> ReadResult:
+        """``zero_copy``: a big read is a FileRegion (sent from the file, see segment.py)."""
         hw = self.high_watermark
         lso = self.last_stable_offset
         try:
-            info = self.log.read(offset, max_bytes, max_offset=upper, min_one_batch=min_one)
+            info = self.log.read(offset, max_bytes, max_offset=upper, min_one_batch=min_one,
+                                 region_min=REGION_MIN_BYTES if zero_copy else None)
         except OffsetOutOfRangeError:
             return ReadResult(
                 ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, self.log.log_start_offset, None
@@ -436,11 +440,12 @@ class Partition:
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, self.log.log_start_offset)
         return ReadResult(ErrorCode.NONE, hw, lso, self.log.log_start_offset, info.records)
 
-    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool) -> ReadResult:
+    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool,
+                       zero_copy: bool = False) -> ReadResult:
         """A read_committed consumer's read: up to the LSO, with the aborted
         transactions that overlap it (the consumer drops their records)."""
         lso = self.last_stable_offset
-        r = self.read(offset, max_bytes, upper=lso, min_one=min_one)
+        r = self.read(offset, max_bytes, upper=lso, min_one=min_one, zero_copy=zero_copy)
         if r.error == ErrorCode.NONE:
             r.aborted_transactions = [] if not r.records else [
                 (a.producer_id, a.first_offset) for a in self.log.collect_aborted(offset, lso)]
@@ -449,7 +454,7 @@ class Partition:
     def read_for_follower(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
                           last_fetched_epoch: int, max_bytes: int, now: int, *,
                           record_fetch: bool = True, min_one: bool = True,
-                          broker_epoch: int = -1) -> FetchEffect:
+                          broker_epoch: int = -1, zero_copy: bool = False) -> FetchEffect:
         """The leader's side of one partition of a follower's Fetch: leadership and epoch
         checks, the diverging epoch (KIP-279) or the follower's position (HW, ISR
         expansion; skipped with ``record_fetch=False``, a re-read after a wait), and the
@@ -477,7 +482,8 @@ class Partition:
             hw = self.high_watermark
             eff.result = ReadResult(ErrorCode.NONE, hw, hw, self.log.log_start_offset, b"")
             return eff
-        eff.result = self.read(fetch_offset, max_bytes, upper=leo, min_one=min_one)
+        eff.result = self.read(fetch_offset, max_bytes, upper=leo, min_one=min_one,
+                               zero_copy=zero_copy)
         return eff
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from jocko_py import client
+from jocko_py.broker.broker_configs import BrokerConfigError
+from jocko_py.broker.security.sasl import SaslFailed
 from jocko_py.cluster.quorum import NotControllerError
 from jocko_py.commitlog.errors import KafkaStorageError, LogError, OffsetOutOfRangeError
 from jocko_py.protocol import records as rb
@@ -80,9 +82,11 @@ def test_the_client_raises_the_same_kafka_error() -> None:
      ErrorCode.OFFSET_OUT_OF_RANGE),
     (lambda: NotControllerError(), ErrorCode.NOT_CONTROLLER),
     (lambda: NotControllerError("controller is 2"), ErrorCode.NOT_CONTROLLER),
+    (lambda: BrokerConfigError("Cannot update these configs dynamically"),
+     ErrorCode.INVALID_REQUEST),
+    (lambda: SaslFailed("Authentication failed"), ErrorCode.SASL_AUTHENTICATION_FAILED),
 ])
-def test_record_log_and_controller_errors_are_kafka_errors(make: object, code: ErrorCode,
-                                                            ) -> None:
+def test_errors_of_one_code_are_kafka_errors(make: object, code: ErrorCode) -> None:
     e = make()  # type: ignore[operator]
     assert isinstance(e, KafkaError)
     assert e.code is code

@@ -27,7 +27,6 @@ from jocko_py.broker import broker_loggers
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.broker_configs import (
     DYNAMIC_CONFIGS,
-    BrokerConfigError,
     validate_dynamic_change,
 )
 from jocko_py.broker.controller_channel import is_forwarded
@@ -200,10 +199,7 @@ async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
     if throttles:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"Replication throttles are not supported: {', '.join(throttles)}")
-    try:
-        validate_dynamic_change(current, changes, view)
-    except BrokerConfigError as e:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, str(e)) from None
+    validate_dynamic_change(current, changes, view)  # raises BrokerConfigError
     if validate_only:
         return
     changes = {k: v for k, v in changes.items() if current.get(k) != v}
