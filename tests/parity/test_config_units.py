@@ -81,15 +81,36 @@ def test_accepted_dynamic_changes() -> None:
 
 
 def test_feature_rules() -> None:
+    # a metadata log without a metadata.version record: 3.9-IV0, nothing else finalized
     assert finalized({}) == {"metadata.version": 21}
     assert finalized({"metadata.version": 20, "kraft.version": 0}) == {"metadata.version": 20}
+    assert finalized({"transaction.version": 2}) == {"metadata.version": 21,
+                                                     "transaction.version": 2}
     ok = (ErrorCode.NONE, None)
     assert check_update({}, "metadata.version", 21, 1) == ok
     assert check_update({"metadata.version": 20}, "metadata.version", 21, 1) == ok
-    assert check_update({}, "metadata.version", 22, 1)[0] == ErrorCode.INVALID_UPDATE_VERSION
+    assert check_update({}, "metadata.version", 33, 1) == ok
+    assert check_update({}, "metadata.version", 34, 1)[0] == ErrorCode.INVALID_UPDATE_VERSION
     assert check_update({}, "metadata.version", 20, 1)[0] == ErrorCode.INVALID_UPDATE_VERSION
     assert check_update({}, "metadata.version", 20, 2)[0] == ErrorCode.INVALID_UPDATE_VERSION
     assert check_update({}, "metadata.version", 0, 3)[0] == ErrorCode.INVALID_UPDATE_VERSION
-    assert check_update({}, "group.version", 1, 1)[0] == ErrorCode.INVALID_UPDATE_VERSION
+    assert check_update({}, "group.version", 1, 1) == ok
+    assert check_update({}, "group.version", 2, 1)[0] == ErrorCode.INVALID_UPDATE_VERSION
     assert check_update({}, "group.version", 0, 1) == ok
+    assert check_update({}, "transaction.version", 2, 1) == ok
+    assert check_update({}, "transaction.version", 3, 1)[0] == ErrorCode.INVALID_UPDATE_VERSION
+    assert check_update({"transaction.version": 2}, "transaction.version", 1, 1)[0] == \
+        ErrorCode.INVALID_UPDATE_VERSION  # a downgrade needs safe or unsafe
+    assert check_update({"transaction.version": 2}, "transaction.version", 1, 2) == ok
+    assert check_update({"transaction.version": 1}, "transaction.version", 2, 2)[0] == \
+        ErrorCode.INVALID_UPDATE_VERSION  # "Can't downgrade to a newer version."
     assert check_update({}, "kraft.version", 1, 1)[0] == ErrorCode.INVALID_UPDATE_VERSION
+    # ELR 1 needs metadata.version 4.0-IV1 (23), checked against the whole request
+    err, msg = check_update({}, "eligible.leader.replicas.version", 1, 1)
+    assert err == ErrorCode.INVALID_UPDATE_VERSION and msg == (
+        "Invalid update version 1 for feature eligible.leader.replicas.version. "
+        "eligible.leader.replicas.version could not be set to 1 because it depends on "
+        "metadata.version level 23")
+    assert check_update({}, "eligible.leader.replicas.version", 1, 1,
+                        {"metadata.version": 23, "eligible.leader.replicas.version": 1}) == ok
+    assert check_update({"metadata.version": 33}, "eligible.leader.replicas.version", 1, 1) == ok

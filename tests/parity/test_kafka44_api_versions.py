@@ -60,12 +60,7 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
 
 # feature -> (jocko-py's supported range, None when unknown to it; why it differs)
 FEATURES_NOT_YET: dict[str, tuple[tuple[int, int] | None, str]] = {
-    "metadata.version": ((7, 21), "levels past 3.9-IV0 (21) up to 4.4-IV2 (33): their "
-                                  "record and protocol changes are not checked level by level"),
     "kraft.version": ((0, 0), "kraft.version 1 (KIP-853 dynamic quorums)"),
-    "group.version": (None, "KIP-848 groups are served whatever the level; not gated"),
-    "transaction.version": (None, "transaction.version 2 (KIP-890 part 2) not finalizable"),
-    "eligible.leader.replicas.version": (None, "ELR is kept whatever the level; not gated"),
     "share.version": (None, "share groups (KIP-932)"),
     "streams.version": (None, "streams groups (KIP-1071)"),
 }
@@ -81,7 +76,7 @@ def _controller_only(key: int) -> bool:
 
 def _api_versions(bootstrap: str) -> Any:
     with Client(bootstrap, timeout=10) as c:
-        return c.request(18, 3, {"client_software_name": "jocko-py-parity",
+        return c.request(18, 4, {"client_software_name": "jocko-py-parity",
                                  "client_software_version": "1"})
 
 
