@@ -17,7 +17,9 @@ from jocko_py.broker.broker_configs import (
     validate_dynamic_change,
 )
 from jocko_py.broker.config import DEFAULTS, build_config
-from jocko_py.broker.features import check_update, finalized
+from jocko_py.broker.features import BOOTSTRAP, check_update, finalized
+from jocko_py.cluster.controller import Controller, ControllerConfig
+from jocko_py.cluster.metadata import ClusterSecretRecord, FeatureLevelRecord, MetadataImage
 from jocko_py.commitlog.config import TOPIC_TO_BROKER
 from jocko_py.protocol.errors import ErrorCode
 
@@ -114,3 +116,23 @@ def test_feature_rules() -> None:
     assert check_update({}, "eligible.leader.replicas.version", 1, 1,
                         {"metadata.version": 23, "eligible.leader.replicas.version": 1}) == ok
     assert check_update({"metadata.version": 33}, "eligible.leader.replicas.version", 1, 1) == ok
+
+
+def test_a_new_cluster_bootstraps_its_features_and_an_old_log_keeps_its_level() -> None:
+    """The controller's first records on an empty metadata log are the bootstrap
+    feature levels (Kafka 4.4.0's `kafka-storage format`); a log that already holds
+    records but no metadata.version gets none and stays at 3.9-IV0."""
+    c = Controller(ControllerConfig(bootstrap_features=tuple(sorted(BOOTSTRAP.items()))))
+    img = MetadataImage()
+    recs = c.bootstrap_records(img)
+    assert [(r.name, r.feature_level) for r in recs if isinstance(r, FeatureLevelRecord)] == \
+        sorted(BOOTSTRAP.items())
+    img.apply_batch(recs)
+    assert finalized(img.features) == {
+        "metadata.version": 33, "transaction.version": 2, "group.version": 1,
+        "eligible.leader.replicas.version": 1}
+    assert c.bootstrap_records(img) == []
+    old = MetadataImage()
+    old.apply(ClusterSecretRecord(b"s" * 32))
+    assert c.bootstrap_records(old) == []
+    assert finalized(old.features) == {"metadata.version": 21}

@@ -28,9 +28,6 @@ from tests.support.e2e import TargetBroker
 
 # key -> (jocko-py's newest version, None when not served; why it differs from Kafka 4.4.0)
 NOT_YET: dict[int, tuple[int | None, str]] = {
-    0: (11, "Produce v12 (KIP-890 part 2: implicit AddPartitionsToTxn) and v13 (topic ids)"),
-    27: (1, "WriteTxnMarkers v2 (KIP-1228: the marker's transaction version)"),
-    28: (4, "TxnOffsetCommit v5 (KIP-890 part 2) and v6 (topic ids)"),
     34: (None, "AlterReplicaLogDirs: moving a replica between log dirs (future replicas)"),
     38: (None, "delegation tokens"),
     39: (None, "delegation tokens"),

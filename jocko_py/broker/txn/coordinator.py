@@ -40,11 +40,21 @@ Rules (Kafka's TransactionCoordinator, followed here)
   the state becomes CompleteCommit / CompleteAbort with no partitions. A retry of a
   completed end answers NONE; the other end of a completed or prepared transaction
   INVALID_TXN_STATE; a retry while prepared CONCURRENT_TRANSACTIONS; Empty
-  INVALID_TXN_STATE. EndTxn v5 (KIP-890 part 2) prepares with the epoch bumped (the
-  markers carry it; a fresh producer id for the next transaction once exhausted) and
-  answers with the next producer id and epoch; with the previous epoch it is a retry
-  (same answer) only while this end is prepared or complete, else PRODUCER_FENCED; it
-  may abort an Empty or Complete* id, which only bumps the epoch.
+  INVALID_TXN_STATE.
+- Transaction version 2 (KIP-890 part 2; EndTxn v5 while `transaction.version` 2 is
+  finalized): the end prepares with the epoch bumped (the markers carry it, and say
+  the transaction is a TV2 one, so a partition refuses a marker that is not above
+  its batches' epoch) and answers with the next producer id and epoch. Once the
+  epoch is exhausted (Short.MaxValue - 1) the prepare record names a fresh producer
+  id (NextProducerId) and the completion switches to it (PreviousProducerId keeps the
+  old one), so a coordinator failover or restart keeps both. Epochs as Kafka checks
+  them: Ongoing / Empty / PrepareEpochFence need the current epoch; prepared ones
+  only a retry (the epoch just below, answered CONCURRENT_TRANSACTIONS), completed
+  ones a retry (answered the same as the end it repeats; also the last epoch of the
+  previous producer id after a roll) or the current epoch (an abort of the empty
+  transaction, which only bumps the epoch); else PRODUCER_FENCED. A partition leader
+  adds partitions for a TV2 producer (Produce v12, TxnOffsetCommit v5: `verify` with
+  ``add``, AddPartitionsToTxn v5 between brokers), which starts a TV2 transaction.
 - Every `transaction.abort.timed.out.transaction.cleanup.interval.ms` an Ongoing
   transaction older than its timeout is fenced and aborted as InitProducerId would.
 - Verification (KIP-890 part 1): a partition leader asks (AddPartitionsToTxn v4,
@@ -56,9 +66,11 @@ Rules (Kafka's TransactionCoordinator, followed here)
   tombstone record), checked every
   `transaction.remove.expired.transaction.cleanup.interval.ms`; its next
   InitProducerId gets a fresh producer id.
-- Not implemented: the rest of KIP-890 part 2 (Produce v12 adding partitions implicitly, the
-  `transaction.version` feature), the Dead state; the next producer id of an exhausted
-  epoch is not persisted (Kafka's NextProducerId tagged field).
+- Records are TransactionLogValue v1 (flexible, with the tagged fields) while
+  `transaction.version` >= 1 is finalized, else v0, as Kafka writes them.
+- A fence (InitProducerId over an Ongoing transaction, a timeout) bumps the epoch up
+  to Short.MaxValue, as Kafka's prepareFenceProducerEpoch.
+- Not implemented: the Dead state; KIP-939 two-phase commit (InitProducerId v6).
 """
 
 from __future__ import annotations
