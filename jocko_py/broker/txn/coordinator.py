@@ -114,6 +114,9 @@ MARKER_TIMEOUT_S = 10.0
 
 
 VERIFY_TIMEOUT_S = 5.0
+# Kafka's add.partitions.to.txn.retry.backoff.ms / .max.ms defaults (not configurable here)
+ADD_RETRY_BACKOFF_S = 0.02
+ADD_RETRY_MAX_S = 0.1
 
 
 def _code(value: int) -> ErrorCode:
@@ -508,7 +511,23 @@ class TransactionCoordinator:
         """The partition leader's side of KIP-890: ask the coordinator of
         ``transactional_id`` (this broker, or another over AddPartitionsToTxn v5) whether
         the partitions are in the producer's ongoing transaction (part 1), or, with
-        ``add`` (part 2: Produce v12, TxnOffsetCommit v5), add them to it."""
+        ``add`` (part 2: Produce v12, TxnOffsetCommit v5), add them to it. An add
+        answered CONCURRENT_TRANSACTIONS (the previous transaction's markers are still
+        being written) is asked again for a short while, as Kafka's
+        AddPartitionsToTxnManager does (its add.partitions.to.txn.retry.backoff.ms and
+        .max.ms defaults), before the producer is told to retry."""
+        deadline = time.monotonic() + ADD_RETRY_MAX_S
+        while True:
+            out = await self._verify_once(transactional_id, producer_id, producer_epoch,
+                                          partitions, add)
+            if not add or any(e != E.CONCURRENT_TRANSACTIONS for e in out.values()) \
+                    or time.monotonic() + ADD_RETRY_BACKOFF_S > deadline:
+                return out
+            await asyncio.sleep(ADD_RETRY_BACKOFF_S)
+
+    async def _verify_once(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           partitions: list[tuple[str, int]], add: bool
+                           ) -> dict[tuple[str, int], ErrorCode]:
         if not self.topic_exists():
             return {tp: E.COORDINATOR_NOT_AVAILABLE for tp in partitions}
         leader = self.leader_of(transactional_id)
