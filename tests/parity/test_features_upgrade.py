@@ -5,9 +5,11 @@ The broker starts on a metadata log that already holds records but no
 FeatureLevelRecord (as every log of a jocko-py older than this one): it keeps the
 level it ran at, metadata.version 3.9-IV0 with no other feature finalized, so Kafka
 4.x clients see a cluster without transaction.version 2 and EndTxn v5 ends without an
-epoch bump. `kafka-features upgrade` refuses ELR 1 alone (it depends on
+epoch bump, and a KIP-848 consumer gets UNSUPPORTED_VERSION (group.version 0), as
+from Kafka 4.4.0. `kafka-features upgrade` refuses ELR 1 alone (it depends on
 metadata.version 4.0-IV1) with Kafka's message, then takes the cluster to 4.4-IV2
-with transaction.version 2 and ELR 1 in one request; KIP-890 part 2 is on from then,
+with transaction.version 2, group.version 1 and ELR 1 in one request; KIP-890 part 2
+and the consumer protocol are on from then,
 and a restart keeps the levels.
 """
 
@@ -68,6 +70,19 @@ def _end_txn_v5_epochs(c: Client, topic: str) -> tuple[int, int]:
     return epoch, int(end.producer_epoch)
 
 
+def _heartbeat(c: Client, topic: str) -> int:
+    """A consumer-protocol (KIP-848) member joining a group: its error code."""
+    group = f"hb-{uuid.uuid4().hex[:6]}"
+    assert c.request(10, 4, {"key_type": 0, "coordinator_keys": [group]}) \
+        .coordinators[0].error_code == 0
+    r = c.request(68, 1, {"group_id": group, "member_id": uuid.uuid4().hex[:22],
+                          "member_epoch": 0, "instance_id": None, "rack_id": None,
+                          "rebalance_timeout_ms": 30000, "subscribed_topic_names": [topic],
+                          "subscribed_topic_regex": None, "server_assignor": None,
+                          "topic_partitions": []})
+    return int(r.error_code)
+
+
 def test_an_old_log_keeps_its_level_until_kafka_features_upgrades_it(
         old_log_broker: BrokerProcess) -> None:
     b = old_log_broker
@@ -77,6 +92,7 @@ def test_an_old_log_keeps_its_level_until_kafka_features_upgrades_it(
         c.create_topic(topic, 1, 1)
         before, after = _end_txn_v5_epochs(c, topic)
         assert after == before                       # transaction.version 0: no bump
+        assert _heartbeat(c, topic) == E.UNSUPPORTED_VERSION   # group.version 0
     out = kt.run("4.4", kt.FEATURES, "--bootstrap-server", b.bootstrap, "describe")
     assert re.search(r"Feature: metadata\.version\s+SupportedMinVersion: 3\.3-IV3\s+"
                      r"SupportedMaxVersion: 4\.4-IV2\s+FinalizedVersionLevel: 3\.9-IV0", out), out
@@ -88,13 +104,14 @@ def test_an_old_log_keeps_its_level_until_kafka_features_upgrades_it(
            "metadata.version level 23" in err, err
     kt.run("4.4", kt.FEATURES, "--bootstrap-server", b.bootstrap, "upgrade",
            "--metadata", "4.4-IV2", "--feature", "transaction.version=2",
-           "--feature", "eligible.leader.replicas.version=1")
+           "--feature", "eligible.leader.replicas.version=1", "--feature", "group.version=1")
     want = {"metadata.version": 33, "transaction.version": 2,
-            "eligible.leader.replicas.version": 1}
+            "eligible.leader.replicas.version": 1, "group.version": 1}
     with Client(b.bootstrap) as c:
         assert _finalized(c) == want
         before, after = _end_txn_v5_epochs(c, topic)
         assert after == before + 1                   # KIP-890 part 2 is on
+        assert _heartbeat(c, topic) == E.NONE        # and the consumer protocol
     b.stop()
     b.start()
     with Client(b.bootstrap) as c:
