@@ -201,6 +201,27 @@ def test_a_delayed_produce_or_end_of_an_earlier_transaction_never_lands_in_a_lat
         assert _read_committed(c, fresh) == []
 
 
+def test_an_end_without_the_bump_writes_markers_of_its_own_version(
+        txn_broker: BrokerProcess) -> None:
+    """A transaction whose partition Produce v12 added, ended by EndTxn v4 (no epoch
+    bump): its markers carry the batches' epoch, so they are written as transaction
+    version 0 markers (the end decides, as Kafka's prepareAbortOrCommit) and the
+    transaction completes instead of staying open on the partition."""
+    with Client(txn_broker.bootstrap) as c:
+        topic = _topic(c)
+        t = Txn2(c, f"v4end-{uuid.uuid4().hex[:6]}")
+        e0 = t.epoch
+        assert t.produce(topic, 0, b"a").error_code == E.NONE
+        assert t.end(True, version=4)[0] == E.NONE
+        d = _wait_state(c, t.tid, "CompleteCommit")
+        assert d.producer_epoch == e0
+        deadline = time.monotonic() + 10
+        while _lso(c, topic) != 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _lso(c, topic) == 2
+        assert _read_committed(c, topic) == [b"a"]
+
+
 def test_txn_offset_commit_v5_adds_the_offsets_partition(txn_broker: BrokerProcess) -> None:
     with Client(txn_broker.bootstrap) as c:
         topic = _topic(c)

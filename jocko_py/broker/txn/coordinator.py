@@ -637,8 +637,10 @@ class TransactionCoordinator:
             new.last_update_ms = now_ms()
             if st is not S.ONGOING:
                 new.partitions = set()
+            # the end decides the markers' transaction version, as Kafka's
+            # prepareAbortOrCommit (a v4 end writes markers at the batches' epoch)
+            new.client_tv = 2 if bump_epoch else 0
             if bump_epoch:
-                new.client_tv = 2
                 new.last_producer_id, new.last_producer_epoch = m.producer_id, m.producer_epoch
                 new.producer_epoch = m.producer_epoch + 1
                 if m.producer_epoch >= MAX_EPOCH:
