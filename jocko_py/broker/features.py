@@ -13,8 +13,10 @@ is what ApiVersions reports. Levels are Kafka 4.4.0's:
   add their partition to the transaction, EndTxn v5 bumps the epoch of every
   transaction). Below 2 those request versions keep their older meaning (see
   `txn_v2`): a Kafka 4.x client checks the finalized level before using them.
-- `group.version` 0-1 and `eligible.leader.replicas.version` 0-1 (ELR 1 needs
-  metadata.version 4.0-IV1, 23): recorded and reported.
+- `group.version` 0-1 (the KIP-848 consumer protocol needs 1) and
+  `eligible.leader.replicas.version` 0-1 (ELR 1 needs metadata.version 4.0-IV1, 23;
+  recorded and reported).
+- `streams.version` 0-1: KIP-1071 streams groups need 1.
 
 A new cluster (an empty metadata log) bootstraps at `BOOTSTRAP`, as `kafka-storage
 format` does for Kafka 4.4.0: the controller writes those FeatureLevelRecords first
@@ -36,6 +38,7 @@ KRAFT_VERSION = "kraft.version"
 TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
 ELR_VERSION = "eligible.leader.replicas.version"
+STREAMS_VERSION = "streams.version"
 
 #: metadata.version levels named by Kafka's MetadataVersion (the ones used here)
 MV_3_3_IV3, MV_3_9_IV0, MV_4_0_IV1, MV_4_4_IV2 = 7, 21, 23, 33
@@ -75,6 +78,8 @@ register(FeatureSpec(KRAFT_VERSION, 0, 0, 0))
 register(FeatureSpec(TRANSACTION_VERSION, 0, 2, 2))
 register(FeatureSpec(GROUP_VERSION, 0, 1, 1))
 register(FeatureSpec(ELR_VERSION, 0, 1, 1, {1: {METADATA_VERSION: MV_4_0_IV1}}))
+# KIP-1071 streams groups (1: StreamsGroupHeartbeat served)
+register(FeatureSpec(STREAMS_VERSION, 0, 1, 1))
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 

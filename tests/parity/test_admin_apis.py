@@ -178,7 +178,7 @@ def test_update_features_and_api_versions_features(target: TargetBroker) -> None
         av = c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
         assert {f.name: f.max_version_level for f in av.finalized_features} == {
             "metadata.version": 33, "transaction.version": 2, "group.version": 1,
-            "eligible.leader.replicas.version": 1}
+            "eligible.leader.replicas.version": 1, "streams.version": 1}
         # before v4 the features whose range starts at 0 are left out (KIP-1022)
         assert {f.name: (f.min_version, f.max_version) for f in av.supported_features} == {
             "metadata.version": (7, 33)}
@@ -186,7 +186,7 @@ def test_update_features_and_api_versions_features(target: TargetBroker) -> None
         assert {f.name: (f.min_version, f.max_version) for f in av.supported_features} == {
             "metadata.version": (7, 33), "kraft.version": (0, 0),
             "transaction.version": (0, 2), "group.version": (0, 1),
-            "eligible.leader.replicas.version": (0, 1)}
+            "eligible.leader.replicas.version": (0, 1), "streams.version": (0, 1)}
         assert av.finalized_features_epoch >= 0
 
 

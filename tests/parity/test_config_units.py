@@ -88,6 +88,10 @@ def test_feature_rules() -> None:
     assert finalized({"metadata.version": 20, "kraft.version": 0}) == {"metadata.version": 20}
     assert finalized({"transaction.version": 2}) == {"metadata.version": 21,
                                                      "transaction.version": 2}
+    # streams groups (KIP-1071) may be disabled (0) and enabled again
+    assert check_update({}, "streams.version", 0, 2) == (ErrorCode.NONE, None)
+    assert check_update({"streams.version": 0}, "streams.version", 1, 1) == (ErrorCode.NONE, None)
+    assert check_update({}, "streams.version", 2, 1)[0] == ErrorCode.INVALID_UPDATE_VERSION
     ok = (ErrorCode.NONE, None)
     assert check_update({}, "metadata.version", 21, 1) == ok
     assert check_update({"metadata.version": 20}, "metadata.version", 21, 1) == ok
@@ -130,7 +134,7 @@ def test_a_new_cluster_bootstraps_its_features_and_an_old_log_keeps_its_level() 
     img.apply_batch(recs)
     assert finalized(img.features) == {
         "metadata.version": 33, "transaction.version": 2, "group.version": 1,
-        "eligible.leader.replicas.version": 1}
+        "eligible.leader.replicas.version": 1, "streams.version": 1}
     assert c.bootstrap_records(img) == []
     old = MetadataImage()
     old.apply(ClusterSecretRecord(b"s" * 32))
