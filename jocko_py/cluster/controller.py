@@ -146,6 +146,8 @@ class ControllerConfig:
     # the broker's static min.insync.replicas: the default when neither the topic nor
     # the cluster-wide dynamic config sets one
     min_insync_replicas: int = 1
+    # the finalized feature levels a new cluster starts with (broker/features.py)
+    bootstrap_features: tuple[tuple[str, int], ...] = ()
 
 
 class Controller:
@@ -158,6 +160,14 @@ class Controller:
         self.acls = AclControlManager()
         self.quotas = ClientQuotaControlManager()
         self.scram = ScramControlManager()
+
+    def bootstrap_records(self, image: MetadataImage) -> list[MetadataRecord]:
+        """A new cluster's first records (nothing applied yet): its feature levels, as
+        `kafka-storage format` bootstraps them; then the cluster secret."""
+        first: list[MetadataRecord] = []
+        if image.records_applied == 0:
+            first = [FeatureLevelRecord(k, v) for k, v in self.config.bootstrap_features]
+        return first + self.cluster_secret_records(image)
 
     def cluster_secret_records(self, image: MetadataImage) -> list[MetadataRecord]:
         """A new cluster secret while the image has none (see the module rules)."""
