@@ -22,8 +22,9 @@ A new cluster (an empty metadata log) bootstraps at `BOOTSTRAP`, as `kafka-stora
 format` does for Kafka 4.4.0: the controller writes those FeatureLevelRecords first
 (`ControllerConfig.bootstrap_features`). A log that holds no FeatureLevelRecord for
 `metadata.version` was written before features were recorded and keeps the level it
-ran at, 3.9-IV0 (21), with every other feature at 0 (`LEGACY`); `kafka-features
-upgrade` moves it on. Level 0 means disabled and is not listed as finalized.
+ran at, 3.9-IV0 (21), with `group.version` 1 (earlier jocko-py served KIP-848
+groups whatever the level, and an upgrade must not take them away) and every other
+feature at 0 (`LEGACY`); `kafka-features upgrade` moves it on. Level 0 means disabled and is not listed as finalized.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ SUPPORTED: dict[str, tuple[int, int]] = {}
 #: the finalized levels a new cluster starts with
 BOOTSTRAP: dict[str, int] = {}
 #: the levels of a metadata log that records none (written before features existed)
-LEGACY: dict[str, int] = {METADATA_VERSION: MV_3_9_IV0}
+LEGACY: dict[str, int] = {METADATA_VERSION: MV_3_9_IV0, GROUP_VERSION: 1}
 
 
 def register(spec: FeatureSpec) -> None:

@@ -83,10 +83,11 @@ def test_accepted_dynamic_changes() -> None:
 
 
 def test_feature_rules() -> None:
-    # a metadata log without a metadata.version record: 3.9-IV0, nothing else finalized
-    assert finalized({}) == {"metadata.version": 21}
+    # a metadata log without a metadata.version record: 3.9-IV0, and group.version 1
+    # (earlier jocko-py served KIP-848 groups), nothing else finalized
+    assert finalized({}) == {"metadata.version": 21, "group.version": 1}
     assert finalized({"metadata.version": 20, "kraft.version": 0}) == {"metadata.version": 20}
-    assert finalized({"transaction.version": 2}) == {"metadata.version": 21,
+    assert finalized({"transaction.version": 2}) == {"metadata.version": 21, "group.version": 1,
                                                      "transaction.version": 2}
     # streams groups (KIP-1071) may be disabled (0) and enabled again
     assert check_update({}, "streams.version", 0, 2) == (ErrorCode.NONE, None)
@@ -102,7 +103,8 @@ def test_feature_rules() -> None:
     assert check_update({}, "metadata.version", 0, 3)[0] == ErrorCode.INVALID_UPDATE_VERSION
     assert check_update({}, "group.version", 1, 1) == ok
     assert check_update({}, "group.version", 2, 1)[0] == ErrorCode.INVALID_UPDATE_VERSION
-    assert check_update({}, "group.version", 0, 1) == ok
+    assert check_update({}, "group.version", 0, 1)[0] == ErrorCode.INVALID_UPDATE_VERSION
+    assert check_update({}, "group.version", 0, 2) == ok  # the legacy 1 safely downgraded
     assert check_update({}, "transaction.version", 2, 1) == ok
     assert check_update({}, "transaction.version", 3, 1)[0] == ErrorCode.INVALID_UPDATE_VERSION
     assert check_update({"transaction.version": 2}, "transaction.version", 1, 1)[0] == \
@@ -139,4 +141,4 @@ def test_a_new_cluster_bootstraps_its_features_and_an_old_log_keeps_its_level() 
     old = MetadataImage()
     old.apply(ClusterSecretRecord(b"s" * 32))
     assert c.bootstrap_records(old) == []
-    assert finalized(old.features) == {"metadata.version": 21}
+    assert finalized(old.features) == {"metadata.version": 21, "group.version": 1}

@@ -3,10 +3,10 @@
 
 The broker starts on a metadata log that already holds records but no
 FeatureLevelRecord (as every log of a jocko-py older than this one): it keeps the
-level it ran at, metadata.version 3.9-IV0 with no other feature finalized, so Kafka
-4.x clients see a cluster without transaction.version 2 and EndTxn v5 ends without an
-epoch bump, and a KIP-848 consumer gets UNSUPPORTED_VERSION (group.version 0), as
-from Kafka 4.4.0. `kafka-features upgrade` refuses ELR 1 alone (it depends on
+level it ran at, metadata.version 3.9-IV0 and group.version 1 (earlier jocko-py served
+KIP-848 groups, so a KIP-848 consumer keeps working) with no other feature finalized,
+so Kafka 4.x clients see a cluster without transaction.version 2 and EndTxn v5 ends
+without an epoch bump. `kafka-features upgrade` refuses ELR 1 alone (it depends on
 metadata.version 4.0-IV1) with Kafka's message, then takes the cluster to 4.4-IV2
 with transaction.version 2, group.version 1 and ELR 1 in one request; KIP-890 part 2
 and the consumer protocol are on from then,
@@ -87,12 +87,12 @@ def test_an_old_log_keeps_its_level_until_kafka_features_upgrades_it(
         old_log_broker: BrokerProcess) -> None:
     b = old_log_broker
     with Client(b.bootstrap) as c:
-        assert _finalized(c) == {"metadata.version": 21}
+        assert _finalized(c) == {"metadata.version": 21, "group.version": 1}
         topic = f"up-{uuid.uuid4().hex[:6]}"
         c.create_topic(topic, 1, 1)
         before, after = _end_txn_v5_epochs(c, topic)
         assert after == before                       # transaction.version 0: no bump
-        assert _heartbeat(c, topic) == E.UNSUPPORTED_VERSION   # group.version 0
+        assert _heartbeat(c, topic) == E.NONE        # group.version 1 kept
     out = kt.run("4.4", kt.FEATURES, "--bootstrap-server", b.bootstrap, "describe")
     assert re.search(r"Feature: metadata\.version\s+SupportedMinVersion: 3\.3-IV3\s+"
                      r"SupportedMaxVersion: 4\.4-IV2\s+FinalizedVersionLevel: 3\.9-IV0", out), out
@@ -111,7 +111,7 @@ def test_an_old_log_keeps_its_level_until_kafka_features_upgrades_it(
         assert _finalized(c) == want
         before, after = _end_txn_v5_epochs(c, topic)
         assert after == before + 1                   # KIP-890 part 2 is on
-        assert _heartbeat(c, topic) == E.NONE        # and the consumer protocol
+        assert _heartbeat(c, topic) == E.NONE        # and the consumer protocol still
     b.stop()
     b.start()
     with Client(b.bootstrap) as c:

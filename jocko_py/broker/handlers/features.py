@@ -17,7 +17,14 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.controller_channel import is_forwarded
-from jocko_py.broker.features import SAFE_DOWNGRADE, UPGRADE, check_update, finalized
+from jocko_py.broker.features import (
+    LEGACY,
+    METADATA_VERSION,
+    SAFE_DOWNGRADE,
+    UPGRADE,
+    check_update,
+    finalized,
+)
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 
@@ -47,6 +54,11 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             break
         if u.max_version_level != finalized(features).get(u.feature, 0):
             wanted[u.feature] = u.max_version_level
+    if not error and not validate_only and wanted and METADATA_VERSION not in features:
+        # a log written before features were recorded: its legacy levels become records
+        # with the first update, so they outlive the legacy rule (broker/features.py)
+        for name, lvl in LEGACY.items():
+            wanted.setdefault(name, lvl)
     if not error and not validate_only and wanted:
         try:
             await broker.topics.update_features(
