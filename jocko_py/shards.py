@@ -158,7 +158,7 @@ def plan_shards(config: BrokerConfig, n: int, *, raft_explicit: bool,
     def claim(kind: str, port: int, what: str) -> None:
         other = used.get((kind, port))
         if other is not None:
-            raise ConfigError(f"num.shards={n}: {what} port {port} is also {other}; set "
+            raise ConfigError(f"num.shards={n}: {what} port {port} is also {other} port; set "
                               "ports at least num.shards apart (docs/shards.md)")
         used[(kind, port)] = what
 
