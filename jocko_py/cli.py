@@ -209,6 +209,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         print(generate_key())
         return 0
     from jocko_py.client import Client, KafkaError
+    from jocko_py.shards import host_and_shard
 
     with Client(args.bootstrap_server) as c:
         md = c.metadata([])
@@ -224,7 +225,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         _emit_json({
             "cluster_id": dc.cluster_id, "controller": md.controller_id,
             "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
-                         "voter": b.node_id in voters_} for b in md.brokers],
+                         "voter": b.node_id in voters_,
+                         "host_node": host_and_shard(b.node_id)[0],
+                         "shard": host_and_shard(b.node_id)[1]}
+                        for b in sorted(md.brokers, key=lambda b: host_and_shard(b.node_id))],
             "quorum": {"leader": q.leader_id, "epoch": q.leader_epoch,
                        "high_watermark": q.high_watermark,
                        "replicas": [{"id": r.replica_id, "log_end_offset": r.log_end_offset,
@@ -234,14 +238,18 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     print(f"ClusterId:      {dc.cluster_id}")
     print(f"Controller:     {md.controller_id}")
     print("Brokers:")
-    known = sorted(set(live) | {r.replica_id for r in list(q.current_voters) + list(q.observers)})
+    # a sharded broker's shards (node n + 1000k, jocko_py/shards.py) listed together
+    known = sorted(set(live) | {r.replica_id for r in list(q.current_voters) + list(q.observers)},
+                   key=host_and_shard)
+    sharded = any(host_and_shard(b)[1] for b in known)
     voters = {r.replica_id for r in q.current_voters}
     for bid in known:
         b = live.get(bid)
         state = "alive" if b is not None else "fenced/offline"
         addr = f"{b.host}:{b.port}" if b is not None else "-"
         role = "voter" if bid in voters else "observer"
-        print(f"  {bid:>4}  {state:<15} {addr:<22} rack={b.rack if b else None}  {role}")
+        shard = "  node {}, shard {}".format(*host_and_shard(bid)) if sharded else ""
+        print(f"  {bid:>4}  {state:<15} {addr:<22} rack={b.rack if b else None}  {role}{shard}")
     print(f"Quorum:         leader {q.leader_id}, epoch {q.leader_epoch}, "
           f"high watermark {q.high_watermark}")
     now = int(time.time() * 1000)

@@ -58,7 +58,7 @@ from pathlib import Path
 from types import FrameType
 
 from jocko_py.broker.config import BrokerConfig, ConfigError, Listener, split_addr
-from jocko_py.commitlog.dirs import read_meta, random_uuid
+from jocko_py.commitlog.dirs import random_uuid, read_meta
 
 SHARD_ID_STRIDE = 1000
 MAX_SHARDS = 256

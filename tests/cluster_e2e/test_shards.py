@@ -144,6 +144,13 @@ def test_two_shards_serve_stop_restart_and_fail_together(tmp_path: Path) -> None
         admin.close()
         leaders = _leaders(b.bootstrap)
         assert set(leaders.values()) == {0, 1000}, leaders  # partitions on both shards
+        status = subprocess.run(
+            [sys.executable, "-m", "jocko_py.cli", "cluster", "status",
+             "--bootstrap-server", b.bootstrap], capture_output=True, text=True, timeout=60)
+        lines = [x.split() for x in status.stdout.splitlines() if "rack=" in x]
+        assert [(x[0], x[4], " ".join(x[5:])) for x in lines] == [
+            ("0", "voter", "node 0, shard 0"),
+            ("1000", "observer", "node 0, shard 1")], status.stdout  # a host's shards together
         prod = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all")
         want = {p: [f"{p}-{i}".encode() for i in range(PER_PARTITION)]
                 for p in range(PARTITIONS)}
