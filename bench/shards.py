@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -237,13 +238,16 @@ def one_run(kind: str, work: Path, args: argparse.Namespace) -> dict[str, object
         pids = [kafka.proc.pid] if kafka is not None and kafka.proc is not None else [
             p.pid for p in procs]
         c0, (b0, t0) = _cpu_seconds(pids), _machine_busy()
+        u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         if args.client == "kcat":
             r = run_kcat(bootstrap, args.producers, args.records, args.size, work,
                          args.producer_config)
         else:
             r = run_producers(bootstrap, args.producers, args.records, args.size)
         c1, (b1, t1) = _cpu_seconds(pids), _machine_busy()
+        u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         return {"kind": kind, "load1": load, **r, "broker_cpu_s": c1 - c0,
+                "client_cpu_s": u1.ru_utime + u1.ru_stime - u0.ru_utime - u0.ru_stime,
                 "machine_busy": (b1 - b0) / max(1, t1 - t0)}
     finally:
         if kafka is not None:
@@ -303,7 +307,8 @@ def main() -> int:
                 runs.append(r)
                 print(f"rep {rep + 1} {kind:<9} {r['mb_s']:7.1f} MB/s "
                       f"{r['records_s']:9.0f} records/s  load1 {r['load1']:.2f}  broker "
-                      f"{r['broker_cpu_s']:.1f} CPU-s in {r['seconds']:.1f} s, machine "
+                      f"{r['broker_cpu_s']:.1f} CPU-s, producers {r['client_cpu_s']:.1f} CPU-s, "
+                      f"in {r['seconds']:.1f} s, machine "
                       f"{100 * float(str(r['machine_busy'])):.0f}% busy", flush=True)
     summary = {}
     for kind in kinds:

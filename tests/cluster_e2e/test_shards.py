@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,8 @@ class ShardedBroker:
 
     def __init__(self, data: Path) -> None:
         self.data = data
-        # Kafka ports P, P+1; raft P+2, P+3; gossip (UDP) P+4, P+5
-        self.port = free_port_block(tuple(range(4)), udp=(4, 5))
+        # Kafka ports P, P+1; raft P+2, P+3; gossip (UDP) P+4, P+5; consoles P+6, P+7
+        self.port = free_port_block((0, 1, 2, 3, 6, 7), udp=(4, 5))
         self.log = data.parent / "sharded.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -48,6 +49,7 @@ class ShardedBroker:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "jocko_py.cli", "broker", "--shards", "2",
                  "--broker-addr", self.bootstrap, "--data-dir", str(self.data),
+                 "--console-addr", f"127.0.0.1:{self.port + 6}",
                  "--override", "group.initial.rebalance.delay.ms=0"],
                 stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
                 env=dict(os.environ, PYTHONUNBUFFERED="1"))
@@ -151,6 +153,10 @@ def test_two_shards_serve_stop_restart_and_fail_together(tmp_path: Path) -> None
         assert [(x[0], x[4], " ".join(x[5:])) for x in lines] == [
             ("0", "voter", "node 0, shard 0"),
             ("1000", "observer", "node 0, shard 1")], status.stdout  # a host's shards together
+        for console in (b.port + 6, b.port + 7):  # each shard's console, at its port + k
+            with urllib.request.urlopen(f"http://127.0.0.1:{console}/", timeout=30) as r:
+                page = r.read().decode()
+            assert "host (shard)" in page and "node 0, shard 1" in page, page
         prod = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all")
         want = {p: [f"{p}-{i}".encode() for i in range(PER_PARTITION)]
                 for p in range(PARTITIONS)}
@@ -163,10 +169,12 @@ def test_two_shards_serve_stop_restart_and_fail_together(tmp_path: Path) -> None
 
         shard_pids = b.shard_pids()
         assert len(shard_pids) == 2
+        mark = b.log.stat().st_size
         assert b.stop(signal.SIGINT) == 0, b.tail()
         assert all(_gone(p) for p in shard_pids)
-        assert "broker 0 stopped cleanly" in b.tail()
-        assert "broker 1000 stopped cleanly" in b.tail()
+        stopped = b.log.read_bytes()[mark:].decode(errors="replace")
+        assert "broker 0 stopped cleanly" in stopped and "broker 1000 stopped cleanly" \
+            in stopped, stopped[-3000:]
 
         b.start()  # the same command, the same directory
         assert _consume_all(b.bootstrap, "g2") == want
@@ -185,8 +193,8 @@ def test_two_shards_serve_stop_restart_and_fail_together(tmp_path: Path) -> None
         assert b.proc is not None
         rc = b.proc.wait(60)
         assert rc == 1
-        assert "shard 1 (node 1000) was killed by SIGKILL; stopping the other shards" \
-            in b.tail()
+        assert "jocko-py broker: shard 1 (node 1000) was killed by SIGKILL; stopping the " \
+            "other shards\n" in b.log.read_text(), b.tail()
         assert _gone(first)
     finally:
         if b.proc is not None and b.proc.poll() is None:
