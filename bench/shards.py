@@ -316,12 +316,17 @@ def main() -> int:
         summary[kind] = {"median_mb_s": statistics.median(float(str(r["mb_s"])) for r in mine),
                          "median_records_s": statistics.median(
                              float(str(r["records_s"])) for r in mine),
-                         "median_load1": statistics.median(float(str(r["load1"])) for r in mine)}
+                         "median_load1": statistics.median(float(str(r["load1"])) for r in mine),
+                         # the broker's (with --proxy: broker + proxy) CPU per MB sent
+                         "median_broker_cpu_ms_per_mb": statistics.median(
+                             1000 * float(str(r["broker_cpu_s"])) * 1e6
+                             / (args.producers * args.records * args.size) for r in mine)}
     ratio = summary["2 shards"]["median_mb_s"] / summary["1 shard"]["median_mb_s"]
-    print(f"\n{'':<10}{'MB/s':>8}{'records/s':>12}{'load1':>7}   (medians of {args.reps})")
+    print(f"\n{'':<10}{'MB/s':>8}{'records/s':>12}{'load1':>7}{'CPU ms/MB':>11}"
+          f"   (medians of {args.reps})")
     for kind, s in summary.items():
         print(f"{kind:<10}{s['median_mb_s']:8.1f}{s['median_records_s']:12.0f}"
-              f"{s['median_load1']:7.2f}")
+              f"{s['median_load1']:7.2f}{s['median_broker_cpu_ms_per_mb']:11.1f}")
     print(f"2 shards / 1 shard: {ratio:.2f}x")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({
