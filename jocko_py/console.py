@@ -450,7 +450,7 @@ def describe_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
     """Groups as `jocko-py groups describe` (Kafka's kafka-consumer-groups --describe)
     shows them: every partition committed or assigned to a member (classic and
     consumer-protocol groups), with its committed offset, log start and log end."""
-    from jocko_py.cli_groups import GroupAdmin, parse_assignment
+    from jocko_py.admin import GroupAdmin, parse_assignment
 
     adm = GroupAdmin(c)
     try:
@@ -710,7 +710,7 @@ class Console:
                 led[p.leader] = led.get(p.leader, 0) + 1
                 under += len(p.isr) < len(p.replicas)
                 offline += p.leader < 0
-        from jocko_py.shards import host_and_shard
+        from jocko_py.cluster.shard_ids import host_and_shard
 
         # a sharded broker's shards (node n + 1000k, jocko_py/shards.py) listed together
         sharded = any(host_and_shard(x)[1] for x in img.brokers)
@@ -1183,7 +1183,7 @@ class Console:
                              f"Created topic {name} with {t.num_partitions} partition(s)")
 
     async def _reset(self, gid: str, to: str) -> Response:
-        from jocko_py.cli_groups import GroupAdmin
+        from jocko_py.admin import GroupAdmin
 
         # as OffsetCommit: READ on the group and on every topic it commits
         self.require("READ", GROUP, gid)

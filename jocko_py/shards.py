@@ -58,9 +58,9 @@ from pathlib import Path
 from types import FrameType
 
 from jocko_py.broker.config import BrokerConfig, ConfigError, Listener, split_addr
+from jocko_py.cluster.shard_ids import SHARD_ID_STRIDE, shard_node_id
 from jocko_py.commitlog.dirs import random_uuid, read_meta
 
-SHARD_ID_STRIDE = 1000
 MAX_SHARDS = 256
 # properties the supervisor derives for each shard; the configured ones are not passed
 _DERIVED = frozenset({
@@ -69,16 +69,6 @@ _DERIVED = frozenset({
     "jocko.gossip.join", "controller.quorum.voters", "num.shards", "jocko.metrics.addr",
     "jocko.console.addr", "cluster.id",
 })
-
-
-def shard_node_id(node_id: int, shard: int) -> int:
-    """The node id of shard ``shard`` of node ``node_id``."""
-    return node_id + SHARD_ID_STRIDE * shard
-
-
-def host_and_shard(node_id: int) -> tuple[int, int]:
-    """(the host's node id, the shard index) of a node id: (1, 1) for 1001."""
-    return node_id % SHARD_ID_STRIDE, node_id // SHARD_ID_STRIDE
 
 
 def cpu_count() -> int:

@@ -14,12 +14,12 @@ import pytest
 from jocko_py.broker.config import ConfigError, build_config, parse_properties
 from jocko_py.cluster.controller import BrokerInfo, Controller, ControllerConfig
 from jocko_py.cluster.metadata import MetadataImage
+from jocko_py.cluster.shard_ids import host_and_shard
 from jocko_py.protocol.errors import ErrorCode
 from jocko_py.shards import (
     check_sharded_dirs,
     check_unsharded_dirs,
     format_properties,
-    host_and_shard,
     parse_shards,
     plan_shards,
 )

@@ -209,7 +209,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         print(generate_key())
         return 0
     from jocko_py.client import Client, KafkaError
-    from jocko_py.shards import host_and_shard
+    from jocko_py.cluster.shard_ids import host_and_shard
 
     with Client(args.bootstrap_server) as c:
         md = c.metadata([])
@@ -343,7 +343,7 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
     b.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set a Kafka broker property (repeatable)")
     b.set_defaults(func=cmd_broker)
-    from jocko_py.cli_storage import add_parser as add_storage_parser
+    from jocko_py.cli.storage import add_parser as add_storage_parser
 
     add_storage_parser(sub, _Formatter)
 
@@ -392,15 +392,15 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
                     help="text (default) or JSON for scripts")
     cl.set_defaults(func=cmd_cluster)
 
-    from jocko_py.cli_completion import add_parser as add_completion_parser
-    from jocko_py.cli_data import add_parsers as add_data_parsers
-    from jocko_py.cli_groups import add_parser as add_groups_parser
-    from jocko_py.cli_transactions import add_parser as add_transactions_parser
+    from jocko_py.cli.completion import add_parser as add_completion_parser
+    from jocko_py.cli.data import add_parsers as add_data_parsers
+    from jocko_py.cli.groups import add_parser as add_groups_parser
+    from jocko_py.cli.transactions import add_parser as add_transactions_parser
 
     add_data_parsers(sub, _Formatter)
     add_groups_parser(sub)
     add_transactions_parser(sub)
-    from jocko_py.cli_security import add_parsers as add_security_parsers
+    from jocko_py.cli.security import add_parsers as add_security_parsers
 
     add_security_parsers(sub)
     # every client command takes Kafka's --command-config (client security settings)
@@ -413,7 +413,7 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
             if any(a.dest == "bootstrap_server" for a in p._actions):
                 p.add_argument("--command-config", default=None, metavar="FILE",
                                help="client properties: security.protocol, ssl.*, sasl.*")
-    add_completion_parser(sub)
+    add_completion_parser(sub, ap)
     _global_options_everywhere(ap, top=True)
     return ap
 
@@ -465,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_tool(args: argparse.Namespace) -> int:
-    from jocko_py.cli_data import UserError as DataUserError
+    from jocko_py.cli.data import UserError as DataUserError
     from jocko_py.client import KafkaError, load_command_config, set_default_config
 
     if getattr(args, "command_config", None):
