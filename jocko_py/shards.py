@@ -37,7 +37,7 @@ Rules (``plan_shards``, pure; the supervisor only runs what it returns)
   controller puts a partition's replicas on distinct racks, then distinct hosts
   (cluster/controller.py, Placement).
 
-The supervisor (``run_sharded``) starts the N processes, each in its own process group
+The supervisor (``run_sharded``; its lines go to the `jocko_py.shards` logger) starts the N processes, each in its own process group
 and stopped with the supervisor if the supervisor dies, forwards SIGINT/SIGTERM, and
 exits 0 once all stopped cleanly. A shard that exits on its own makes it stop the
 others and exit 1 with one line naming the shard; it does not restart shards (a
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import signal
 import subprocess
@@ -61,6 +62,7 @@ from jocko_py.broker.config import BrokerConfig, ConfigError, Listener, split_ad
 from jocko_py.cluster.shard_ids import SHARD_ID_STRIDE, shard_node_id
 from jocko_py.commitlog.dirs import random_uuid, read_meta
 
+log = logging.getLogger("jocko_py.shards")
 MAX_SHARDS = 256
 # properties the supervisor derives for each shard; the configured ones are not passed
 _DERIVED = frozenset({
@@ -299,11 +301,10 @@ def run_sharded(config: BrokerConfig, plans: list[ShardPlan], global_args: list[
                        "--config", str(f)]
                 procs[p.index] = subprocess.Popen(cmd, process_group=0,
                                                   preexec_fn=_die_with_parent)
-            print(f"jocko-py broker: {len(plans)} shards, node ids "
-                  f"{', '.join(str(p.node_id) for p in plans)}, Kafka ports "
-                  f"{', '.join(str(p.port) for p in plans)}, pids "
-                  f"{', '.join(str(x.pid) for x in procs.values())}", file=sys.stderr,
-                  flush=True)
+            log.info("jocko-py broker: %d shards, node ids %s, Kafka ports %s, pids %s",
+                     len(plans), ", ".join(str(p.node_id) for p in plans),
+                     ", ".join(str(p.port) for p in plans),
+                     ", ".join(str(x.pid) for x in procs.values()))
             failed: str | None = None
             while not stopping:
                 for p in plans:
@@ -313,7 +314,7 @@ def run_sharded(config: BrokerConfig, plans: list[ShardPlan], global_args: list[
                                   f"{_describe_exit(rc)}; stopping the other shards")
                         break
                 if failed:
-                    print(failed, file=sys.stderr, flush=True)
+                    log.critical("%s", failed)
                     forward(signal.SIGTERM, None)
                     break
                 time.sleep(0.1)
@@ -325,16 +326,15 @@ def run_sharded(config: BrokerConfig, plans: list[ShardPlan], global_args: list[
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     codes[i] = proc.wait(5)
-                    print(f"jocko-py broker: shard {i} did not stop within "
-                          f"{stop_timeout_s:.0f}s and was killed", file=sys.stderr, flush=True)
+                    log.critical("jocko-py broker: shard %d did not stop within %.0fs and "
+                                 "was killed", i, stop_timeout_s)
                     failed = failed or "killed"
             if failed:
                 return 1
             bad = {i: rc for i, rc in codes.items() if rc != 0}
             if bad:
-                print("jocko-py broker: " + "; ".join(
-                    f"shard {i} {_describe_exit(rc)}" for i, rc in sorted(bad.items())),
-                    file=sys.stderr, flush=True)
+                log.critical("jocko-py broker: %s", "; ".join(
+                    f"shard {i} {_describe_exit(rc)}" for i, rc in sorted(bad.items())))
                 return 1
             return 0
         finally:
