@@ -100,6 +100,7 @@ def _emit_json(obj: Any) -> None:
 
 def cmd_topic(args: argparse.Namespace) -> int:
     from jocko_py.client import Client, KafkaError
+    from jocko_py.protocol.errors import ErrorCode
 
     if args.action != "list" and not args.topic and not (
             args.action == "describe"):
@@ -129,7 +130,7 @@ def cmd_topic(args: argparse.Namespace) -> int:
             md = c.metadata([args.topic] if args.topic else None)
             out = []
             for t in sorted(md.topics, key=lambda t: t.name):
-                if t.error_code == 3:
+                if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     raise UserError(f"topic {t.name!r} does not exist")
                 if t.error_code:
                     raise KafkaError(t.error_code, f"topic {t.name}")
@@ -167,13 +168,14 @@ def cmd_topic(args: argparse.Namespace) -> int:
 
 def _topic_alter(c: Any, args: argparse.Namespace) -> int:
     from jocko_py.client import KafkaError
+    from jocko_py.protocol.errors import ErrorCode
 
     sets = _overrides(args.config)
     if args.partitions is None and not sets and not args.delete_config:
         raise UserError("topic alter: give --partitions, --config or --delete-config")
     md = c.metadata([args.topic])
     t = md.topics[0]
-    if t.error_code == 3:
+    if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         raise UserError(f"topic {args.topic!r} does not exist")
     if args.partitions is not None:
         before = len(t.partitions)
