@@ -46,7 +46,9 @@ Rules
   position derived from the topic name and partition index, and leads; each further
   replica is the next broker in that rotation on a rack the partition does not use yet
   (so a partition spans min(rf, racks) racks, however uneven the racks are), then,
-  once every rack is used, the next unused broker.
+  once every rack is used, the next broker on a host (advertised host) the partition
+  does not use yet, then the next unused broker: a host's shards (several brokers of
+  one host, jocko_py/shards.py) are one failure domain even in one rack.
 - Producer ids are handed out in blocks of ``producer_id_block_size``. The controller
   reserves each block it proposes (the next proposal starts after it, even before the
   first commits), and a block is valid only once its ``ProducerIdsRecord`` commits:
@@ -639,6 +641,8 @@ class Controller:
         out: list[MetadataRecord] = []
         rack = {b: image.brokers[b].rack or "" for b in brokers}
         n_racks = len(set(rack.values()))
+        host = {b: image.brokers[b].host for b in brokers}
+        n_hosts = len(set(host.values()))
         for pid in pids:
             first = (start + pid) % n
             rotation = [brokers[(first + k) % n] for k in range(n)]
@@ -650,6 +654,13 @@ class Controller:
                 if len(chosen) == rf or len({rack[c] for c in chosen}) == n_racks:
                     break
                 if rack[b] not in {rack[c] for c in chosen}:
+                    chosen.append(b)
+            # then on a host it does not use yet (a sharded broker's shards share one:
+            # jocko_py/shards.py), then the next unused broker
+            for b in rotation[1:]:
+                if len(chosen) == rf or len({host[c] for c in chosen}) == n_hosts:
+                    break
+                if b not in chosen and host[b] not in {host[c] for c in chosen}:
                     chosen.append(b)
             for b in rotation[1:]:
                 if len(chosen) == rf:
