@@ -108,12 +108,13 @@ def _invalid(name: str, level: int, why: str) -> tuple[ErrorCode, str]:
 
 
 def check_update(features: Mapping[str, int], name: str, level: int,
-                 upgrade_type: int, proposed: Mapping[str, int] | None = None
-                 ) -> tuple[ErrorCode, str | None]:
+                 upgrade_type: int, proposed: Mapping[str, int] | None = None,
+                 controller_id: int | None = None) -> tuple[ErrorCode, str | None]:
     """Kafka's answer (FeatureControlManager.updateFeature) to one feature update
     against the current finalized levels; ``proposed`` is every level after the whole
     request (the current ones with the request's updates), which dependencies are
-    checked against (Kafka's Feature.validateVersion)."""
+    checked against (Kafka's Feature.validateVersion). ``controller_id`` is named in
+    the unsupported-level message, as Kafka's controller names itself."""
     spec = SUPPORTED_FEATURES.get(name)
     current = finalized(features).get(name, 0)
     if upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
@@ -126,7 +127,8 @@ def check_update(features: Mapping[str, int], name: str, level: int,
         return _invalid(name, level, "The broker does not support this feature.")
     if level != 0 and not spec.min_level <= level <= spec.max_level \
             or level == 0 and name == METADATA_VERSION:
-        return _invalid(name, level, f"Local controller only supports versions "
+        me = "" if controller_id is None else f" {controller_id}"
+        return _invalid(name, level, f"Local controller{me} only supports versions "
                         f"{spec.min_level}-{spec.max_level}")
     if level < current and upgrade_type == UPGRADE:
         return _invalid(name, level, "Can't downgrade the version of this feature without "

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from jocko_py.broker import broker_loggers
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.broker_configs import (
+    BROKER_CONFIGS,
     DYNAMIC_CONFIGS,
     validate_dynamic_change,
 )
@@ -83,8 +84,12 @@ def describe_topic_configs(
             if source == DEFAULT_CONFIG:
                 source = syn["source"]
             synonyms.append(syn)
-        synonyms.append({"name": bname or name, "value": LogConfig().to_properties()[name],
-                         "source": DEFAULT_CONFIG})
+        # Kafka lists no default for a broker setting whose default is null
+        # (log.retention.ms, log.roll.ms, log.roll.jitter.ms: their values come from
+        # the hours/minutes synonyms), as Kafka 4.4.0's kafka-configs shows
+        if not (bname and bname in BROKER_CONFIGS and BROKER_CONFIGS[bname].default is None):
+            synonyms.append({"name": bname or name, "value": LogConfig().to_properties()[name],
+                             "source": DEFAULT_CONFIG})
         out.append({
             "name": name, "value": effective[name], "read_only": False,
             "is_default": source == DEFAULT_CONFIG, "config_source": source,
@@ -246,7 +251,7 @@ async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: 
             new: dict[str, str | None] = dict(current)
             for c in r.configs:
                 if c.name not in TOPIC_CONFIGS:
-                    raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config {c.name}")
+                    raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
                 op = c.config_operation
                 if op == SET:
                     new[c.name] = c.value
@@ -269,7 +274,7 @@ async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: 
                 new.setdefault(k, None)
         for k in new:
             if k not in TOPIC_CONFIGS:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config {k}")
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {k}")
         validate_topic_configs(broker, new)
         if not validate_only:
             changes = {k: v for k, v in new.items() if current.get(k) != v}

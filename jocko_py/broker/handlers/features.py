@@ -49,8 +49,11 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             break
         seen.add(u.feature)
         error, message = check_update(features, u.feature, u.max_version_level, kind,
-                                      proposed)
+                                      proposed, controller_id=broker.controller_id)
         if error:
+            # Kafka 4.4's controller words a refused update so (seen with kafka-features)
+            message = ("The update failed for all features since the following feature "
+                       f"had an error: {message}")
             break
         if u.max_version_level != finalized(features).get(u.feature, 0):
             wanted[u.feature] = u.max_version_level
