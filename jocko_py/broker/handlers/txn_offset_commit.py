@@ -92,18 +92,12 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         wanted = {}
     if wanted:
         gc = coordinator(ctx.broker)
-        committed = gc.txn_commit(
+        committed = await gc.txn_commit(
             group_id=req.group_id, producer_id=req.producer_id,
             producer_epoch=req.producer_epoch,
             generation_id=req.generation_id_or_member_epoch if v >= 3 else -1,
             member_id=(req.member_id or "") if v >= 3 else "",
             instance_id=req.group_instance_id if v >= 3 else None, offsets=wanted)
-        if any(e == ErrorCode.NONE for e in committed.values()):
-            durable = await gc.store.wait_durable(
-                req.group_id, ctx.broker.config.int("offsets.commit.timeout.ms") / 1000)
-            if durable != ErrorCode.NONE:
-                committed = {tp: durable if e == ErrorCode.NONE else e
-                             for tp, e in committed.items()}
         results.update({tp: ErrorCode.INVALID_PRODUCER_EPOCH if e == ErrorCode.PRODUCER_FENCED
                         else e for tp, e in committed.items()})
     topics: dict[str, list[dict[str, Any]]] = {}
