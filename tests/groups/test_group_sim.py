@@ -61,8 +61,11 @@ def test_schedules_exercise_the_faults() -> None:
     assert all(v > 0 for v in total.values()), total
 
 
-# seeds that once failed, kept as regressions (none yet)
-REGRESSIONS: list[int] = []
+# seeds that once failed, kept as regressions:
+# 1123: a JoinGroup with a stale member id to an Empty group without offsets dropped the
+#   group from memory, so the next generation was numbered 1 again while a zombie still
+#   held generation 1's assignment (two owners of one generation number)
+REGRESSIONS: list[int] = [1123]
 
 
 def test_group_regression_seeds() -> None:

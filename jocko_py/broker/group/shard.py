@@ -300,6 +300,7 @@ class GroupShard:
         if rebalance_timeout_ms <= 0:
             rebalance_timeout_ms = session_timeout_ms
         g = self.groups.get(group_id)
+        created = g is None
         if g is None:
             if member_id:
                 return self._result(JoinResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
@@ -331,9 +332,11 @@ class GroupShard:
             result = self._join_known(
                 g, now, member_id, instance_id, client_id, client_host, session_timeout_ms,
                 rebalance_timeout_ms, protocol_type, protocols)
-        if isinstance(result.response, JoinResult):
-            if g.is_(S.EMPTY) and not g.members and not g.offsets and not g.pending_members:
-                self.groups.pop(group_id, None)
+        if isinstance(result.response, JoinResult) and created and not g.members \
+                and not g.pending_members:
+            # a group this join would have created and did not join: not kept (a group
+            # that existed keeps its generation: never handed out twice)
+            self.groups.pop(group_id, None)
         return result
 
     def _accept_joining_member(self, g: Group, member_id: str) -> bool:
