@@ -69,6 +69,8 @@ class SimParams:
     p_pause: float = 0.003
     p_leave: float = 0.002
     p_failover: float = 0.003
+    p_static: float = 0.4  # a classic member with a group.instance.id
+    p_replace: float = 0.5  # a paused static member replaced by a new process
     checks: tuple[str, ...] = CHECKS
 
 
@@ -166,6 +168,7 @@ class Member:
     name: str
     group: str
     kind: str  # "classic" or "consumer"
+    instance: str | None = None  # group.instance.id of a static member
     member_id: str = ""
     generation: int = -1
     owned: frozenset[int] = frozenset()
@@ -199,7 +202,9 @@ class GroupSim:
         self.events: deque[str] = deque(maxlen=60)
         self.members: list[Member] = []
         for i in range(params.classic_members):
-            self.members.append(Member(f"c{i}", "classic-group", "classic"))
+            static = self.rnd.random() < params.p_static
+            self.members.append(Member(f"c{i}", "classic-group", "classic",
+                                       instance=f"c{i}-instance" if static else None))
         for i in range(params.consumer_members):
             self.members.append(Member(f"k{i}", "consumer-group", "consumer",
                                        member_id=f"k{i}-{self.new_id()}", generation=0))
@@ -208,7 +213,8 @@ class GroupSim:
         self.assigned: dict[tuple[str, int], dict[str, frozenset[int]]] = {}
         self.down_until = -1
         self.stats: dict[str, int] = {k: 0 for k in (
-            "commits", "fenced_commits", "failovers", "generations", "crashes", "pauses")}
+            "commits", "fenced_commits", "failovers", "generations", "crashes", "pauses",
+            "replacements", "fenced_instances")}
 
     def _new_runtime(self) -> CoordinatorRuntime[GroupShard]:
         rt: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
@@ -290,12 +296,15 @@ class GroupSim:
     def on_assignment(self, m: Member, generation: int, parts: frozenset[int]) -> None:
         if "owners" not in self.p.checks:
             return
+        # a static member's replacement takes its place (and assignment) in the same
+        # generation, the old process being fenced: one owner, the instance
+        who = m.instance or m.member_id
         gen = self.assigned.setdefault((m.group, generation), {})
         for other, theirs in gen.items():
-            if other != m.member_id and parts & theirs:
+            if other != who and parts & theirs:
                 self.fail("owners", f"group {m.group} generation {generation}: partitions "
-                          f"{sorted(parts & theirs)} handed to {m.member_id} and {other}")
-        gen[m.member_id] = parts
+                          f"{sorted(parts & theirs)} handed to {who} and {other}")
+        gen[who] = parts
 
     # -- a member's turn ------------------------------------------------------------------
 
@@ -316,6 +325,13 @@ class GroupSim:
         if forget_id:
             m.member_id = "" if m.kind == "classic" else f"{m.name}-{self.new_id()}"
             m.generation = -1 if m.kind == "classic" else 0
+
+    def fenced_instance(self, m: Member) -> None:
+        """Another process holds this member's group.instance.id: this one stops (the
+        Java consumer's fatal FencedInstanceIdException)."""
+        self.stats["fenced_instances"] += 1
+        self.note(f"{m.name} fenced: instance {m.instance} taken over; it stops")
+        m.owned, m.positions, m.stable, m.left = frozenset(), {}, False, True
 
     def process(self, m: Member) -> None:
         for part in m.owned:
@@ -338,11 +354,11 @@ class GroupSim:
                 then()
             return
         offsets = {(TOPIC, p): CommitRequest(off, -1, "") for p, off in m.positions.items()}
-        gen, mid, group = m.generation, m.member_id, m.group
+        gen, mid, group, inst = m.generation, m.member_id, m.group, m.instance
 
         def op(s: GroupShard, now: int) -> Any:
             return s.commit(now, group_id=group, generation_id=gen, member_id=mid,
-                            instance_id=None, retention_ms=-1, offsets=offsets)
+                            instance_id=inst, retention_ms=-1, offsets=offsets)
 
         def done(resp: Any, err: E) -> None:
             if err == E.NONE and resp is not None:
@@ -352,11 +368,14 @@ class GroupSim:
                         key = (group, part)
                         self.floor[key] = max(self.floor.get(key, -1), offsets[(TOPIC, part)].offset)
                     elif e in (E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID, E.STALE_MEMBER_EPOCH,
-                               E.FENCED_MEMBER_EPOCH):
+                               E.FENCED_MEMBER_EPOCH, E.FENCED_INSTANCE_ID):
                         self.stats["fenced_commits"] += 1
                 self.note(f"{m.name} commit gen {gen}: "
                           f"{sorted((p, o.offset) for (_, p), o in offsets.items())} -> "
                           f"{sorted({e.name for e in resp.values()})}")
+                if any(e == E.FENCED_INSTANCE_ID for e in resp.values()):
+                    self.fenced_instance(m)
+                    return
                 fenced = any(e in (E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID) for e in resp.values())
                 if fenced and m.kind == "classic":
                     self.reset(m, forget_id=any(e == E.UNKNOWN_MEMBER_ID for e in resp.values()))
@@ -387,7 +406,7 @@ class GroupSim:
         mid, group = m.member_id, m.group
 
         def op(s: GroupShard, now: int) -> Any:
-            return s.join(now, group_id=group, member_id=mid, instance_id=None,
+            return s.join(now, group_id=group, member_id=mid, instance_id=m.instance,
                           client_id=m.name, client_host="/sim", session_timeout_ms=SESSION_MS,
                           rebalance_timeout_ms=REBALANCE_MS, protocol_type="consumer",
                           protocols=[("range", subscription())], require_known_member_id=True,
@@ -400,6 +419,9 @@ class GroupSim:
                 return
             if e == E.UNKNOWN_MEMBER_ID:
                 m.member_id = ""
+                return
+            if e == E.FENCED_INSTANCE_ID:
+                self.fenced_instance(m)
                 return
             if e != E.NONE or resp is None:
                 return  # retried on a later turn
@@ -422,11 +444,15 @@ class GroupSim:
 
         def op(s: GroupShard, now: int) -> Any:
             return s.sync(now, group_id=group, generation_id=generation, member_id=mid,
-                          instance_id=None, protocol_type="consumer", protocol_name="range",
+                          instance_id=m.instance, protocol_type="consumer",
+                          protocol_name="range",
                           assignments=assignments)
 
         def done(resp: SyncResult | None, err: E) -> None:
             e = resp.error if err == E.NONE and resp is not None else err
+            if e == E.FENCED_INSTANCE_ID:
+                self.fenced_instance(m)
+                return
             if e != E.NONE or resp is None:
                 m.want_rejoin = True
                 if e == E.UNKNOWN_MEMBER_ID:
@@ -447,7 +473,7 @@ class GroupSim:
         m.next_heartbeat = self.now + HEARTBEAT_MS
 
         def op(s: GroupShard, now: int) -> Any:
-            return s.heartbeat(now, group, mid, None, gen)
+            return s.heartbeat(now, group, mid, m.instance, gen)
 
         def done(resp: E | None, err: E) -> None:
             e = resp if err == E.NONE and resp is not None else err
@@ -456,6 +482,8 @@ class GroupSim:
                 self.commit(m, lambda: self.reset(m, forget_id=False))
             elif e in (E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID):
                 self.reset(m, forget_id=e == E.UNKNOWN_MEMBER_ID)
+            elif e == E.FENCED_INSTANCE_ID:
+                self.fenced_instance(m)
 
         self.write(m, op, done)
 
@@ -463,7 +491,7 @@ class GroupSim:
         mid, group = m.member_id, m.group
 
         def op(s: GroupShard, now: int) -> Any:
-            return s.leave(now, group, [(mid, None)])
+            return s.leave(now, group, [(mid, m.instance)])
 
         def done(resp: Any, err: E) -> None:
             self.reset(m, forget_id=True)
@@ -543,6 +571,14 @@ class GroupSim:
                 self.stats["pauses"] += 1
                 m.paused_until = self.now + self.rnd.randint(SESSION_MS, 3 * SESSION_MS)
                 self.note(f"{m.name} pauses until {m.paused_until}")
+                if m.instance is not None and self.rnd.random() < self.p.p_replace \
+                        and len(self.members) < 12:
+                    # the orchestrator starts a new process with the same instance id;
+                    # the paused one comes back a zombie and must be fenced
+                    self.stats["replacements"] += 1
+                    self.members.append(Member(f"{m.name}r", m.group, m.kind,
+                                               instance=m.instance))
+                    self.note(f"{m.name}r replaces {m.name} (instance {m.instance})")
         if self.runtime.status(0) == E.NONE and self.rnd.random() < self.p.p_failover:
             self.failover()
 
