@@ -41,7 +41,8 @@ from typing import Any
 
 from jocko_py.broker.coordinator.runtime import CoordinatorRuntime, LogRecord, Record
 from jocko_py.broker.group.consumer import HeartbeatRequest, HeartbeatResult, TopicInfo
-from jocko_py.broker.group.shard import CommitRequest, GroupConfig, GroupShard
+from jocko_py.broker.group.offsets import CommitRequest
+from jocko_py.broker.group.shard import GroupConfig, GroupShard
 from jocko_py.broker.group.state import JoinResult, SyncResult
 from jocko_py.protocol import messages
 from jocko_py.protocol.errors import ErrorCode as E

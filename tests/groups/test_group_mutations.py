@@ -42,7 +42,7 @@ def _first_failure(check: str) -> str:
 @pytest.fixture
 def restore() -> Iterator[None]:
     saved: list[tuple[Any, str, Any]] = [
-        (GroupShard, "_check_commit", GroupShard._check_commit),
+        (GroupShard, "_validate_commit", GroupShard._validate_commit),
         (CoordinatorRuntime, "_execute", CoordinatorRuntime._execute),
         (Group, "init_next_generation", Group.init_next_generation),
         (ConsumerGroupModel, "_held_elsewhere", ConsumerGroupModel._held_elsewhere),
@@ -53,7 +53,7 @@ def restore() -> Iterator[None]:
 
 
 def test_unfenced_commits_are_caught(restore: None) -> None:
-    GroupShard._check_commit = lambda self, *a, **k: None  # type: ignore[method-assign]
+    GroupShard._validate_commit = lambda self, *a, **k: None  # type: ignore[method-assign]
     found = _first_failure("offsets")
     assert "check=offsets" in found and "below the acknowledged commit" in found, found
 

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from jocko_py.broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime
 from jocko_py.broker.coordinator.shell import CoordinatorShell, ReplicaLog, SystemClock
 from jocko_py.broker.group.consumer import HeartbeatRequest, HeartbeatResult, TopicInfo
+from jocko_py.broker.group.offsets import CommitRequest
 from jocko_py.broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
-from jocko_py.broker.group.shard import CommitRequest, GroupConfig, GroupShard
+from jocko_py.broker.group.shard import GroupConfig, GroupShard
 from jocko_py.broker.group.state import Group, GroupState, JoinResult, OffsetAndMetadata, SyncResult
 from jocko_py.protocol.errors import ErrorCode
 

@@ -58,16 +58,14 @@ from jocko_py.broker.group.consumer import (
     TopicPartition,
     group_assignment,
 )
+from jocko_py.broker.group.offsets import CommitRequest, OffsetManager
 from jocko_py.broker.group.offsets_store import (
     consumer_record,
     decode_consumer_value,
     decode_group_value,
     decode_key,
-    decode_offset_value,
     group_key,
     group_value,
-    offset_key,
-    offset_value,
 )
 from jocko_py.broker.group.state import (
     Group,
@@ -147,13 +145,6 @@ def _assignors(raw: str | None) -> tuple[str, ...]:
     return tuple(out) or ("uniform", "range")
 
 
-@dataclass(slots=True)
-class CommitRequest:
-    offset: int
-    leader_epoch: int
-    metadata: str | None
-
-
 def _uuid() -> str:
     return str(uuid.uuid4())
 
@@ -172,8 +163,14 @@ class GroupShard:
         self.topics = topics
         self.new_id = new_id
         self.groups: dict[str, Group] = {}
+        self.offsets = OffsetManager(self.groups, config.offset_metadata_max_bytes,
+                                     config.offsets_retention_ms, topics)
         self.loaded = False
         self._next_token = 0
+        # the running operation's time, and whether the group tick is scheduled (it runs
+        # only while some group has members: an idle shard costs nothing)
+        self._now = 0
+        self._ticking = False
         # KIP-848 groups: their records as last written (key -> value), to write changes
         self._consumer_written: dict[str, dict[bytes, bytes | None]] = {}
         # while loading: KIP-848 records by group, (kind, member id) -> decoded record
@@ -188,6 +185,10 @@ class GroupShard:
         r: CoordinatorResult[Any] = CoordinatorResult(
             response, records=self._records, completions=self._done, **kw)
         self._records, self._done = [], []
+        if not self._ticking and self.loaded:
+            # something happened: the tick looks at the groups until they are idle again
+            self._ticking = True
+            r.timers.append(Timer("tick", self._now + TICK_MS, _tick_op))
         return r
 
     def _hold(self) -> int:
@@ -200,21 +201,12 @@ class GroupShard:
         k = decode_key(rec.key)
         if k is None:
             return
-        if rec.producer_id >= 0:  # an open transaction's offsets
-            if k.kind == "offset" and rec.value is not None:
-                g = self._group_for_replay(k.group)
-                g.pending_txn_offsets.setdefault(rec.producer_id, {})[
-                    (k.topic, k.partition)] = decode_offset_value(rec.value)
-            return
         if k.kind == "offset":
-            g0 = self.groups.get(k.group)
-            if rec.value is None:
-                if g0 is not None:
-                    g0.offsets.pop((k.topic, k.partition), None)
-                return
-            self._group_for_replay(k.group).offsets[(k.topic, k.partition)] = \
-                decode_offset_value(rec.value)
+            self.offsets.replay(self.groups.get(k.group), (k.topic, k.partition), rec.value,
+                                rec.producer_id, lambda: self._group_for_replay(k.group))
             return
+        if rec.producer_id >= 0:
+            return  # only offsets are written in transactions
         if k.kind == "group":
             g0 = self.groups.get(k.group)
             if rec.value is None:
@@ -270,6 +262,7 @@ class GroupShard:
             for m in g.members.values():
                 m.last_heartbeat_ms = now  # sessions start anew
         self.loaded = True
+        self._ticking = True
         log.info("[partition=__consumer_offsets-%d] %d group(s) loaded", self.partition,
                  len(self.groups))
         return CoordinatorResult(None, timers=[
@@ -294,6 +287,7 @@ class GroupShard:
         protocol_type: str, protocols: list[tuple[str, bytes]],
         require_known_member_id: bool, supports_skip_assignment: bool,
     ) -> CoordinatorResult[JoinResult]:
+        self._now = now
         cfg = self.config
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
             return self._result(JoinResult(E.INVALID_SESSION_TIMEOUT, member_id=member_id))
@@ -583,6 +577,7 @@ class GroupShard:
         instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
         assignments: dict[str, bytes],
     ) -> CoordinatorResult[SyncResult]:
+        self._now = now
         g = self.groups.get(group_id)
         if g is None:
             return self._result(SyncResult(E.UNKNOWN_MEMBER_ID))
@@ -647,6 +642,7 @@ class GroupShard:
 
     def heartbeat(self, now: int, group_id: str, member_id: str, instance_id: str | None,
                   generation_id: int) -> CoordinatorResult[ErrorCode]:
+        self._now = now
         return self._result(self._heartbeat(now, group_id, member_id, instance_id,
                                             generation_id))
 
@@ -677,6 +673,7 @@ class GroupShard:
 
     def leave(self, now: int, group_id: str, members: list[tuple[str, str | None]]
               ) -> CoordinatorResult[tuple[ErrorCode, list[ErrorCode]]]:
+        self._now = now
         g = self.groups.get(group_id)
         if g is None:
             return self._result((E.NONE, [E.UNKNOWN_MEMBER_ID for _ in members]))
@@ -724,6 +721,7 @@ class GroupShard:
     # -- timers ------------------------------------------------------------------------
 
     def tick(self, now: int) -> CoordinatorResult[None]:
+        self._now = now
         topics: dict[str, TopicInfo] | None = None
         for g in list(self.groups.values()):
             try:
@@ -735,7 +733,11 @@ class GroupShard:
                     self._tick_group(g, now)
             except Exception:
                 log.exception("[group=%s] timer handling failed", g.group_id)
-        return self._result(None, timers=[Timer("tick", now + TICK_MS, _tick_op)])
+        busy = any(g.members or g.pending_members or g.has_consumer_members()
+                   for g in self.groups.values())
+        self._ticking = busy
+        timers = [Timer("tick", now + TICK_MS, _tick_op)] if busy else []
+        return self._result(None, timers=timers)
 
     def _tick_group(self, g: Group, now: int) -> None:
         for pid, deadline in list(g.pending_members.items()):
@@ -821,6 +823,7 @@ class GroupShard:
 
     def consumer_heartbeat(self, now: int, group_id: str, req: HeartbeatRequest
                            ) -> CoordinatorResult[HeartbeatResult]:
+        self._now = now
         g = self.groups.get(group_id)
         if g is None:
             if req.member_epoch != 0:
@@ -1000,27 +1003,29 @@ class GroupShard:
         self._maybe_downgrade(g, now)
         return E.NONE
 
-    # -- OffsetCommit / TxnOffsetCommit ---------------------------------------------------
+    # -- offsets (decided in offsets.py, validated against the group here) ----------------
 
     def commit(
         self, now: int, *, group_id: str, generation_id: int, member_id: str,
         instance_id: str | None, retention_ms: int, offsets: dict[tuple[str, int], CommitRequest],
     ) -> CoordinatorResult[dict[tuple[str, int], ErrorCode]]:
-        err = self._check_commit(now, group_id, generation_id, member_id, instance_id)
+        self._now = now
+        err = self._validate_commit(now, group_id, generation_id, member_id, instance_id)
         if err is not None:
             return self._result({tp: err for tp in offsets})
         if group_id not in self.groups:
             self.groups[group_id] = Group(group_id, now)
-        expire = now + retention_ms if retention_ms >= 0 else -1
-        return self._offset_records(group_id, now, expire, offsets, None)
+        return self.offsets.commit(now, group_id, offsets, retention_ms, None)
 
-    def _check_commit(self, now: int, group_id: str, generation_id: int, member_id: str,
-                      instance_id: str | None) -> ErrorCode | None:
+    def _validate_commit(self, now: int, group_id: str, generation_id: int, member_id: str,
+                         instance_id: str | None) -> ErrorCode | None:
+        """May this member commit for the group (Kafka's validateOffsetCommit)? A member's
+        commit counts as a sign of life."""
         g = self.groups.get(group_id)
         if g is None:
             if generation_id >= 0:
                 return E.ILLEGAL_GENERATION
-            return None  # the group comes with the offsets' replay
+            return None
         if g.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
         if g.consumer is not None:
@@ -1052,25 +1057,6 @@ class GroupShard:
             return E.UNKNOWN_MEMBER_ID
         return None
 
-    def _offset_records(
-        self, group_id: str, now: int, expire: int, offsets: dict[tuple[str, int], CommitRequest],
-        producer: tuple[int, int] | None,
-    ) -> CoordinatorResult[dict[tuple[str, int], ErrorCode]]:
-        results: dict[tuple[str, int], E] = {}
-        for tp, c in offsets.items():
-            md = c.metadata or ""
-            if len(md.encode("utf-8")) > self.config.offset_metadata_max_bytes:
-                results[tp] = E.OFFSET_METADATA_TOO_LARGE
-                continue
-            results[tp] = E.NONE
-            self._records.append((offset_key(group_id, *tp), offset_value(
-                OffsetAndMetadata(c.offset, c.leader_epoch, md, now, expire))))
-
-        def failed(err: ErrorCode) -> CoordinatorResult[dict[tuple[str, int], ErrorCode]]:
-            return self._result({tp: err if e == E.NONE else e for tp, e in results.items()})
-
-        return self._result(results, replay=True, producer=producer, on_append_error=failed)
-
     def txn_commit(
         self, now: int, *, group_id: str, producer_id: int, producer_epoch: int,
         generation_id: int, member_id: str, instance_id: str | None,
@@ -1078,6 +1064,7 @@ class GroupShard:
     ) -> CoordinatorResult[dict[tuple[str, int], ErrorCode]]:
         """TxnOffsetCommit: the offsets are written in the producer's transaction and
         count once its commit marker reaches the group's partition (`complete_txn`)."""
+        self._now = now
         g = self.groups.get(group_id)
         if g is None:
             g = self.groups[group_id] = Group(group_id, now)
@@ -1095,22 +1082,14 @@ class GroupShard:
                 err = E.ILLEGAL_GENERATION
             if err is not None:
                 return self._result({tp: err for tp in offsets})
-        return self._offset_records(group_id, now, -1, offsets, (producer_id, producer_epoch))
+        return self.offsets.commit(now, group_id, offsets, -1, (producer_id, producer_epoch))
 
     def complete_txn(self, now: int, producer_id: int, commit: bool) -> CoordinatorResult[None]:
-        """A marker for ``producer_id`` was written to this partition: its transactional
-        offsets count (commit) or are dropped (abort)."""
-        for g in self.groups.values():
-            pending = g.pending_txn_offsets.pop(producer_id, None)
-            if pending and commit:
-                g.offsets.update(pending)
-        return self._result(None)
+        self._now = now
+        return self.offsets.complete_txn(producer_id, commit)
 
     def has_pending_txn_offset(self, group_id: str, tp: tuple[str, int]) -> bool:
-        g = self.groups.get(group_id)
-        return g is not None and any(tp in p for p in g.pending_txn_offsets.values())
-
-    # -- OffsetFetch and admin (reads) ------------------------------------------------------
+        return self.offsets.has_pending(group_id, tp)
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None,
@@ -1122,89 +1101,34 @@ class GroupShard:
             cerr = g.consumer.check_commit(*member)
             if cerr != E.NONE:
                 return cerr, {}
-        if g is None or g.is_(S.DEAD):
-            if partitions is None:
-                return E.NONE, {}
-            return E.NONE, {tp: None for tp in partitions}
-        if partitions is None:
-            return E.NONE, dict(g.offsets)
-        return E.NONE, {tp: g.offsets.get(tp) for tp in partitions}
+        return E.NONE, self.offsets.fetch(group_id, partitions)
 
-    # -- DeleteGroups / OffsetDelete / expiry -------------------------------------------------
+    def delete_offsets(self, now: int, group_id: str, partitions: list[tuple[str, int]]
+                       ) -> CoordinatorResult[tuple[E, dict[tuple[str, int], E]]]:
+        self._now = now
+        return self.offsets.delete(group_id, partitions)
+
+    def expire_offsets(self, now: int) -> CoordinatorResult[int]:
+        self._now = now
+        r = self.offsets.expire(now)
+        r.timers.append(Timer("expire-offsets",
+                              now + self.config.offsets_retention_check_interval_ms, _expire_op))
+        return r
+
+    # -- DeleteGroups ----------------------------------------------------------------------
 
     def delete_group(self, now: int, group_id: str) -> CoordinatorResult[ErrorCode]:
+        self._now = now
         g = self.groups.get(group_id)
         if g is None or g.is_(S.DEAD):
             return self._result(E.GROUP_ID_NOT_FOUND)
         if not g.is_(S.EMPTY) or g.has_consumer_members():
             return self._result(E.NON_EMPTY_GROUP)
-        self._records += [(offset_key(group_id, *tp), None) for tp in g.offsets]
+        self._records += self.offsets.tombstones(g)
         self._records.append((group_key(group_id), None))
         self._persist_consumer_group(g, gone=True)
         log.info("[group=%s] deleted", group_id)
         return self._result(E.NONE, replay=True, on_append_error=self._result)
-
-    def delete_offsets(self, now: int, group_id: str, partitions: list[tuple[str, int]]
-                       ) -> CoordinatorResult[tuple[E, dict[tuple[str, int], E]]]:
-        g = self.groups.get(group_id)
-        if g is None or g.is_(S.DEAD):
-            return self._result((E.GROUP_ID_NOT_FOUND, {}))
-        subscribed: set[str] = set()
-        if g.consumer is not None and g.consumer.members:
-            topics = self.topics()
-            for m in g.consumer.members.values():
-                subscribed |= g.consumer.subscribed_topics(m, topics)
-        elif not g.is_(S.EMPTY):
-            if g.protocol_type != "consumer":
-                return self._result((E.NON_EMPTY_GROUP, {}))
-            subscribed = g.subscribed_topics() or set()
-        out: dict[tuple[str, int], E] = {}
-        for tp in partitions:
-            if tp[0] in subscribed:
-                out[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
-                continue
-            out[tp] = E.NONE
-            if tp in g.offsets:
-                self._records.append((offset_key(group_id, *tp), None))
-
-        def failed(err: ErrorCode) -> CoordinatorResult[tuple[E, dict[tuple[str, int], E]]]:
-            return self._result((err, {}))
-
-        return self._result((E.NONE, out), replay=True, on_append_error=failed)
-
-    def expire_offsets(self, now: int) -> CoordinatorResult[int]:
-        """Drop offsets past `offsets.retention.minutes` (Kafka 2.1+ rules), and groups
-        left empty without offsets; the answer is the count of offsets dropped."""
-        retention = self.config.offsets_retention_ms
-        removed = 0
-        for g in list(self.groups.values()):
-            if g.is_(S.DEAD) or g.has_consumer_members():
-                continue
-            subscribed = g.subscribed_topics() if g.is_(S.STABLE) else None
-            expired = []
-            for tp, om in g.offsets.items():
-                if om.expire_timestamp >= 0:
-                    if now >= om.expire_timestamp:
-                        expired.append(tp)
-                elif g.is_(S.EMPTY):
-                    base = om.commit_timestamp if g.protocol_type is None \
-                        else max(g.state_timestamp, om.commit_timestamp)
-                    if now - base >= retention:
-                        expired.append(tp)
-                elif subscribed is not None and tp[0] not in subscribed:
-                    if now - om.commit_timestamp >= retention:
-                        expired.append(tp)
-            self._records += [(offset_key(g.group_id, *tp), None) for tp in expired]
-            if g.is_(S.EMPTY) and len(expired) == len(g.offsets) \
-                    and not g.pending_members and not g.pending_txn_offsets:
-                self._records.append((group_key(g.group_id), None))
-                log.info("[group=%s] removed: empty and without offsets", g.group_id)
-            removed += len(expired)
-            if expired:
-                log.info("[group=%s] expired %d offset(s)", g.group_id, len(expired))
-        return self._result(removed, replay=True, timers=[
-            Timer("expire-offsets", now + self.config.offsets_retention_check_interval_ms,
-                  _expire_op)])
 
 
 def _tick_op(shard: GroupShard, now: int) -> CoordinatorResult[None]:
