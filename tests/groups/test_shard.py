@@ -342,3 +342,19 @@ def test_upgrade_and_downgrade_replace_the_group() -> None:
     g2 = h.shard.groups[G]
     assert g2 is not g and g2.consumer is None
     assert g2.state is S.PREPARING_REBALANCE and list(g2.members) == [a]
+
+
+def test_idle_shard_stops_ticking() -> None:
+    """The group tick runs while some group has members, and stops when none has: an
+    idle coordinator partition costs nothing; the next request arms it again."""
+    h = Harness()
+    assert h.rt.timer(0, "tick") is not None  # armed at the load
+    h.advance(200)
+    assert h.rt.timer(0, "tick") is None  # nothing to look after
+    got = h.join()
+    assert h.rt.timer(0, "tick") is not None
+    h.advance(DELAY)
+    r = answer(got)
+    assert h.leave(r.member_id) == [E.NONE]
+    h.advance(300)
+    assert h.state() is S.EMPTY and h.rt.timer(0, "tick") is None

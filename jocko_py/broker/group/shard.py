@@ -735,9 +735,10 @@ class GroupShard:
                 log.exception("[group=%s] timer handling failed", g.group_id)
         busy = any(g.members or g.pending_members or g.has_consumer_members()
                    for g in self.groups.values())
+        self._ticking = True  # (re)armed here, or not at all while idle
+        r = self._result(None, timers=[Timer("tick", now + TICK_MS, _tick_op)] if busy else [])
         self._ticking = busy
-        timers = [Timer("tick", now + TICK_MS, _tick_op)] if busy else []
-        return self._result(None, timers=timers)
+        return r
 
     def _tick_group(self, g: Group, now: int) -> None:
         for pid, deadline in list(g.pending_members.items()):
