@@ -228,3 +228,23 @@ def test_new_epoch_reloads() -> None:
     rt.load(0, 2, [LogRecord(k, v) for _, (k, v) in log.records], 0, 1)
     rt.write(0, read_total, a, 0)
     assert a.got[-1] == (4, E.NONE)
+
+
+def test_effects_run_once_committed_and_never_for_a_lost_write() -> None:
+    rt, _ = loaded()
+    done: list[tuple[int, object]] = []
+    rt.on_effect = lambda p, e: done.append((p, e))
+    a = Answers()
+
+    def with_effect(name: str) -> Any:
+        def op(s: Counter, now: int) -> CoordinatorResult[str]:
+            return CoordinatorResult("ok", records=[(b"k", b"1")], effects=[name])
+        return op
+
+    rt.write(0, with_effect("send markers"), a, 0)
+    assert done == []
+    rt.committed(0, 1)
+    assert done == [(0, "send markers")]
+    rt.write(0, with_effect("never"), a, 0)
+    rt.unload(0)
+    assert done == [(0, "send markers")]

@@ -27,6 +27,9 @@ returns
   response None) at the deadline on the same clock; a key set again is replaced,
   ``op=None`` cancels it;
 - ``completions``: (token, answer) of requests held earlier;
+- ``effects``: what must happen outside the shard once the records are committed (the
+  transaction coordinator's markers to send, say): handed to ``runtime.on_effect``
+  with the partition, after the commit, never for a write that failed;
 - ``on_append_error``: what the operation answers (and undoes) if the append is
   refused; without it the caller gets the (normalised) error.
 
@@ -34,6 +37,13 @@ A shard implements ``CoordinatorShard``: ``replay`` (one record of its partition
 log order, while loading and for ``replay=True`` results), ``on_loaded(now)`` (the
 partition is loaded: return its first timers) and ``on_unloaded()`` (the answers to the
 requests it still holds, usually NOT_COORDINATOR).
+
+Coordinators on it: the group coordinator (``broker/group/shard.py``, one ``GroupShard``
+per ``__consumer_offsets`` partition, served by ``broker/group/coordinator.py`` through
+``shell.CoordinatorShell``). The transaction coordinator can follow the same way: a
+shard per ``__transaction_state`` partition holding its ``TxnMetadata``, each API an
+operation returning the transaction's next state as a record, and marker sending
+outside the shard, started by the ``effects`` of the committed PrepareCommit/Abort.
 
 Rules
 -----
@@ -103,6 +113,7 @@ class CoordinatorResult(Generic[R]):
     producer: tuple[int, int] | None = None
     timers: list[Timer] = field(default_factory=list)
     completions: list[tuple[int, object]] = field(default_factory=list)
+    effects: list[object] = field(default_factory=list)
     on_append_error: Callable[[ErrorCode], CoordinatorResult[R]] | None = None
 
 
@@ -174,6 +185,8 @@ class CoordinatorRuntime(Generic[S]):
         self._seq = itertools.count()
         # called with (partition, offset) after every append (the shell waits for it)
         self.on_append: Callable[[int, int], None] = lambda p, o: None
+        # called with (partition, effect) for each effect of a committed result
+        self.on_effect: Callable[[int, object], None] = lambda p, e: None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -331,6 +344,8 @@ class CoordinatorRuntime(Generic[S]):
             d = ctx.held.pop(token, None)
             if d is not None:
                 answers.append((d, resp))
+        for effect in result.effects:
+            answers.append((self._effect_deliver(ctx.partition), effect))
         if not answers:
             return
         if offset < ctx.committed:
@@ -338,6 +353,12 @@ class CoordinatorRuntime(Generic[S]):
                 d(resp, E.NONE)
         else:
             ctx.deferred.setdefault(offset, []).extend(answers)
+
+    def _effect_deliver(self, partition: int) -> Deliver:
+        def deliver(effect: Any, err: ErrorCode) -> None:
+            if err == E.NONE:
+                self.on_effect(partition, effect)
+        return deliver
 
     # -- the log's progress ------------------------------------------------------------
 

@@ -8,9 +8,11 @@ puts it in `broker.services["groups"]` and adds the log cleaner (compaction) eve
 `log.cleaner.backoff.ms` unless `log.cleaner.enable=false` to
 `broker.services["background"]`.
 
-Modules: `shard.py` (the decisions: one shard per partition), `coordinator.py` (the
-service the handlers call), `state.py` (a classic group and its state machine),
-`consumer.py` (a KIP-848 group), `offsets_store.py` (the topic and its record layout).
+Modules: `shard.py` (the group decisions: one shard per partition, on the coordinator
+runtime in `broker/coordinator/`), `offsets.py` (committed offsets, apart from the
+rebalance protocol), `coordinator.py` (the service the handlers call), `state.py` (a
+classic group and its state machine), `consumer.py` (a KIP-848 group),
+`offsets_store.py` (the topic and its record layout).
 """
 
 from __future__ import annotations
