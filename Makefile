@@ -13,7 +13,7 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: dist docs compat-matrix chaos txn-soak scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
+.PHONY: dist docs compat-matrix api-table chaos txn-soak scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
 
 # setuptools' build-time notices (editable install layout) say nothing to a user
 PIP := PYTHONWARNINGS=ignore $(BIN)/pip
@@ -139,6 +139,10 @@ scale-sim: venv-test
 # recorded in build/compat-results.json (tests/compat.py: which tests verify which cell).
 compat-matrix: venv
 	$(BIN)/python tools/compat_matrix.py --write README.md
+
+# the README's Kafka 4.4 API table, from the last tests/parity/test_kafka44_api_versions.py run
+api-table: venv
+	$(BIN)/python tools/api_table.py --write README.md
 
 # an sdist and a wheel (built from the sdist) in dist/
 dist: venv-test

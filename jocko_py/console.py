@@ -450,7 +450,7 @@ def describe_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
     """Groups as `jocko-py groups describe` (Kafka's kafka-consumer-groups --describe)
     shows them: every partition committed or assigned to a member (classic and
     consumer-protocol groups), with its committed offset, log start and log end."""
-    from jocko_py.cli_groups import GroupAdmin, parse_assignment
+    from jocko_py.admin import GroupAdmin, parse_assignment
 
     adm = GroupAdmin(c)
     try:
@@ -1176,7 +1176,7 @@ class Console:
                              f"Created topic {name} with {t.num_partitions} partition(s)")
 
     async def _reset(self, gid: str, to: str) -> Response:
-        from jocko_py.cli_groups import GroupAdmin
+        from jocko_py.admin import GroupAdmin
 
         # as OffsetCommit: READ on the group and on every topic it commits
         self.require("READ", GROUP, gid)
@@ -1210,6 +1210,7 @@ class Console:
     async def _produce(self, f: dict[str, str]) -> Response:
         from jocko_py.client import KafkaError, partition_for_key
         from jocko_py.protocol import records as rb
+        from jocko_py.protocol.errors import ErrorCode
 
         topic = f.get("topic", "").strip()
         key = None if f.get("null_key") else f.get("key", "").encode()
@@ -1235,10 +1236,11 @@ class Console:
                             [rb.NewRecord(key, value, headers)]), acks=-1)
                         return p, int(off)
                     except KafkaError as e:  # a just-created topic: leader not known yet
-                        if e.code not in (3, 5):
+                        if e.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                          ErrorCode.LEADER_NOT_AVAILABLE):
                             raise
                         time.sleep(0.1)
-                raise KafkaError(5, topic)
+                raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, topic)
         p, off = await self.client_call(run)
         return self.redirect(f"/produce?topic={urllib.parse.quote(topic)}",
                              f"Produced to {topic}-{p} at offset {off}")

@@ -103,6 +103,8 @@ DEFAULTS: dict[str, str] = {
     "jocko.log.retention.disk.protect.committed.offsets": "false",
     # segment files kept open at most (commitlog/fd_cache.py): -1 = 3/4 of `ulimit -n`
     "jocko.log.max.open.files": "-1",
+    # Fetch reads of 64 KiB or more sent with sendfile on listeners without TLS
+    "jocko.zero.copy.enable": "true",
     "connection.failed.authentication.delay.ms": "100",
     "connections.max.reauth.ms": "0",
     "connections.max.idle.ms": "600000",

@@ -51,6 +51,7 @@ from jocko_py.cluster.metadata import MetadataDelta, MetadataImage, PartitionRef
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.errors import KafkaStorageError
 from jocko_py.commitlog.manager import LogManager
+from jocko_py.commitlog.segment import FileRegion
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode
 
@@ -84,6 +85,8 @@ class FetchParams:
     # Fetch v18 (KIP-1166): the high watermark the follower knows, per partition it sent
     # one for; a leader whose HW is past it answers at once instead of waiting
     replica_high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
+    # big reads may be FileRegions, sent from the file (a plaintext connection's Fetch)
+    zero_copy: bool = False
 
     @property
     def is_follower(self) -> bool:
@@ -424,7 +427,7 @@ class ReplicaManager:
             if left <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT
             await self.produce_waiters.wait_any([key], left)
-        if len(p.isr) < p.log.config.min_insync_replicas:
+        if p.under_min_isr():
             # Kafka: written and replicated to the ISR, but the ISR shrank below the
             # minimum meanwhile
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -469,7 +472,8 @@ class ReplicaManager:
                 eff = p.read_for_follower(params.replica_id, fp.fetch_offset,
                                           fp.current_leader_epoch, fp.last_fetched_epoch,
                                           limit, now, record_fetch=first and current,
-                                          min_one=total == 0, broker_epoch=follower_epoch)
+                                          min_one=total == 0, broker_epoch=follower_epoch,
+                                          zero_copy=params.zero_copy)
                 if eff.hw_advanced:
                     self._on_hw_maybe_moved(p)
                 if eff.isr_change is not None:
@@ -477,9 +481,11 @@ class ReplicaManager:
                 assert eff.result is not None
                 r = eff.result
             elif params.isolation_level == 1:  # read_committed: up to the LSO
-                r = p.read_committed(fp.fetch_offset, limit, min_one=total == 0)
+                r = p.read_committed(fp.fetch_offset, limit, min_one=total == 0,
+                                     zero_copy=params.zero_copy)
             else:
-                r = p.read(fp.fetch_offset, limit, upper=p.high_watermark, min_one=total == 0)
+                r = p.read(fp.fetch_offset, limit, upper=p.high_watermark, min_one=total == 0,
+                           zero_copy=params.zero_copy)
             out.append(r)
             total += len(r.records) if r.records is not None else 0
         return out, total
@@ -495,7 +501,9 @@ class ReplicaManager:
             for fp, r in zip(params.partitions, results, strict=True):
                 if r.records:
                     stats.bytes_out[fp.topic] += len(r.records)
-                    stats.messages_out[fp.topic] += count_records(r.records)
+                    stats.messages_out[fp.topic] += count_records(r.records) \
+                        if not isinstance(r.records, FileRegion) else \
+                        r.records.last_offset - r.records.first_offset + 1
                 elif r.error:
                     stats.failed_fetch[fp.topic] += 1
         return results
@@ -613,7 +621,7 @@ class ReplicaManager:
         try:
             return apply_disk_retention(self.logs.data_dir, logs, percent, weights, floors)
         except KafkaStorageError as e:
-            self.logs.mark_offline(str(e))
+            self.logs.mark_offline(e.message)
             return 0
 
     # ------------------------------------------------------------------ flushing
@@ -630,7 +638,7 @@ class ReplicaManager:
             try:
                 LogManager.end_flush_tickets(tickets)
             except KafkaStorageError as e:
-                self.logs.mark_offline(str(e), getattr(e, "log_dir", None))
+                self.logs.mark_offline(e.message, getattr(e, "log_dir", None))
                 raise
 
     def flush_barrier(self, p: Partition) -> asyncio.Future[None] | None:

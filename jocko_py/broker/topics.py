@@ -32,7 +32,7 @@ from jocko_py.cluster.metadata import (
     MetadataRecord,
 )
 from jocko_py.cluster.quorum import MetadataQuorum, NotControllerError
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from jocko_py.broker.api import RequestContext
@@ -49,25 +49,18 @@ CONTROLLER_POLL_S = 0.1  # how often an in-flight forward checks the controller 
 APPLY_TIMEOUT_S = 10.0
 
 
-class TopicError(Exception):
-    def __init__(self, code: ErrorCode, message: str | None):
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message
-
-
 def validate_topic_name(name: str | None) -> None:
     if not name:
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is empty")
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is empty")
     if name in (".", ".."):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name cannot be {name!r}")
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name cannot be {name!r}")
     if len(name) > MAX_TOPIC_NAME:
-        raise TopicError(
+        raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"Topic name is longer than {MAX_TOPIC_NAME} characters",
         )
     if not _LEGAL.match(name):
-        raise TopicError(
+        raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"Topic name {name!r} is illegal: it contains a character other than "
             "ASCII alphanumerics, '.', '_' and '-'",
@@ -82,10 +75,6 @@ def is_forwarded(ctx: RequestContext) -> bool:
     s = ctx.session
     return ctx.header.client_id == FORWARD_CLIENT_ID and (
         s is None or s.cluster_broker_id is not None)
-
-
-def _err(code: int) -> ErrorCode:
-    return ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class TopicManager:
@@ -111,9 +100,9 @@ class TopicManager:
             if not self.quorum.is_active_controller():
                 raise NotControllerError()
             code, records = decide(self.quorum.image)
-            if code == 0 and records:
+            if code == ErrorCode.NONE and records:
                 await self.quorum.propose(records)
-        return _err(code)
+        return ErrorCode.of(code)
 
     async def commit(self, decide: Callable[[MetadataImage], tuple[int, list[MetadataRecord]]],
                      ) -> ErrorCode:
@@ -156,7 +145,7 @@ class TopicManager:
                 await asyncio.sleep(0.1)
                 continue
             return resp
-        raise TopicError(ErrorCode.NOT_CONTROLLER, last)
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, last)
 
     async def _request_while_controller(self, ch: BrokerChannel, cid: int, api_key: int,
                                         version: int, body: dict[str, Any],
@@ -182,7 +171,7 @@ class TopicManager:
         try:
             return await self._controller_request(api_key, version, body, ok)
         except _Local:
-            raise TopicError(ErrorCode.NOT_CONTROLLER,
+            raise KafkaError(ErrorCode.NOT_CONTROLLER,
                              "this broker just became the controller; retry") from None
 
     async def _wait_applied(self, pred: Callable[[MetadataImage], bool]) -> None:
@@ -211,13 +200,13 @@ class TopicManager:
         num_partitions and replication_factor taken from it)."""
         validate_topic_name(name)
         if name in self.image.topics:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if num_partitions <= 0:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
             )
         if replication_factor <= 0:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
             )
         configs = dict(configs or {})
@@ -251,19 +240,19 @@ class TopicManager:
                 code = await self._commit(decide)
             except NotControllerError:
                 if forwarded:
-                    raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
+                    raise KafkaError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
                 return await self._forward_create(name, num_partitions, replication_factor,
                                                   configs, assignments)
             if code == ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise TopicError(code, f"Topic '{name}' already exists.")
+                raise KafkaError(code, f"Topic '{name}' already exists.")
             if code:
-                raise TopicError(code, None)
+                raise KafkaError(code, None)
             log.info("[broker=%d] created topic %s (%s) with %d partition(s), RF %d, configs %s",
                      self.broker_id, name, tid[0] if tid else "?", num_partitions,
                      replication_factor, configs)
             return tid[0]
         if forwarded:
-            raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller")
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "not the controller")
         return await self._forward_create(name, num_partitions, replication_factor, configs,
                                           assignments)
 
@@ -272,7 +261,7 @@ class TopicManager:
                            rf: int | None) -> None:
         if check_manual_assignments(img, assignments, rf):
             bad = sorted({b for a in assignments for b in a if b not in img.brokers})
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Unknown broker id(s) {bad} in the replica assignment" if bad else
                 "Invalid replica assignment: every partition needs the same number of "
@@ -282,7 +271,7 @@ class TopicManager:
     @staticmethod
     def _check_rf(rf: int, live: int) -> None:
         if rf > live:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {rf} time(s): "
                 f"The target replication factor of {rf} cannot be reached "
@@ -305,14 +294,14 @@ class TopicManager:
             return await self.create_topic(name, n, rf, configs, assignments=assignments)
         t = resp.topics[0]
         if t.error_code:
-            raise TopicError(_err(t.error_code), t.error_message)
+            raise KafkaError(ErrorCode.of(t.error_code), t.error_message)
         await self._wait_applied(lambda img: name in img.topics)
         return t.topic_id  # type: ignore[no-any-return]
 
     async def delete_topic(self, name: str, *, forwarded: bool = False) -> uuid.UUID:
         t = self.image.topics.get(name)
         if t is None:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 "This server does not host this topic-partition.",
             )
@@ -321,7 +310,7 @@ class TopicManager:
             code = await self._commit(lambda img: self.quorum.controller.delete_topic(img, name))
         except NotControllerError:
             if forwarded:
-                raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
             try:
                 resp = await self._controller_request(
                     20, 6, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
@@ -329,11 +318,11 @@ class TopicManager:
                     ok=lambda r: r.responses[0].error_code != ErrorCode.NOT_CONTROLLER)
             except _Local:
                 return await self.delete_topic(name)
-            code = _err(resp.responses[0].error_code)
+            code = ErrorCode.of(resp.responses[0].error_code)
             if code == ErrorCode.NONE:
                 await self._wait_applied(lambda img: img.topic_by_id(tid) is None)
         if code:
-            raise TopicError(code, "This server does not host this topic-partition."
+            raise KafkaError(code, "This server does not host this topic-partition."
                              if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)
         log.info("[broker=%d] deleted topic %s (%s)", self.broker_id, name, tid)
         return tid
@@ -343,24 +332,24 @@ class TopicManager:
                                 assignments: list[tuple[int, ...]] | None = None) -> None:
         t = self.image.topics.get(name)
         if t is None:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 "This server does not host this topic-partition.",
             )
         current = len(t.partitions)
         if count < current:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.INVALID_PARTITIONS,
                 f"Topic currently has {current} partitions, which is higher than the "
                 f"requested {count}.",
             )
         if count == current:
-            raise TopicError(
+            raise KafkaError(
                 ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
             )
         if assignments:
             if len(assignments) != count - current:
-                raise TopicError(
+                raise KafkaError(
                     ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     f"Increasing the number of partitions by {count - current} but "
                     f"{len(assignments)} assignments provided.")
@@ -374,7 +363,7 @@ class TopicManager:
                                                                      assignments))
         except NotControllerError:
             if forwarded:
-                raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
             try:
                 resp = await self._controller_request(
                     37, 3, {"topics": [{"name": name, "count": count, "assignments": [
@@ -385,12 +374,12 @@ class TopicManager:
                 return await self.create_partitions(name, count, assignments=assignments)
             res = resp.results[0]
             if res.error_code:
-                raise TopicError(_err(res.error_code), res.error_message) from None
+                raise KafkaError(ErrorCode.of(res.error_code), res.error_message) from None
             await self._wait_applied(
                 lambda img: name in img.topics and len(img.topics[name].partitions) >= count)
             return
         if code:
-            raise TopicError(code, None)
+            raise KafkaError(code, None)
 
     async def set_topic_configs(self, name: str, changes: dict[str, str | None], *,
                                 forwarded: bool = False) -> None:
@@ -405,7 +394,7 @@ class TopicManager:
                 img, resource_type, name, changes))
         except NotControllerError:
             if forwarded:
-                raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
             body = {"resources": [{
                 "resource_type": resource_type, "resource_name": name,
                 "configs": [{"name": k, "config_operation": 0 if v is not None else 1,
@@ -419,12 +408,12 @@ class TopicManager:
                 return await self.set_configs(resource_type, name, changes)
             res = resp.responses[0]
             if res.error_code:
-                raise TopicError(_err(res.error_code), res.error_message) from None
+                raise KafkaError(ErrorCode.of(res.error_code), res.error_message) from None
             await self._wait_applied(lambda img: all(
                 img.configs(resource_type, name).get(k) == v for k, v in changes.items()))
             return
         if code:
-            raise TopicError(code, None)
+            raise KafkaError(code, None)
 
     async def update_features(self, levels: dict[str, int], *, forwarded: bool = False) -> None:
         """FeatureLevelRecords for the changed features, written by the controller."""
@@ -433,7 +422,7 @@ class TopicManager:
                 lambda img: self.quorum.controller.update_features(img, levels))
         except NotControllerError:
             if forwarded:
-                raise TopicError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, "not the controller") from None
             body = {"timeout_ms": 30000, "validate_only": False, "feature_updates": [
                 {"feature": k, "max_version_level": v, "upgrade_type": 1}
                 for k, v in levels.items()]}
@@ -443,12 +432,12 @@ class TopicManager:
             except _Local:
                 return await self.update_features(levels)
             if resp.error_code:
-                raise TopicError(_err(resp.error_code), resp.error_message) from None
+                raise KafkaError(ErrorCode.of(resp.error_code), resp.error_message) from None
             await self._wait_applied(lambda img: all(
                 img.features.get(k) == v for k, v in levels.items()))
             return
         if code:
-            raise TopicError(code, None)
+            raise KafkaError(code, None)
 
     # ------------------------------------------------------------------ leaders, replicas
 
@@ -463,7 +452,7 @@ class TopicManager:
             return 0, recs
 
         await self._commit(decide)
-        return {k: _err(v) for k, v in results.items()}
+        return {k: ErrorCode.of(v) for k, v in results.items()}
 
     async def reassign(self, topic: str, pid: int, target: tuple[int, ...] | None
                        ) -> ErrorCode:
@@ -481,7 +470,7 @@ class TopicManager:
         def decide(img: MetadataImage) -> tuple[int, list[MetadataRecord]]:
             code, recs, _ = self.quorum.controller.allocate_producer_ids(
                 img, broker_id, broker_epoch)
-            if code == 0:
+            if code == ErrorCode.NONE:
                 got = committed_producer_block(img, recs[0])  # type: ignore[arg-type]
                 if got is not None:
                     block.append(got)
@@ -498,7 +487,7 @@ class TopicManager:
                     ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
             except _Local:
                 return await self.allocate_producer_block(broker_id, broker_epoch)
-            return _err(resp.error_code), resp.producer_id_start, resp.producer_id_len
+            return ErrorCode.of(resp.error_code), resp.producer_id_start, resp.producer_id_len
         if code or not block:
             return code or ErrorCode.UNKNOWN_SERVER_ERROR, -1, 0
         return ErrorCode.NONE, block[0][0], block[0][1]
@@ -510,7 +499,7 @@ class TopicManager:
                 epoch = b.broker_epoch if b is not None else -1
                 code, start, count = await self.allocate_producer_block(self.broker_id, epoch)
                 if code:
-                    raise TopicError(code, "could not allocate producer ids")
+                    raise KafkaError(code, "could not allocate producer ids")
                 self._pid_next, self._pid_limit = start, start + count
             pid = self._pid_next
             self._pid_next += 1
@@ -555,11 +544,11 @@ class TopicManager:
             return await self.alter_partition_local(
                 self.broker_id, change.topic_id, change.partition, change.leader_epoch,
                 change.partition_epoch, change.new_isr, change.member_epochs)
-        except TopicError as e:
+        except KafkaError as e:
             return e.code
         if resp.error_code:
-            return _err(resp.error_code)
-        return _err(resp.topics[0].partitions[0].error_code)
+            return ErrorCode.of(resp.error_code)
+        return ErrorCode.of(resp.topics[0].partitions[0].error_code)
 
 
 class _ControllerMoved(Exception):

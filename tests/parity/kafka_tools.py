@@ -11,6 +11,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from tests.support.prereq import missing
+
 REPO = Path(__file__).resolve().parents[2]
 CLASSPATHS = {
     "3.9": [REPO / ".cache" / "kafka-tools-jars", REPO / ".cache-extra" / "kafka-core-39-jars"],
@@ -29,8 +31,8 @@ TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 
 
 def require(version: str) -> None:
-    missing = [d for d in CLASSPATHS[version] if not (d / ".done").exists()]
-    if missing or shutil.which("java") is None:
+    absent = [d for d in CLASSPATHS[version] if not (d / ".done").exists()]
+    if absent or shutil.which("java") is None:
         missing(f"Kafka {version} tools not fetched (make -C tests/java parity-tools) "
                     "or no java")
 

@@ -2,8 +2,9 @@
 
 One Apache Kafka 4.4.0 node (KRaft, `kafka-storage format --standalone`, see
 tests/support/kafka44.py) and the module's jocko-py broker each answer
-ApiVersions; every API key a Kafka broker offers its clients must be served by
-jocko-py up to the same newest version (and from the same oldest one), and
+ApiVersions (both answers are kept in build/api-versions.json, from which
+tools/api_table.py writes the README's API table); every API key a Kafka broker
+offers its clients must be served by jocko-py up to the same newest version (and from the same oldest one), and
 jocko-py offers nothing Kafka does not, unless `NOT_YET` names the key with
 jocko-py's current version and the reason; the same for the supported features
 (`FEATURES_NOT_YET`). Keys Kafka serves only on its
@@ -14,6 +15,9 @@ stays the truth.
 
 from __future__ import annotations
 
+import json
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,7 +112,34 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka44.ApacheKa
 
 @pytest.fixture(scope="module")
 def both(kafka: kafka44.ApacheKafka44, target: TargetBroker) -> tuple[Any, Any]:
-    return _api_versions(kafka.bootstrap), _api_versions(target.bootstrap)
+    theirs, ours = _api_versions(kafka.bootstrap), _api_versions(target.bootstrap)
+    record(theirs, ours)
+    return theirs, ours
+
+
+#: where the two answers are kept for tools/api_table.py (the README's API table)
+RESULTS = Path(os.environ.get("JOCKO_API_TABLE_RESULTS",
+                              Path(__file__).resolve().parents[2] / "build" / "api-versions.json"))
+
+
+def record(theirs: Any, ours: Any) -> None:
+    """Both ApiVersions answers (client listener keys), with NOT_YET's reasons."""
+    def keys(r: Any) -> dict[str, list[int]]:
+        return {str(k): list(v) for k, v in _ranges(r).items()}
+
+    def feats(r: Any) -> dict[str, list[int]]:
+        return {f.name: [int(f.min_version), int(f.max_version)] for f in r.supported_features}
+
+    data = {
+        "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "kafka": {"apis": keys(theirs), "features": feats(theirs)},
+        "jocko": {"apis": keys(ours), "features": feats(ours)},
+        "names": {str(k): messages.api_name(k) for k in set(_ranges(theirs)) | set(_ranges(ours))},
+        "not_yet": {str(k): why for k, (_, why) in NOT_YET.items()},
+        "features_not_yet": {k: why for k, (_, why) in FEATURES_NOT_YET.items()},
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def test_every_api_key_is_served_up_to_kafka_44s_newest_version(both: tuple[Any, Any]) -> None:

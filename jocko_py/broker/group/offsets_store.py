@@ -53,9 +53,8 @@ from jocko_py.broker.group.consumer import (
     group_assignment,
 )
 from jocko_py.broker.group.state import Group, Member, OffsetAndMetadata
-from jocko_py.broker.topics import TopicError
 from jocko_py.protocol import messages
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from jocko_py.broker.coordinator.shell import ReplicaLog
@@ -319,7 +318,7 @@ class OffsetsStore:
                 max(1, min(self.replication_factor, live)),
                 {"cleanup.policy": "compact", "segment.bytes": self.segment_bytes,
                  "compression.type": "producer"})
-        except TopicError as e:
+        except KafkaError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
         log.info("created %s with %d partitions in %.2fs", OFFSETS_TOPIC,

@@ -31,7 +31,7 @@ from jocko_py.broker.security.authz import (
     WILDCARD,
     authorize_cluster,
 )
-from jocko_py.broker.topics import TopicError, is_forwarded
+from jocko_py.broker.topics import is_forwarded
 from jocko_py.cluster.metadata import (
     AccessControlEntryRecord,
     MetadataImage,
@@ -39,7 +39,7 @@ from jocko_py.cluster.metadata import (
     RemoveAccessControlEntryRecord,
 )
 from jocko_py.cluster.quorum import NotControllerError
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 ANY, MATCH = 1, 2
 _RESOURCE_TYPES = {2, 3, 4, 5, 6, 7}
@@ -123,7 +123,7 @@ async def _commit_or_forward(ctx: RequestContext, key: int, body: dict[str, Any]
             return error_body(ErrorCode.NOT_CONTROLLER, None)
         try:
             resp = await ctx.broker.topics.forward(key, ctx.version, body)
-        except TopicError as e:
+        except KafkaError as e:
             return error_body(e.code, e.message)
         return _plain(resp)
     return out[-1]
@@ -165,7 +165,7 @@ async def create_acls(ctx: RequestContext, req: Any) -> dict[str, Any]:
             if _key(rec) not in existing:
                 existing.add(_key(rec))
                 records.append(rec)
-            results.append({"error_code": 0, "error_message": None})
+            results.append({"error_code": ErrorCode.NONE, "error_message": None})
         return {"throttle_time_ms": 0, "results": results}, records
 
     body = {"creations": [dict(c) for c in req.creations]}
@@ -191,7 +191,7 @@ async def describe_acls(ctx: RequestContext, req: Any) -> dict[str, Any]:
             by_resource.setdefault((r.resource_type, r.resource_name, r.pattern_type), []).append(
                 {"principal": r.principal, "host": r.host, "operation": r.operation,
                  "permission_type": r.permission_type})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": [
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "resources": [
         {"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
         for (t, n, p), acls in by_resource.items()]}
 
@@ -224,8 +224,8 @@ async def delete_acls(ctx: RequestContext, req: Any) -> dict[str, Any]:
             for r in hits:
                 gone.add(r.id)
                 records.append(RemoveAccessControlEntryRecord(r.id))
-            results.append({"error_code": 0, "error_message": None, "matching_acls": [
-                {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+            results.append({"error_code": ErrorCode.NONE, "error_message": None, "matching_acls": [
+                {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": r.resource_type,
                  "resource_name": r.resource_name, "pattern_type": r.pattern_type,
                  "principal": r.principal, "host": r.host, "operation": r.operation,
                  "permission_type": r.permission_type} for r in hits]})

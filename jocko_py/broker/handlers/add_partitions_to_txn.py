@@ -79,7 +79,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                                 wanted, t.verify_only)
             results.append({"transactional_id": t.transactional_id,
                             "topic_results": _topic_results(errors)})
-        return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}
     wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
     errors = await _add(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                         req.v3_and_below_producer_epoch, wanted, False)

@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             return {"error_code": err, "api_keys": [], "throttle_time_ms": 0,
                     "finalized_features_epoch": -1}
     out: dict[str, Any] = {
-        "error_code": 0,
+        "error_code": ErrorCode.NONE,
         "api_keys": [
             {"api_key": k, "min_version": lo, "max_version": hi}
             for k, lo, hi in advertised_versions(ctx.broker.security.is_cluster_peer(ctx.session))

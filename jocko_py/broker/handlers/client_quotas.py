@@ -22,10 +22,10 @@ from typing import Any
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import authorize_cluster
 from jocko_py.broker.security.quotas import CLIENT_ID, KEYS, USER
-from jocko_py.broker.topics import TopicError, is_forwarded
+from jocko_py.broker.topics import is_forwarded
 from jocko_py.cluster.metadata import ClientQuotaRecord, MetadataImage, MetadataRecord
 from jocko_py.cluster.quorum import NotControllerError
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
 
@@ -91,7 +91,7 @@ async def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
             for e in req.entries]}
         try:
             resp = await ctx.broker.topics.forward(49, ctx.version, body)
-        except TopicError as err:
+        except KafkaError as err:
             return fail(err.code, err.message)
         return {"throttle_time_ms": 0, "entries": [
             {"error_code": x.error_code, "error_message": x.error_message,
@@ -133,4 +133,4 @@ async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
             entries.append({
                 "entity": [{"entity_type": t, "entity_name": n} for t, n in ent],
                 "values": [{"key": k, "value": v} for k, v in sorted(values.items())]})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "entries": entries}

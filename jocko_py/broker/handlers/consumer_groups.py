@@ -72,7 +72,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, A
         assignment = {"topic_partitions": [
             {"topic_id": tid, "partitions": sorted(ps)}
             for tid, ps in sorted(r.assignment.items(), key=lambda kv: str(kv[0]))]}
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "member_id": r.member_id, "member_epoch": r.member_epoch,
             "heartbeat_interval_ms": interval, "assignment": assignment}
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.features import SAFE_DOWNGRADE, UPGRADE, check_update, finalized
-from jocko_py.broker.topics import TopicError, is_forwarded
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.broker.topics import is_forwarded
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 
 @api(57, 0, 2)
@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         try:
             await broker.topics.update_features(
                 wanted, forwarded=is_forwarded(ctx))
-        except TopicError as e:
+        except KafkaError as e:
             error, message = e.code, e.message
     out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": error, "error_message": message}
     if ctx.version < 2:

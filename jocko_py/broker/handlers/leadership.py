@@ -24,9 +24,9 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.topics import TopicError, is_forwarded
+from jocko_py.broker.topics import is_forwarded
 from jocko_py.cluster.quorum import NotControllerError
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 
 async def _forward(ctx: RequestContext, key: int, req: Any, error_body: dict[str, Any]
@@ -36,7 +36,7 @@ async def _forward(ctx: RequestContext, key: int, req: Any, error_body: dict[str
     try:
         resp = await ctx.broker.topics.forward(
             key, ctx.version, dict(req), ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
-    except TopicError as e:
+    except KafkaError as e:
         return dict(error_body, error_code=e.code)
     return dict(resp)
 
@@ -67,7 +67,7 @@ async def elect_leaders(ctx: RequestContext, req: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"throttle_time_ms": 0, "replica_election_results": [
         {"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}
     if ctx.version >= 1:
-        out["error_code"] = 0
+        out["error_code"] = ErrorCode.NONE
     return out
 
 
@@ -116,12 +116,12 @@ async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> dict[s
                 continue
             try:
                 code = await broker.topics.reassign(t.name, p.partition_index, target)
-            except NotControllerError:
-                code = ErrorCode.NOT_CONTROLLER
+            except NotControllerError as e:
+                code = e.code
             parts.append({"partition_index": p.partition_index, "error_code": code,
                           "error_message": None if code == ErrorCode.NONE else code.name})
         responses.append({"name": t.name, "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "responses": responses, "allow_replication_factor_change": allow_rf_change}
 
 
@@ -150,4 +150,4 @@ async def list_partition_reassignments(ctx: RequestContext, req: Any) -> dict[st
         ]
         if parts:
             topics.append({"name": name, "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": topics}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": topics}

@@ -32,9 +32,9 @@ from jocko_py.broker.api import NO_RESPONSE, NoResponse, RequestContext, api
 from jocko_py.broker.leader_discovery import LEADER_HINT_ERRORS, current_leader, node_endpoints
 from jocko_py.broker.partition import AppendResult
 from jocko_py.broker.security.authz import authorize_topic, authorize_transactional_id
-from jocko_py.broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
+from jocko_py.broker.topics import INTERNAL_TOPICS, validate_topic_name
 from jocko_py.protocol import records as rb
-from jocko_py.protocol.errors import ErrorCode, ProtocolError
+from jocko_py.protocol.errors import ErrorCode, KafkaError, ProtocolError
 
 
 def _partition_response(index: int, r: AppendResult) -> dict[str, Any]:
@@ -130,7 +130,7 @@ def _precheck(ctx: RequestContext, topic: str, data: Any, acks: int) -> AppendRe
     if ctx.broker.replicas.get(topic, 0) is None and topic not in ctx.broker.topics.image.topics:
         try:
             validate_topic_name(topic)
-        except TopicError as e:
+        except KafkaError as e:
             return AppendResult(e.code, message=e.message)
     if topic in INTERNAL_TOPICS:
         return AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION,

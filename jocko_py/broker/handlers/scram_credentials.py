@@ -27,7 +27,7 @@ from jocko_py.broker.security.scram import (
     MIN_ITERATIONS,
     credential_from_salted,
 )
-from jocko_py.broker.topics import TopicError, is_forwarded
+from jocko_py.broker.topics import is_forwarded
 from jocko_py.cluster.metadata import (
     MetadataImage,
     MetadataRecord,
@@ -35,7 +35,7 @@ from jocko_py.cluster.metadata import (
     UserScramCredentialRecord,
 )
 from jocko_py.cluster.quorum import NotControllerError
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 _HASH = {1: "sha256", 2: "sha512"}
 
@@ -115,7 +115,7 @@ async def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
                         "upsertions": [dict(u) for u in req.upsertions]},
                 ok=lambda r: not any(x.error_code == ErrorCode.NOT_CONTROLLER
                                      for x in r.results))
-        except TopicError as e:
+        except KafkaError as e:
             return all_fail(e.code, e.message)
         return {"throttle_time_ms": 0, "results": [dict(r) for r in resp.results]}
     return {"throttle_time_ms": 0, "results": out[-1]}
@@ -132,7 +132,7 @@ async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         by_user.setdefault(name, []).append({"mechanism": mech, "iterations": rec.iterations})
     results = []
     if not req.users:
-        results = [{"user": n, "error_code": 0, "error_message": None, "credential_infos": c}
+        results = [{"user": n, "error_code": ErrorCode.NONE, "error_message": None, "credential_infos": c}
                    for n, c in by_user.items()]
     else:
         wanted = [u.name for u in req.users]
@@ -146,6 +146,6 @@ async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
                                 "error_message": "Attempt to describe a user credential that "
                                 "does not exist", "credential_infos": []})
             else:
-                results.append({"user": n, "error_code": 0, "error_message": None,
+                results.append({"user": n, "error_code": ErrorCode.NONE, "error_message": None,
                                 "credential_infos": by_user[n]})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "results": results}

@@ -71,7 +71,6 @@ from typing import TYPE_CHECKING, Any
 
 from jocko_py.broker.group.offsets_store import OFFSETS_TOPIC, partition_for
 from jocko_py.broker.inter_broker import BrokerChannel
-from jocko_py.broker.topics import TopicError
 from jocko_py.broker.txn.state import (
     PREPARED,
     TXN_TOPIC,
@@ -84,7 +83,7 @@ from jocko_py.broker.txn.state import (
     txn_value,
 )
 from jocko_py.protocol import records as rb
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
@@ -100,13 +99,6 @@ MARKER_TIMEOUT_S = 10.0
 
 
 VERIFY_TIMEOUT_S = 5.0
-
-
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def now_ms() -> int:
@@ -162,7 +154,7 @@ async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, c
         if check != E.NONE:
             out[tp] = check
             continue
-        if len(p.isr) < p.log.config.min_insync_replicas:
+        if p.under_min_isr():
             out[tp] = E.NOT_ENOUGH_REPLICAS  # as any acks=all write: the coordinator retries
             continue
         entries.append((tp[0], tp[1], rb.build_control_batch(
@@ -217,7 +209,7 @@ class TransactionCoordinator:
                 {"cleanup.policy": "compact", "segment.bytes": self.config.segment_bytes,
                  "compression.type": "uncompressed", "unclean.leader.election.enable": "false",
                  "min.insync.replicas": str(min(self.config.min_isr, rf))})
-        except TopicError as e:
+        except KafkaError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
         log.info("created %s with %d partitions, replication factor %d", TXN_TOPIC,
@@ -337,7 +329,7 @@ class TransactionCoordinator:
         p = self._partition(idx)
         if p is None or epoch is None:
             return E.NOT_COORDINATOR
-        if len(p.isr) < p.log.config.min_insync_replicas:
+        if p.under_min_isr():
             return E.COORDINATOR_NOT_AVAILABLE
         ts = now_ms()
         value = None if tombstone else txn_value(new)
@@ -384,7 +376,7 @@ class TransactionCoordinator:
         if m is None:
             try:
                 pid = await self.broker.topics.allocate_producer_id()
-            except TopicError as e:
+            except KafkaError as e:
                 return (e.code if e.code != E.NOT_CONTROLLER else E.COORDINATOR_NOT_AVAILABLE,
                         -1, -1)
             m = self.txns.get(transactional_id)
@@ -408,7 +400,7 @@ class TransactionCoordinator:
         if m.producer_epoch >= MAX_EPOCH:
             try:
                 new.producer_id = await self.broker.topics.allocate_producer_id()
-            except TopicError:
+            except KafkaError:
                 return E.COORDINATOR_NOT_AVAILABLE, -1, -1
             new.producer_epoch = 0
         else:
@@ -501,11 +493,11 @@ class TransactionCoordinator:
             VERIFY_TIMEOUT_S)
         out: dict[tuple[str, int], ErrorCode] = {}
         if resp.error_code:
-            return {tp: _code(resp.error_code) for tp in partitions}
+            return {tp: ErrorCode.of(resp.error_code) for tp in partitions}
         for r in resp.results_by_transaction:
             for t in r.topic_results:
                 for pr in t.results_by_partition:
-                    out[(t.name, pr.partition_index)] = _code(pr.partition_error_code)
+                    out[(t.name, pr.partition_index)] = ErrorCode.of(pr.partition_error_code)
         return out
 
     def _channel(self, broker_id: int) -> BrokerChannel | None:
@@ -577,7 +569,7 @@ class TransactionCoordinator:
                 if new.producer_epoch >= MAX_EPOCH and m.next_producer_id < 0:
                     try:
                         m.next_producer_id = await self.broker.topics.allocate_producer_id()
-                    except TopicError:
+                    except KafkaError:
                         return E.COORDINATOR_NOT_AVAILABLE, -1, -1
                     if m.pending is not None or m.state is not st:
                         return E.CONCURRENT_TRANSACTIONS, -1, -1
@@ -783,7 +775,7 @@ class TransactionCoordinator:
         for mk in resp.markers:
             for t in mk.topics:
                 for pr in t.partitions:
-                    out[(t.name, pr.partition_index)] = _code(pr.error_code)
+                    out[(t.name, pr.partition_index)] = ErrorCode.of(pr.error_code)
         return out
 
     # -- tasks ------------------------------------------------------------------------------------------

@@ -69,6 +69,7 @@ def _emit_json(obj: Any) -> None:
 
 def cmd_topic(args: argparse.Namespace) -> int:
     from jocko_py.client import Client, KafkaError
+    from jocko_py.protocol.errors import ErrorCode
 
     if args.action != "list" and not args.topic and not (
             args.action == "describe"):
@@ -98,7 +99,7 @@ def cmd_topic(args: argparse.Namespace) -> int:
             md = c.metadata([args.topic] if args.topic else None)
             out = []
             for t in sorted(md.topics, key=lambda t: t.name):
-                if t.error_code == 3:
+                if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     raise UserError(f"topic {t.name!r} does not exist")
                 if t.error_code:
                     raise KafkaError(t.error_code, f"topic {t.name}")
@@ -136,13 +137,14 @@ def cmd_topic(args: argparse.Namespace) -> int:
 
 def _topic_alter(c: Any, args: argparse.Namespace) -> int:
     from jocko_py.client import KafkaError
+    from jocko_py.protocol.errors import ErrorCode
 
     sets = _overrides(args.config)
     if args.partitions is None and not sets and not args.delete_config:
         raise UserError("topic alter: give --partitions, --config or --delete-config")
     md = c.metadata([args.topic])
     t = md.topics[0]
-    if t.error_code == 3:
+    if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         raise UserError(f"topic {args.topic!r} does not exist")
     if args.partitions is not None:
         before = len(t.partitions)
@@ -300,7 +302,7 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
     b.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set a Kafka broker property (repeatable)")
     b.set_defaults(func=cmd_broker)
-    from jocko_py.cli_storage import add_parser as add_storage_parser
+    from jocko_py.cli.storage import add_parser as add_storage_parser
 
     add_storage_parser(sub, _Formatter)
 
@@ -349,15 +351,15 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
                     help="text (default) or JSON for scripts")
     cl.set_defaults(func=cmd_cluster)
 
-    from jocko_py.cli_completion import add_parser as add_completion_parser
-    from jocko_py.cli_data import add_parsers as add_data_parsers
-    from jocko_py.cli_groups import add_parser as add_groups_parser
-    from jocko_py.cli_transactions import add_parser as add_transactions_parser
+    from jocko_py.cli.completion import add_parser as add_completion_parser
+    from jocko_py.cli.data import add_parsers as add_data_parsers
+    from jocko_py.cli.groups import add_parser as add_groups_parser
+    from jocko_py.cli.transactions import add_parser as add_transactions_parser
 
     add_data_parsers(sub, _Formatter)
     add_groups_parser(sub)
     add_transactions_parser(sub)
-    from jocko_py.cli_security import add_parsers as add_security_parsers
+    from jocko_py.cli.security import add_parsers as add_security_parsers
 
     add_security_parsers(sub)
     # every client command takes Kafka's --command-config (client security settings)
@@ -370,7 +372,7 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
             if any(a.dest == "bootstrap_server" for a in p._actions):
                 p.add_argument("--command-config", default=None, metavar="FILE",
                                help="client properties: security.protocol, ssl.*, sasl.*")
-    add_completion_parser(sub)
+    add_completion_parser(sub, ap)
     _global_options_everywhere(ap, top=True)
     return ap
 
@@ -422,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_tool(args: argparse.Namespace) -> int:
-    from jocko_py.cli_data import UserError as DataUserError
+    from jocko_py.cli.data import UserError as DataUserError
     from jocko_py.client import KafkaError, load_command_config, set_default_config
 
     if getattr(args, "command_config", None):
