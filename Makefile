@@ -13,7 +13,7 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: dist docs compat-matrix api-table chaos txn-soak scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
+.PHONY: dist docs compat-matrix api-table chaos txn-soak streams-cluster scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
 
 # setuptools' build-time notices (editable install layout) say nothing to a user
 PIP := PYTHONWARNINGS=ignore $(BIN)/pip
@@ -110,6 +110,12 @@ txn-soak: venv-test
 	$(BIN)/python -m tests.transactions.soak --bounce clean
 	$(BIN)/python -m tests.transactions.soak --bounce copier
 	$(BIN)/python -m tests.transactions.soak --bounce hard --one-partition
+
+# Kafka Streams 4.4.0 (group.protocol=streams, exactly_once_v2), two instances on three
+# brokers, one SIGKILLed mid-stream and restarted: exact counts (tests/groups/streams_cluster.py);
+# prints PASS or FAIL with its seed.
+streams-cluster: venv-test java-deps
+	$(BIN)/python -m tests.groups.streams_cluster
 
 sim-long: venv-test
 	JOCKO_SIM_SCHEDULES=$(SIM_SCHEDULES) $(BIN)/pytest -q -rs -p no:cacheprovider tests/cluster/test_simulation.py

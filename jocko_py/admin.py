@@ -94,6 +94,11 @@ class GroupAdmin:
                 69, 0, {"group_ids": [group], "include_authorized_operations": False}).groups[0]
             if c.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
                 return self.describe_consumer_group(group)  # KIP-848 groups (as Kafka 4)
+            st = self.find_coordinator(group).request(
+                89, 0, {"group_ids": [group], "include_authorized_operations": False}).groups[0]
+            if st.error_code != ErrorCode.GROUP_ID_NOT_FOUND:  # KIP-1071 streams groups
+                _check(st.error_code, st.error_message or f"StreamsGroupDescribe {group}")
+                return st
             return g  # no such group: Dead, no members
         _check(g.error_code, f"DescribeGroups {group}")
         return g

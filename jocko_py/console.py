@@ -458,10 +458,19 @@ def describe_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for g_id in ids:
             d = adm.describe(g_id)
-            kip848 = hasattr(d, "group_epoch")
+            streams = hasattr(d, "topology")  # a KIP-1071 streams group: tasks, no owners
+            kip848 = hasattr(d, "group_epoch") and not streams
             owners: dict[tuple[str, int], tuple[str, str, str]] = {}
             members = []
             for m in d.members:
+                if streams:
+                    members.append((m.member_id, m.client_id, m.client_host, {
+                        f"{kind} {t.subtopology_id}": sorted(t.partitions)
+                        for kind, ts in (("active", m.assignment.active_tasks),
+                                         ("standby", m.assignment.standby_tasks),
+                                         ("warm-up", m.assignment.warmup_tasks))
+                        for t in ts}))
+                    continue
                 if kip848:
                     assigned = {tp.topic_name: sorted(tp.partitions)
                                 for tp in m.assignment.topic_partitions}
@@ -475,8 +484,9 @@ def describe_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
             if d.group_state == "Dead" and not members and not committed:
                 continue
             out.append({"id": g_id, "state": d.group_state,
-                        "type": "consumer" if kip848 else "classic",
-                        "assignor": (d.assignor_name if kip848 else d.protocol_data) or "-",
+                        "type": "streams" if streams else "consumer" if kip848 else "classic",
+                        "assignor": "sticky" if streams else
+                        (d.assignor_name if kip848 else d.protocol_data) or "-",
                         "members": members, "committed": committed, "owners": owners})
     finally:
         adm.close()

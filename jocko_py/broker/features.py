@@ -24,9 +24,10 @@ KRAFT_VERSION = "kraft.version"
 SUPPORTED: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (7, 21),
     KRAFT_VERSION: (0, 0),
+    "streams.version": (0, 1),  # KIP-1071 streams groups (1: StreamsGroupHeartbeat served)
 }
 #: finalized level when the metadata log holds none
-BOOTSTRAP: dict[str, int] = {METADATA_VERSION: 21}
+BOOTSTRAP: dict[str, int] = {METADATA_VERSION: 21, "streams.version": 1}
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 

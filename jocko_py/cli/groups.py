@@ -30,6 +30,12 @@ def _table(rows: list[list[str]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
+def _tasks(items: Any) -> str:
+    """Streams tasks as Kafka's tool shows them: ``0:[0,1] 1:[2]``."""
+    return " ".join(f"{t.subtopology_id}:[{','.join(str(p) for p in t.partitions)}]"
+                    for t in items)
+
+
 def _not_found(group: str) -> None:
     print(f"error: consumer group '{group}' does not exist", file=sys.stderr)
 
@@ -56,8 +62,11 @@ def cmd_describe(adm: GroupAdmin, args: argparse.Namespace) -> int:
     for group in args.group:
         g = adm.describe(group)
         owners: dict[tuple[str, int], Any] = {}
-        kip848 = hasattr(g, "group_epoch")
+        streams = hasattr(g, "topology")
+        kip848 = hasattr(g, "group_epoch") and not streams
         for m in g.members:
+            if streams:
+                continue
             if kip848:
                 for tp in m.assignment.topic_partitions:
                     for p in tp.partitions:
@@ -84,12 +93,34 @@ def cmd_describe(adm: GroupAdmin, args: argparse.Namespace) -> int:
                               "consumer_id": m.member_id if m else None,
                               "host": m.client_host if m else None,
                               "client_id": m.client_id if m else None})
-            as_json.append({"group": group, "state": g.group_state,
-                            "type": "consumer" if kip848 else "classic",
-                            "protocol": None if kip848 else (g.protocol_data or None),
-                            "members": len(g.members), "partitions": parts})
+            entry: dict[str, Any] = {
+                "group": group, "state": g.group_state,
+                "type": "streams" if streams else "consumer" if kip848 else "classic",
+                "protocol": None if kip848 or streams else (g.protocol_data or None),
+                "members": len(g.members), "partitions": parts}
+            if streams:
+                entry["member_tasks"] = [{
+                    "member_id": m.member_id, "process_id": m.process_id,
+                    "client_id": m.client_id, "host": m.client_host,
+                    "member_epoch": m.member_epoch,
+                    "active": _tasks(m.assignment.active_tasks),
+                    "standby": _tasks(m.assignment.standby_tasks),
+                    "warmup": _tasks(m.assignment.warmup_tasks)} for m in g.members]
+            as_json.append(entry)
             continue
-        if kip848:
+        if streams:
+            print(f"Group {group}: streams protocol, state {g.group_state}, group epoch "
+                  f"{g.group_epoch}, topology epoch "
+                  f"{g.topology.epoch if g.topology is not None else '-'}, "
+                  f"{len(g.members)} member(s)")
+            if g.members:
+                _table([["MEMBER-ID", "PROCESS", "CLIENT-ID", "HOST", "EPOCH", "ACTIVE",
+                         "STANDBY", "WARMUP"]] + [[
+                             m.member_id, m.process_id, m.client_id, m.client_host,
+                             str(m.member_epoch), _tasks(m.assignment.active_tasks) or "-",
+                             _tasks(m.assignment.standby_tasks) or "-",
+                             _tasks(m.assignment.warmup_tasks) or "-"] for m in g.members])
+        elif kip848:
             print(f"Group {group}: consumer protocol, state {g.group_state}, group epoch "
                   f"{g.group_epoch}, assignor {g.assignor_name}, {len(g.members)} member(s)")
         else:

@@ -155,6 +155,9 @@ class ErrorCode(IntEnum):
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
     REBOOTSTRAP_REQUIRED = 129
+    STREAMS_INVALID_TOPOLOGY = 130
+    STREAMS_INVALID_TOPOLOGY_EPOCH = 131
+    STREAMS_TOPOLOGY_FENCED = 132
 
     @classmethod
     def of(cls, code: int) -> ErrorCode:

@@ -166,9 +166,13 @@ def test_update_features_and_api_versions_features(target: TargetBroker) -> None
         assert r.error_code == 42  # INVALID_REQUEST: the same feature twice
         av = c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
         assert {f.name: f.max_version_level for f in av.finalized_features} == {
-            "metadata.version": 21}
+            "metadata.version": 21, "streams.version": 1}
+        # v3 leaves out the features whose minimum level is 0 (Kafka's KAFKA-17492)
         assert {f.name: (f.min_version, f.max_version) for f in av.supported_features} == {
-            "metadata.version": (7, 21), "kraft.version": (0, 0)}
+            "metadata.version": (7, 21)}
+        av = c.request(18, 4, {"client_software_name": "t", "client_software_version": "1"})
+        assert {f.name: (f.min_version, f.max_version) for f in av.supported_features} == {
+            "metadata.version": (7, 21), "kraft.version": (0, 0), "streams.version": (0, 1)}
         assert av.finalized_features_epoch >= 0
 
 

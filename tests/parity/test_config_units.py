@@ -81,8 +81,13 @@ def test_accepted_dynamic_changes() -> None:
 
 
 def test_feature_rules() -> None:
-    assert finalized({}) == {"metadata.version": 21}
-    assert finalized({"metadata.version": 20, "kraft.version": 0}) == {"metadata.version": 20}
+    assert finalized({}) == {"metadata.version": 21, "streams.version": 1}
+    assert finalized({"metadata.version": 20, "kraft.version": 0, "streams.version": 0}
+                     ) == {"metadata.version": 20}
+    # streams groups (KIP-1071) may be disabled (0) and enabled again
+    assert check_update({}, "streams.version", 0, 2) == (ErrorCode.NONE, None)
+    assert check_update({"streams.version": 0}, "streams.version", 1, 1) == (ErrorCode.NONE, None)
+    assert check_update({}, "streams.version", 2, 1)[0] == ErrorCode.INVALID_UPDATE_VERSION
     ok = (ErrorCode.NONE, None)
     assert check_update({}, "metadata.version", 21, 1) == ok
     assert check_update({"metadata.version": 20}, "metadata.version", 21, 1) == ok

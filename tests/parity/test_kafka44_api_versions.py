@@ -52,12 +52,9 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
     85: (None, "share group state (KIP-932)"),
     86: (None, "share group state (KIP-932)"),
     87: (None, "share group state (KIP-932)"),
-    88: (None, "streams groups (KIP-1071)"),
-    89: (None, "streams groups (KIP-1071)"),
     90: (None, "share group offsets (KIP-932)"),
     91: (None, "share group offsets (KIP-932)"),
     92: (None, "share group offsets (KIP-932)"),
-    93: (None, "streams groups (KIP-1071)"),
     94: (None, "UnregisterController"),
 }
 
@@ -71,7 +68,6 @@ FEATURES_NOT_YET: dict[str, tuple[tuple[int, int] | None, str]] = {
     "transaction.version": (None, "transaction.version 2 (KIP-890 part 2) not finalizable"),
     "eligible.leader.replicas.version": (None, "ELR is kept whatever the level; not gated"),
     "share.version": (None, "share groups (KIP-932)"),
-    "streams.version": (None, "streams groups (KIP-1071)"),
 }
 
 
@@ -85,7 +81,8 @@ def _controller_only(key: int) -> bool:
 
 def _api_versions(bootstrap: str) -> Any:
     with Client(bootstrap, timeout=10) as c:
-        return c.request(18, 3, {"client_software_name": "jocko-py-parity",
+        # v4: every supported feature (v3 leaves out those whose minimum level is 0)
+        return c.request(18, 4, {"client_software_name": "jocko-py-parity",
                                  "client_software_version": "1"})
 
 

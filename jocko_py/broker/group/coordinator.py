@@ -24,6 +24,9 @@ from jocko_py.broker.group.offsets import CommitRequest
 from jocko_py.broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
 from jocko_py.broker.group.shard import GroupConfig, GroupShard
 from jocko_py.broker.group.state import Group, GroupState, JoinResult, OffsetAndMetadata, SyncResult
+from jocko_py.broker.group.streams import HeartbeatRequest as StreamsHeartbeatRequest
+from jocko_py.broker.group.streams import HeartbeatResult as StreamsHeartbeatResult
+from jocko_py.broker.group.streams_service import config_from
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -45,6 +48,8 @@ class GroupCoordinator:
         self.config = config or GroupConfig.from_broker(broker)
         self.store = OffsetsStore(broker)
         self.loaded = False
+        # KIP-1071 streams groups: their settings and their heartbeat (streams_service.py)
+        self.streams = StreamsEntry(self)
         log_ = ReplicaLog(broker.replicas, OFFSETS_TOPIC)
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             "group", self._new_shard, log_)
@@ -53,7 +58,8 @@ class GroupCoordinator:
             lambda: broker.config.int("offsets.commit.timeout.ms"))
 
     def _new_shard(self, partition: int) -> GroupShard:
-        return GroupShard(partition, self.config, self._topics)
+        return GroupShard(partition, self.config, self._topics,
+                          streams_config=self.streams.config)
 
     def _topics(self) -> dict[str, TopicInfo]:
         return {name: TopicInfo(t.topic_id, len(t.partitions))
@@ -242,6 +248,25 @@ class GroupCoordinator:
     async def delete_group(self, group_id: str) -> E:
         return await self._write(group_id, lambda s, now: s.delete_group(now, group_id),
                                  lambda err, _r: err)
+
+
+class StreamsEntry:
+    """``gc.streams``: the streams groups' settings and StreamsGroupHeartbeat."""
+
+    def __init__(self, gc: GroupCoordinator) -> None:
+        self.gc = gc
+        self.config = config_from(gc.broker)
+
+    async def heartbeat(self, group_id: str, req: StreamsHeartbeatRequest
+                        ) -> StreamsHeartbeatResult:
+        def error(err: E, r: StreamsHeartbeatResult | None) -> StreamsHeartbeatResult:
+            if r is not None:
+                return StreamsHeartbeatResult(
+                    err, f"the group's records were not replicated: {err.name}")
+            return StreamsHeartbeatResult(err)
+
+        return await self.gc._write(
+            group_id, lambda s, now: s.streams_heartbeat(now, group_id, req), error)
 
 
 def _offsets_error(offsets: dict[tuple[str, int], CommitRequest]

@@ -21,6 +21,8 @@ struct.
   member epochs, state, assigned and pending-revocation partitions); every value v0.
   (ConsumerGroupPartitionMetadata, 4, is not written: the coordinator reads the
   subscribed partitions from the metadata image.)
+* key versions 17-23 = a KIP-1071 streams group (StreamsGroup* records, see
+  `streams_records.py`), replayed beside the KIP-848 records (`shard.py`).
 * a null value is a tombstone: the offset or group was deleted.
 
 The partition of a group is Kafka's `abs(javaStringHashCode(group)) % partitions`
@@ -46,6 +48,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jocko_py.broker.coordinator.runtime import LogRecord
+from jocko_py.broker.group import streams_records
 from jocko_py.broker.group.consumer import (
     CurrentRecord,
     MemberRecord,
@@ -197,6 +200,8 @@ def consumer_record(group: str, kind: str, member_id: str, rec: object | None
 
 
 def decode_consumer_value(kind: str, data: bytes) -> object:
+    if streams_records.is_streams_kind(kind):
+        return streams_records.decode_value(kind, data)
     version = _KIND_VERSION[kind]
     _, vname, _ = _CONSUMER_RECORDS[version]
     (vv,) = _I16.unpack_from(data)
@@ -243,6 +248,9 @@ def decode_key(data: bytes) -> DecodedKey | None:
         kname, _, kind = _CONSUMER_RECORDS[version]
         k = messages.data_schema(kname, 0).parse_bytes(body)
         return DecodedKey(kind, k.group_id, member_id=getattr(k, "member_id", "") or "")
+    if version in streams_records.STREAMS_RECORDS:
+        kind, group, member_id = streams_records.decode_key(version, body)
+        return DecodedKey(kind, group, member_id=member_id)
     return None  # e.g. partition metadata (4), share groups: not ours
 
 

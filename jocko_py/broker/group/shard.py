@@ -26,10 +26,10 @@ Rules
   the partition is loaded.
 - Transactional offset commits are held per producer id until their marker reaches
   the partition (``complete_txn``).
-- A group is classic or consumer; an empty group (offsets only) changes kind when a
-  member of the other kind joins; a classic group in use is upgraded in place, and a
-  consumer group left with classic members only is downgraded
-  (``group.consumer.migration.policy``).
+- A group is classic, consumer or streams (KIP-1071, ``streams_service.py`` inside the
+  shard); an empty group (offsets only) changes kind when a member of another kind
+  joins; a classic group in use is upgraded in place, and a consumer group left with
+  classic members only is downgraded (``group.consumer.migration.policy``).
 """
 
 from __future__ import annotations
@@ -75,6 +75,10 @@ from jocko_py.broker.group.state import (
     OffsetAndMetadata,
     SyncResult,
 )
+from jocko_py.broker.group.streams import HeartbeatRequest as StreamsHeartbeatRequest
+from jocko_py.broker.group.streams import HeartbeatResult as StreamsHeartbeatResult
+from jocko_py.broker.group.streams import StreamsConfig
+from jocko_py.broker.group.streams_service import StreamsGroups
 from jocko_py.protocol import messages
 from jocko_py.protocol.errors import ErrorCode
 
@@ -157,7 +161,8 @@ class GroupShard:
 
     def __init__(self, partition: int, config: GroupConfig,
                  topics: Callable[[], dict[str, TopicInfo]],
-                 new_id: Callable[[], str] = _uuid) -> None:
+                 new_id: Callable[[], str] = _uuid,
+                 streams_config: StreamsConfig | None = None) -> None:
         self.partition = partition
         self.config = config
         self.topics = topics
@@ -165,6 +170,10 @@ class GroupShard:
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetManager(self.groups, config.offset_metadata_max_bytes,
                                      config.offsets_retention_ms, topics)
+        self.streams = StreamsGroups(
+            streams_config or StreamsConfig(), self.groups,
+            lambda: {n: t.partitions for n, t in self.topics().items()},
+            self._drop_consumer_records)
         self.loaded = False
         self._next_token = 0
         # the running operation's time, and whether the group tick is scheduled (it runs
@@ -215,6 +224,7 @@ class GroupShard:
                     g0.transition_to(S.DEAD, g0.state_timestamp)
                     self.groups.pop(k.group, None)
                     self._consumer_written.pop(k.group, None)
+                    self.streams.forget(k.group)
                     self._loading_consumer.pop(k.group, None)
                 return
             if self.loaded:
@@ -231,7 +241,7 @@ class GroupShard:
         recs = self._loading_consumer.setdefault(k.group, {})
         if rec.value is None:
             recs.pop((k.kind, k.member_id), None)
-            if k.kind == "metadata":  # the group was deleted
+            if k.kind in ("metadata", "streams_metadata"):  # the group was deleted
                 self._loading_consumer.pop(k.group, None)
         else:
             recs[(k.kind, k.member_id)] = decode_consumer_value(k.kind, rec.value)
@@ -255,6 +265,7 @@ class GroupShard:
             if topics is None:
                 topics = self.topics()
             g.consumer.adopt_topics(topics)
+        self.streams.restore(self._loading_consumer, now)
         self._loading_consumer = {}
         for g in self.groups.values():
             if g.state_timestamp < 0:
@@ -301,6 +312,8 @@ class GroupShard:
             g = self.groups[group_id] = Group(group_id, now)
         if g.is_(S.DEAD):
             return self._result(JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
+        if g.streams is not None:
+            return self._result(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
         if g.has_consumer_members():
             return self._classic_join_consumer_group(
                 g, now, member_id, instance_id, client_id, client_host, session_timeout_ms,
@@ -725,7 +738,12 @@ class GroupShard:
         topics: dict[str, TopicInfo] | None = None
         for g in list(self.groups.values()):
             try:
-                if g.consumer is not None:
+                if g.streams is not None:
+                    if topics is None:
+                        topics = self.topics()
+                    self._records += self.streams.tick(
+                        g, now, {n: t.partitions for n, t in topics.items()})
+                elif g.consumer is not None:
                     if topics is None:
                         topics = self.topics()
                     self._tick_consumer_group(g, g.consumer, now, topics)
@@ -734,6 +752,7 @@ class GroupShard:
             except Exception:
                 log.exception("[group=%s] timer handling failed", g.group_id)
         busy = any(g.members or g.pending_members or g.has_consumer_members()
+                   or (g.streams is not None and g.streams.members)
                    for g in self.groups.values())
         self._ticking = True  # (re)armed here, or not at all while idle
         r = self._result(None, timers=[Timer("tick", now + TICK_MS, _tick_op)] if busy else [])
@@ -833,6 +852,9 @@ class GroupShard:
             g = self.groups[group_id] = Group(group_id, now)
         if g.is_(S.DEAD):
             return self._result(HeartbeatResult(E.COORDINATOR_NOT_AVAILABLE))
+        if g.streams is not None:
+            return self._result(HeartbeatResult(E.GROUP_ID_NOT_FOUND,
+                                                f"Group {group_id} is not a consumer group."))
         if g.consumer is None:
             if g.members or g.pending_members or not g.is_(S.EMPTY):
                 upgraded = self._upgrade(g, now) if req.member_epoch == 0 else None
@@ -867,6 +889,26 @@ class GroupShard:
             return self._result(HeartbeatResult(err, f"could not write the group: {err.name}"))
 
         return self._result(r, on_append_error=failed)
+
+    # -- StreamsGroupHeartbeat (KIP-1071) -------------------------------------------------
+
+    def streams_heartbeat(self, now: int, group_id: str, req: StreamsHeartbeatRequest
+                          ) -> CoordinatorResult[StreamsHeartbeatResult]:
+        self._now = now
+        r, records = self.streams.heartbeat(now, group_id, req)
+        self._records += records
+
+        def failed(err: ErrorCode) -> CoordinatorResult[StreamsHeartbeatResult]:
+            if r.error != E.NONE:
+                return self._result(r)
+            return self._result(StreamsHeartbeatResult(
+                err, f"could not write the group: {err.name}"))
+
+        return self._result(r, on_append_error=failed)
+
+    def _drop_consumer_records(self, g: Group) -> list[Record]:
+        """Tombstones for the KIP-848 records of ``g`` (it changes kind)."""
+        return [(k, None) for k in self._consumer_written.pop(g.group_id, {})]
 
     # -- online migration: classic members in a consumer group, upgrade and downgrade ----
 
@@ -1029,7 +1071,11 @@ class GroupShard:
             return None
         if g.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
-        if g.consumer is not None:
+        if g.streams is not None:
+            serr = self.streams.check_commit(g, member_id, generation_id, now)
+            if serr != E.NONE:
+                return serr
+        elif g.consumer is not None:
             cerr = g.consumer.check_commit(member_id, generation_id)
             if cerr != E.NONE:
                 return cerr
@@ -1071,7 +1117,12 @@ class GroupShard:
             g = self.groups[group_id] = Group(group_id, now)
         if g.is_(S.DEAD):
             return self._result({tp: E.COORDINATOR_NOT_AVAILABLE for tp in offsets})
-        if generation_id >= 0 or member_id or instance_id is not None:
+        if g.streams is not None:
+            serr = self.streams.check_commit(g, member_id, generation_id, now)
+            if serr != E.NONE:
+                serr = E.ILLEGAL_GENERATION if serr == E.STALE_MEMBER_EPOCH else serr
+                return self._result({tp: serr for tp in offsets})
+        elif generation_id >= 0 or member_id or instance_id is not None:
             # v3+ (KIP-447): the group's member at its generation, as OffsetCommit
             err: ErrorCode | None = None
             cur = g.static_member_id(instance_id)
@@ -1102,6 +1153,11 @@ class GroupShard:
             cerr = g.consumer.check_commit(*member)
             if cerr != E.NONE:
                 return cerr, {}
+        if member is not None and member[1] >= 0 and g is not None \
+                and g.streams is not None:
+            serr, _ = g.streams.check_commit(*member)
+            if serr != E.NONE:
+                return serr, {}
         return E.NONE, self.offsets.fetch(group_id, partitions)
 
     def delete_offsets(self, now: int, group_id: str, partitions: list[tuple[str, int]]
@@ -1123,11 +1179,13 @@ class GroupShard:
         g = self.groups.get(group_id)
         if g is None or g.is_(S.DEAD):
             return self._result(E.GROUP_ID_NOT_FOUND)
-        if not g.is_(S.EMPTY) or g.has_consumer_members():
+        if not g.is_(S.EMPTY) or g.has_consumer_members() \
+                or (g.streams is not None and g.streams.members):
             return self._result(E.NON_EMPTY_GROUP)
         self._records += self.offsets.tombstones(g)
         self._records.append((group_key(group_id), None))
         self._persist_consumer_group(g, gone=True)
+        self._records += self.streams.deletion(g)
         log.info("[group=%s] deleted", group_id)
         return self._result(E.NONE, replay=True, on_append_error=self._result)
 

@@ -131,7 +131,9 @@ async def list_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for g in gc.list_groups():
         if types and g.group_type not in types:
             continue
-        if g.consumer is not None:
+        if g.streams is not None:
+            state, ptype = g.streams.state().value, "streams"
+        elif g.consumer is not None:
             state, ptype = g.consumer.state().value, "consumer"
         else:
             state, ptype = g.state.value, g.protocol_type or ""
@@ -161,7 +163,7 @@ async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
             "protocol_type": "", "protocol_data": "", "members": [],
             "authorized_operations": AUTHORIZED_OPS_NOT_REQUESTED, "error_message": None,
         }
-        if err == ErrorCode.NONE and (g is None or g.consumer is not None):
+        if err == ErrorCode.NONE and (g is None or g.consumer is not None or g.streams is not None):
             if ctx.version >= 6:
                 entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
                 entry["error_message"] = f"Group {gid} not found." if g is None \
