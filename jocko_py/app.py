@@ -26,6 +26,7 @@ from jocko_py.broker.config import (
     Listener,
 )
 from jocko_py.broker.core import Broker
+from jocko_py.broker.features import BOOTSTRAP
 from jocko_py.broker.server import Server
 from jocko_py.cluster.controller import BrokerInfo, ControllerConfig
 from jocko_py.cluster.metadata import BrokerEndpoint, format_endpoints
@@ -103,6 +104,7 @@ def build_quorum(config: BrokerConfig, cluster_id: str = "",
         default_replication_factor=max(1, config.int("default.replication.factor")),
         default_partitions=max(1, config.num_partitions),
         min_insync_replicas=max(1, config.int("min.insync.replicas")),
+        bootstrap_features=tuple(sorted(BOOTSTRAP.items())),
     )
     if not config.voters:
         me = BrokerInfo(config.broker_id, config.advertised_host, config.advertised_port,

@@ -720,14 +720,21 @@ class Console:
                 led[p.leader] = led.get(p.leader, 0) + 1
                 under += len(p.isr) < len(p.replicas)
                 offline += p.leader < 0
+        from jocko_py.cluster.shard_ids import host_and_shard
+
+        # a sharded broker's shards (node n + 1000k, jocko_py/shards.py) listed together
+        sharded = any(host_and_shard(x)[1] for x in img.brokers)
         rows = [[esc(x.broker_id), esc(f"{x.host}:{x.port}"), esc(x.rack or "-"),
                  '<span class="bad">fenced</span>' if x.fenced else '<span class="ok">alive</span>',
                  "yes" if x.broker_id == b.controller_id else "", esc(led.get(x.broker_id, 0))]
-                for x in sorted(img.brokers.values(), key=lambda x: x.broker_id)]
+                + ([esc("node {}, shard {}".format(*host_and_shard(x.broker_id)))]
+                   if sharded else [])
+                for x in sorted(img.brokers.values(),
+                                key=lambda x: host_and_shard(x.broker_id))]
         body = (f"<p>Cluster <code>{esc(b.cluster_id)}</code>, controller "
                 f"<b>{esc(b.controller_id)}</b>, this broker <b>{esc(b.broker_id)}</b>.</p>"
-                + table(["broker", "address", "rack", "state", "controller", "partitions led"],
-                        rows)
+                + table(["broker", "address", "rack", "state", "controller", "partitions led"]
+                        + (["host (shard)"] if sharded else []), rows)
                 + table(["topics", "partitions", "under-replicated", "offline"],
                         [[esc(len(img.topics)), esc(total),
                           f'<span class="{"bad" if under else "ok"}">{under}</span>',

@@ -147,6 +147,7 @@ _READ_ELSEWHERE = frozenset({
     "log.cleaner.backoff.ms", "offset.metadata.max.bytes", "offsets.topic.segment.bytes",
     "log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.roll.ms",
     "log.roll.hours", "log.roll.jitter.ms", "log.roll.jitter.hours",
+    "num.shards",  # jocko_py/shards.py
 })
 # Kafka broker properties that jocko-py accepts and does not use (threads, buffers,
 # listeners it does not serve, ZooKeeper, transactions...): a stock server.properties

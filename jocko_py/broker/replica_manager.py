@@ -95,7 +95,9 @@ class FetchParams:
 
 AlterPartitionFn = Callable[[IsrChange], Awaitable[ErrorCode]]
 # (transactional id, producer id, producer epoch, partitions) -> error per partition
-TxnVerifier = Callable[[str, int, int, list[tuple[str, int]]],
+# (transactional id, producer id, epoch, partitions, add): verify (KIP-890 part 1) or,
+# with add, add the partitions to the transaction (part 2)
+TxnVerifier = Callable[[str, int, int, list[tuple[str, int]], bool],
                        Awaitable[dict[tuple[str, int], ErrorCode]]]
 # coordinator answers a produce cannot carry to every client: retriable for all of them
 _VERIFY_RETRIABLE = frozenset({
@@ -307,14 +309,17 @@ class ReplicaManager:
     async def append_records(
         self, entries: list[tuple[str, int, memoryview | bytes]], acks: int, timeout_ms: int,
         *, internal: bool = False, transactional_id: str | None = None,
-        abortable_supported: bool = False,
+        abortable_supported: bool = False, add_partitions: bool = False,
     ) -> list[AppendResult]:
         """Append each (topic, partition, records) as leader; wait as ``acks`` says.
-        ``abortable_supported``: the producer knows TRANSACTION_ABORTABLE (Produce v11+)."""
+        ``abortable_supported``: the producer knows TRANSACTION_ABORTABLE (Produce v11+);
+        ``add_partitions``: a transactional batch adds its partition to the transaction
+        instead of being verified (Produce v12 under transaction.version 2, KIP-890
+        part 2)."""
         refused: dict[int, AppendResult] = {}
         if transactional_id is not None and not internal and self.txn_verifier is not None:
             refused = await self._verify_transactional(entries, transactional_id,
-                                                       abortable_supported)
+                                                       abortable_supported, add_partitions)
         now = now_ms()
         results: list[AppendResult] = []
         appended: list[tuple[Partition, AppendResult]] = []
@@ -363,7 +368,7 @@ class ReplicaManager:
 
     async def _verify_transactional(
         self, entries: list[tuple[str, int, memoryview | bytes]], transactional_id: str,
-        abortable_supported: bool = False,
+        abortable_supported: bool = False, add: bool = False,
     ) -> dict[int, AppendResult]:
         """KIP-890 part 1: the entries whose transactional batch would open its
         producer's transaction here, asked of the coordinator; the refused ones. A
@@ -380,7 +385,8 @@ class ReplicaManager:
             if p is None or p.role is not Role.LEADER:
                 continue  # the append answers that
             h = rb.parse_header(data)
-            if h.producer_id < 0 or p.log.producer_state.in_transaction(h.producer_id):
+            if h.producer_id < 0 or p.log.producer_state.in_transaction(h.producer_id,
+                                                                        h.producer_epoch):
                 continue
             wanted.setdefault((h.producer_id, h.producer_epoch), []).append((i, p))
         refused: dict[int, AppendResult] = {}
@@ -388,15 +394,19 @@ class ReplicaManager:
             tokens = {i: p.log.producer_state.verification_token(pid) for i, p in items}
             try:
                 answers = await self.txn_verifier(transactional_id, pid, epoch,
-                                                  [(p.topic, p.partition) for _, p in items])
+                                                  [(p.topic, p.partition) for _, p in items], add)
             except Exception as e:
                 log.info("transaction verification for %s failed: %s", transactional_id, e)
                 answers = {}
             for i, p in items:
                 err = answers.get((p.topic, p.partition), ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                if err == ErrorCode.NONE and \
+                if err == ErrorCode.NONE and not add and \
                         p.log.producer_state.verification_token(pid) != tokens[i]:
                     # a marker (or another epoch) ended that transaction while we asked
+                    # (an added partition needs no such check: whatever ends the
+                    # transaction it was added to carries a higher epoch than its batch,
+                    # KIP-890 part 2, and the previous transaction's marker may land
+                    # meanwhile)
                     err = ErrorCode.TRANSACTION_ABORTABLE
                 if err == ErrorCode.NONE:
                     continue

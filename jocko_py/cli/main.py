@@ -53,6 +53,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
     set_static_fields(broker=config.broker_id)
     try:
+        shards = _shards(args, config)
+        if shards > 1:
+            return _run_sharded(args, config, shards)
         return run(config)
     except (ConfigError, DirectoryError) as e:  # a TLS key that does not load, a data
         raise SystemExit(f"jocko-py broker: {e}") from None  # dir in use or of another cluster
@@ -61,6 +64,34 @@ def cmd_broker(args: argparse.Namespace) -> int:
         if e.filename:
             what = f"{what}: {e.filename}"
         raise SystemExit(f"jocko-py broker: {what}") from None
+
+
+def _shards(args: argparse.Namespace, config: Any) -> int:
+    """`--shards` / `num.shards` (jocko_py/shards.py); an unsharded broker refuses a
+    sharded broker's directories."""
+    from jocko_py.shards import check_unsharded_dirs, parse_shards
+
+    n = parse_shards(args.shards, "--shards") if args.shards is not None else parse_shards(
+        config.properties.get("num.shards", "1"))
+    if n == 1:
+        check_unsharded_dirs(config)
+    return n
+
+
+def _run_sharded(args: argparse.Namespace, config: Any, n: int) -> int:
+    from jocko_py import shards
+
+    shards.check_sharded_dirs(config, n)
+    plans = shards.plan_shards(
+        config, n,
+        raft_explicit=bool(args.raft_addr or "jocko.raft.addr" in config.explicit
+                           or config.broker_id in config.voters),
+        gossip_explicit=bool(args.gossip_addr or "jocko.gossip.addr" in config.explicit),
+        cluster_id=config.cluster_id if config.voters else shards.single_host_cluster_id(
+            config),
+        extra_properties={} if config.voters else shards.single_host_secret(config))
+    return shards.run_sharded(config, plans, ["--log-level", str(args.log_level),
+                                              "--log-format", args.log_format])
 
 
 def _emit_json(obj: Any) -> None:
@@ -180,6 +211,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         print(generate_key())
         return 0
     from jocko_py.client import Client, KafkaError
+    from jocko_py.cluster.shard_ids import host_and_shard
 
     with Client(args.bootstrap_server) as c:
         md = c.metadata([])
@@ -195,7 +227,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         _emit_json({
             "cluster_id": dc.cluster_id, "controller": md.controller_id,
             "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
-                         "voter": b.node_id in voters_} for b in md.brokers],
+                         "voter": b.node_id in voters_,
+                         "host_node": host_and_shard(b.node_id)[0],
+                         "shard": host_and_shard(b.node_id)[1]}
+                        for b in sorted(md.brokers, key=lambda b: host_and_shard(b.node_id))],
             "quorum": {"leader": q.leader_id, "epoch": q.leader_epoch,
                        "high_watermark": q.high_watermark,
                        "replicas": [{"id": r.replica_id, "log_end_offset": r.log_end_offset,
@@ -205,14 +240,18 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     print(f"ClusterId:      {dc.cluster_id}")
     print(f"Controller:     {md.controller_id}")
     print("Brokers:")
-    known = sorted(set(live) | {r.replica_id for r in list(q.current_voters) + list(q.observers)})
+    # a sharded broker's shards (node n + 1000k, jocko_py/shards.py) listed together
+    known = sorted(set(live) | {r.replica_id for r in list(q.current_voters) + list(q.observers)},
+                   key=host_and_shard)
+    sharded = any(host_and_shard(b)[1] for b in known)
     voters = {r.replica_id for r in q.current_voters}
     for bid in known:
         b = live.get(bid)
         state = "alive" if b is not None else "fenced/offline"
         addr = f"{b.host}:{b.port}" if b is not None else "-"
         role = "voter" if bid in voters else "observer"
-        print(f"  {bid:>4}  {state:<15} {addr:<22} rack={b.rack if b else None}  {role}")
+        shard = "  node {}, shard {}".format(*host_and_shard(bid)) if sharded else ""
+        print(f"  {bid:>4}  {state:<15} {addr:<22} rack={b.rack if b else None}  {role}{shard}")
     print(f"Quorum:         leader {q.leader_id}, epoch {q.leader_epoch}, "
           f"high watermark {q.high_watermark}")
     now = int(time.time() * 1000)
@@ -297,6 +336,10 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
                    help="serve the web console on http://HOST:PORT/ (property "
                    "jocko.console.addr; jocko.console.read.only=true hides every action; "
                    "default: off)")
+    b.add_argument("--shards", default=None, metavar="N",
+                   help="run as N shard processes, each a broker of its own (node ids "
+                   "n, n+1000, ...; Kafka ports port, port+1, ...), N=auto for one per "
+                   "core (property num.shards; default: 1; docs/shards.md)")
     b.add_argument("--config", default=None, metavar="FILE",
                    help="a server.properties file with Kafka property names")
     b.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",

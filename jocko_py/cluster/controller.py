@@ -46,7 +46,9 @@ Rules
   position derived from the topic name and partition index, and leads; each further
   replica is the next broker in that rotation on a rack the partition does not use yet
   (so a partition spans min(rf, racks) racks, however uneven the racks are), then,
-  once every rack is used, the next unused broker.
+  once every rack is used, the next broker on a host (advertised host) the partition
+  does not use yet, then the next unused broker: a host's shards (several brokers of
+  one host, jocko_py/shards.py) are one failure domain even in one rack.
 - Producer ids are handed out in blocks of ``producer_id_block_size``. The controller
   reserves each block it proposes (the next proposal starts after it, even before the
   first commits), and a block is valid only once its ``ProducerIdsRecord`` commits:
@@ -85,6 +87,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from jocko_py.cluster.acl_control import AclControlManager
+from jocko_py.cluster.client_quota_control import ClientQuotaControlManager
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
@@ -106,6 +110,7 @@ from jocko_py.cluster.metadata import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
+from jocko_py.cluster.scram_control import ScramControlManager
 from jocko_py.commitlog.config import effective_min_isr
 from jocko_py.protocol.errors import ErrorCode
 
@@ -143,6 +148,8 @@ class ControllerConfig:
     # the broker's static min.insync.replicas: the default when neither the topic nor
     # the cluster-wide dynamic config sets one
     min_insync_replicas: int = 1
+    # the finalized feature levels a new cluster starts with (broker/features.py)
+    bootstrap_features: tuple[tuple[str, int], ...] = ()
 
 
 class Controller:
@@ -151,6 +158,18 @@ class Controller:
         self.config = config or ControllerConfig()
         self._pid_reserved = 0  # producer ids below this were proposed by this controller
         self._random_bytes = random_bytes
+        # the decisions on security metadata (Kafka's *ControlManagers)
+        self.acls = AclControlManager()
+        self.quotas = ClientQuotaControlManager()
+        self.scram = ScramControlManager()
+
+    def bootstrap_records(self, image: MetadataImage) -> list[MetadataRecord]:
+        """A new cluster's first records (nothing applied yet): its feature levels, as
+        `kafka-storage format` bootstraps them; then the cluster secret."""
+        first: list[MetadataRecord] = []
+        if image.records_applied == 0:
+            first = [FeatureLevelRecord(k, v) for k, v in self.config.bootstrap_features]
+        return first + self.cluster_secret_records(image)
 
     def cluster_secret_records(self, image: MetadataImage) -> list[MetadataRecord]:
         """A new cluster secret while the image has none (see the module rules)."""
@@ -622,6 +641,8 @@ class Controller:
         out: list[MetadataRecord] = []
         rack = {b: image.brokers[b].rack or "" for b in brokers}
         n_racks = len(set(rack.values()))
+        host = {b: image.brokers[b].host for b in brokers}
+        n_hosts = len(set(host.values()))
         for pid in pids:
             first = (start + pid) % n
             rotation = [brokers[(first + k) % n] for k in range(n)]
@@ -633,6 +654,13 @@ class Controller:
                 if len(chosen) == rf or len({rack[c] for c in chosen}) == n_racks:
                     break
                 if rack[b] not in {rack[c] for c in chosen}:
+                    chosen.append(b)
+            # then on a host it does not use yet (a sharded broker's shards share one:
+            # jocko_py/shards.py), then the next unused broker
+            for b in rotation[1:]:
+                if len(chosen) == rf or len({host[c] for c in chosen}) == n_hosts:
+                    break
+                if b not in chosen and host[b] not in {host[c] for c in chosen}:
                     chosen.append(b)
             for b in rotation[1:]:
                 if len(chosen) == rf:

@@ -345,7 +345,7 @@ class ClusterNode:
                 if not self.is_active_controller() or not self._settled():
                     continue
                 live, caught_up = self._heartbeat_filter(self.live_brokers())
-                recs = self.controller.cluster_secret_records(self.machine.image) + \
+                recs = self.controller.bootstrap_records(self.machine.image) + \
                     self.controller.reconcile(self.machine.image, live, caught_up=caught_up)
                 if not recs and self.leader_rebalance_interval_ms > 0 and \
                         time.monotonic() - self._last_rebalance \

@@ -148,7 +148,7 @@ class LocalQuorum(MetadataQuorum):
         self.publish(self._pending_delta)
         async with self.lock:
             # the only broker: its restart is not a replica falling behind others
-            recs = self.controller.cluster_secret_records(self._image) + \
+            recs = self.controller.bootstrap_records(self._image) + \
                 self.controller.reconcile(self._image, {self.broker_id: self.self_info},
                                           fence_restarted=False)
             if recs:

@@ -19,6 +19,8 @@ CLASSPATHS = {
     "4.1": [REPO / ".cache-extra" / "kafka-tools-4-jars"],
 }
 VERSIONS = sorted(CLASSPATHS)
+# Apache Kafka 4.4.0's tools (make -C tests/java kafka-44), for the tests that name them
+CLASSPATHS["4.4"] = [REPO / ".cache-extra" / "kafka-44-jars"]
 CONFIGS = "kafka.admin.ConfigCommand"
 TOPICS = "org.apache.kafka.tools.TopicCommand"
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"

@@ -32,9 +32,6 @@ from tests.support.e2e import TargetBroker
 
 # key -> (jocko-py's newest version, None when not served; why it differs from Kafka 4.4.0)
 NOT_YET: dict[int, tuple[int | None, str]] = {
-    0: (11, "Produce v12 (KIP-890 part 2: implicit AddPartitionsToTxn) and v13 (topic ids)"),
-    27: (1, "WriteTxnMarkers v2 (KIP-1228: the marker's transaction version)"),
-    28: (4, "TxnOffsetCommit v5 (KIP-890 part 2) and v6 (topic ids)"),
     34: (None, "AlterReplicaLogDirs: moving a replica between log dirs (future replicas)"),
     38: (None, "delegation tokens"),
     39: (None, "delegation tokens"),
@@ -61,12 +58,7 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
 
 # feature -> (jocko-py's supported range, None when unknown to it; why it differs)
 FEATURES_NOT_YET: dict[str, tuple[tuple[int, int] | None, str]] = {
-    "metadata.version": ((7, 21), "levels past 3.9-IV0 (21) up to 4.4-IV2 (33): their "
-                                  "record and protocol changes are not checked level by level"),
     "kraft.version": ((0, 0), "kraft.version 1 (KIP-853 dynamic quorums)"),
-    "group.version": (None, "KIP-848 groups are served whatever the level; not gated"),
-    "transaction.version": (None, "transaction.version 2 (KIP-890 part 2) not finalizable"),
-    "eligible.leader.replicas.version": (None, "ELR is kept whatever the level; not gated"),
     "share.version": (None, "share groups (KIP-932)"),
 }
 

@@ -29,8 +29,8 @@ from jocko_py.broker.broker_configs import (
     DYNAMIC_CONFIGS,
     validate_dynamic_change,
 )
+from jocko_py.broker.controller_channel import is_forwarded
 from jocko_py.broker.security.authz import authorize_cluster, authorize_topic
-from jocko_py.broker.topics import is_forwarded
 from jocko_py.commitlog.config import TOPIC_CONFIGS, TOPIC_TO_BROKER, LogConfig
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 

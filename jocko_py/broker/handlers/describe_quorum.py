@@ -15,8 +15,8 @@ import time
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.controller_channel import is_forwarded
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.topics import is_forwarded
 from jocko_py.cluster.quorum import RaftQuorum
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 

@@ -20,9 +20,10 @@ import uuid
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.controller_channel import is_forwarded
 from jocko_py.broker.handlers.configs import describe_topic_configs, validate_topic_configs
 from jocko_py.broker.security.authz import authorize_topic, may_create_topic
-from jocko_py.broker.topics import INTERNAL_TOPICS, is_forwarded
+from jocko_py.broker.topics import INTERNAL_TOPICS
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 ZERO = uuid.UUID(int=0)
