@@ -19,3 +19,22 @@ def gbroker(tmp_path: Path) -> Iterator[BrokerProcess]:
         yield b
     finally:
         b.stop()
+
+
+_sim_collected = False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    global _sim_collected
+    _sim_collected = any(i.nodeid.startswith("tests/groups/test_group_sim.py") for i in items)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _sim_collected:
+        return
+    from tests.cluster.sim_seed import BASE_SEED, BASE_SEED_FIXED
+
+    how = "fixed by JOCKO_SIM_BASE_SEED" if BASE_SEED_FIXED else "drawn at random for this run"
+    terminalreporter.write_line(
+        f"group simulation base seed: {BASE_SEED} ({how}; replay a run with "
+        f"JOCKO_SIM_BASE_SEED={BASE_SEED})")

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from jocko_py.broker.group.coordinator import GroupConfig, GroupCoordinator
+from jocko_py.broker.coordinator.runtime import LogRecord
 from jocko_py.broker.group.offsets_store import (
     OFFSETS_TOPIC,
     decode_group_value,
@@ -22,6 +21,7 @@ from jocko_py.broker.group.offsets_store import (
     offset_value,
     partition_for,
 )
+from jocko_py.broker.group.shard import GroupConfig, GroupShard
 from jocko_py.broker.group.state import Group, GroupState, Member, OffsetAndMetadata
 from jocko_py.client import Client
 from jocko_py.commitlog.config import LogConfig
@@ -61,37 +61,39 @@ def test_record_layout_round_trip() -> None:
     assert decode_offset_value(offset_value(om1)) == om1
     g = Group("g", 1000)
     g.add(Member("m1", "i1", "c", "/h", 300, 6000, "consumer", [("range", b"sub")], b"asg"))
-    g.generation_id, g.protocol_name, g.state = 4, "range", GroupState.STABLE
-    back = decode_group_value("g", group_value(g), time.monotonic())
+    g.generation_id, g.protocol_name = 4, "range"
+    g.resume_stable(1000)
+    back = decode_group_value("g", group_value(g), 5000)
     assert back.state is GroupState.STABLE and back.generation_id == 4
     assert back.leader_id == "m1" and back.protocol_type == "consumer"
     m = back.members["m1"]
     assert (m.group_instance_id, m.assignment, m.metadata("range")) == ("i1", b"asg", b"sub")
     assert back.static_members == {"i1": "m1"}
+    assert m.last_heartbeat_ms == 5000 and back.state_timestamp == 1000
 
 
-# -- offset expiry (coordinator with a recording store) ---------------------------------
+# -- offset expiry (the group shard alone) ------------------------------------------------
 
 
-class RecordingStore:
-    def __init__(self) -> None:
-        self.writes: list[tuple[str, list[tuple[bytes, bytes | None]]]] = []
-
-    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> E:
-        self.writes.append((group_id, entries))
-        return E.NONE
-
-    def topic_exists(self) -> bool:
-        return True
+def make_shard(retention_ms: int) -> GroupShard:
+    shard = GroupShard(0, GroupConfig(offsets_retention_ms=retention_ms), dict)
+    shard.on_loaded(0)
+    return shard
 
 
-def make_coordinator(retention_ms: int) -> tuple[GroupCoordinator, RecordingStore]:
-    broker: Any = SimpleNamespace(config=SimpleNamespace(int=lambda k: 1, get=lambda k: ""))
-    gc = GroupCoordinator(broker, GroupConfig(offsets_retention_ms=retention_ms))
-    store = RecordingStore()
-    gc.store = store  # type: ignore[assignment]
-    gc.loaded = True
-    return gc, store
+def expire(shard: GroupShard, now: int) -> tuple[int, list[tuple[str, bytes]]]:
+    """Run the expiry as the runtime does: its records replayed once written; the count
+    and the (group, key) of every tombstone written."""
+    r = shard.expire_offsets(now)
+    for k, v in r.records:
+        shard.replay(LogRecord(k, v))
+    tombstones = []
+    for k, v in r.records:
+        d = decode_key(k)
+        assert d is not None and v is None
+        tombstones.append((d.group, k))
+    assert r.replay and isinstance(r.response, int)
+    return r.response, tombstones
 
 
 def subscription(*topics: str) -> bytes:
@@ -102,31 +104,39 @@ def subscription(*topics: str) -> bytes:
 
 
 def test_offset_expiry_rules() -> None:
-    gc, store = make_coordinator(retention_ms=1000)
-    simple = gc.groups["simple"] = Group("simple", 0)
+    shard = make_shard(retention_ms=1000)
+    groups = shard.groups
+    simple = groups["simple"] = Group("simple", 0)
     simple.offsets[("t", 0)] = OffsetAndMetadata(1, -1, "", commit_timestamp=5000)
-    empty = gc.groups["empty"] = Group("empty", 8000)
+    empty = groups["empty"] = Group("empty", 8000)
     empty.protocol_type = "consumer"
     empty.offsets[("t", 0)] = OffsetAndMetadata(1, -1, "", commit_timestamp=1000)
-    stable = gc.groups["stable"] = Group("stable", 0)
+    stable = groups["stable"] = Group("stable", 0)
     stable.add(Member("m", None, "c", "/h", 1, 1, "consumer", [("range", subscription("t"))]))
-    stable.protocol_name, stable.state = "range", GroupState.STABLE
+    stable.protocol_name = "range"
+    stable.resume_stable(0)
     stable.offsets[("t", 0)] = OffsetAndMetadata(1, -1, "", commit_timestamp=0)
     stable.offsets[("old", 0)] = OffsetAndMetadata(1, -1, "", commit_timestamp=0)
-    explicit = gc.groups["explicit"] = Group("explicit", 0)
+    explicit = groups["explicit"] = Group("explicit", 0)
     explicit.offsets[("t", 0)] = OffsetAndMetadata(1, -1, "", 0, expire_timestamp=5500)
 
-    assert gc.expire_offsets(now=5500) == 2  # stable's unsubscribed "old", explicit
+    writes: list[tuple[str, bytes]] = []
+    n, w = expire(shard, 5500)
+    writes += w
+    assert n == 2  # stable's unsubscribed "old", explicit
     assert set(stable.offsets) == {("t", 0)}
-    assert "explicit" not in gc.groups  # empty and without offsets: removed
-    assert gc.expire_offsets(now=6000) == 1  # simple: 1 s after its commit
-    assert "simple" not in gc.groups
-    assert "empty" in gc.groups  # consumer group: counted from when it became Empty
-    assert gc.expire_offsets(now=9000) == 1 and "empty" not in gc.groups
+    assert "explicit" not in groups  # empty and without offsets: removed
+    n, w = expire(shard, 6000)
+    writes += w
+    assert n == 1  # simple: 1 s after its commit
+    assert "simple" not in groups
+    assert "empty" in groups  # consumer group: counted from when it became Empty
+    n, w = expire(shard, 9000)
+    writes += w
+    assert n == 1 and "empty" not in groups
     assert set(stable.offsets) == {("t", 0)}  # subscribed offsets of a live group stay
-    tombstones = [(g, k) for g, es in store.writes for k, v in es if v is None]
-    assert ("explicit", group_key("explicit")) in tombstones
-    assert ("simple", offset_key("simple", "t", 0)) in tombstones
+    assert ("explicit", group_key("explicit")) in writes
+    assert ("simple", offset_key("simple", "t", 0)) in writes
 
 
 # -- end to end ----------------------------------------------------------------------------

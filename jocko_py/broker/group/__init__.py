@@ -1,12 +1,18 @@
-"""The group coordinator service: classic consumer groups and committed offsets.
+"""The group coordinator service: classic and consumer groups and committed offsets.
 
 `install(broker)` (called from `Broker.start`, once the logs are loaded) builds
-the `GroupCoordinator`, replays `__consumer_offsets` into it, puts it in
-`broker.services["groups"]` and adds its background work to
-`broker.services["background"]`: the 100 ms group timer (session and rebalance
-timeouts), offset expiry every `offsets.retention.check.interval.ms`, and the
-log cleaner (compaction) every `log.cleaner.backoff.ms` unless
-`log.cleaner.enable=false`.
+the `GroupCoordinator` (its shards load as this broker is elected leader of
+`__consumer_offsets` partitions; their timers, the 100 ms group timer and offset
+expiry every `offsets.retention.check.interval.ms`, run on the coordinator runtime),
+puts it in `broker.services["groups"]` and adds the log cleaner (compaction) every
+`log.cleaner.backoff.ms` unless `log.cleaner.enable=false` to
+`broker.services["background"]`.
+
+Modules: `shard.py` (the group decisions: one shard per partition, on the coordinator
+runtime in `broker/coordinator/`), `offsets.py` (committed offsets, apart from the
+rebalance protocol), `coordinator.py` (the service the handlers call), `state.py` (a
+classic group and its state machine), `consumer.py` (a KIP-848 group),
+`offsets_store.py` (the topic and its record layout).
 """
 
 from __future__ import annotations
@@ -23,8 +29,6 @@ if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
 
 log = logging.getLogger("jocko_py.broker.group")
-
-TICK_S = 0.1
 
 
 def coordinator(broker: Broker) -> GroupCoordinator:
@@ -43,20 +47,6 @@ def install(broker: Broker) -> GroupCoordinator:
     cleaner = LogCleaner(broker.replicas.logs)
     broker.services["cleaner"] = cleaner
 
-    async def group_timer() -> None:
-        while True:
-            await asyncio.sleep(TICK_S)
-            gc.tick()
-
-    async def offset_expiry() -> None:
-        interval = max(0.05, gc.config.offsets_retention_check_interval_ms / 1000)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                gc.expire_offsets()
-            except Exception:
-                log.exception("offset expiry failed")
-
     async def log_cleaner() -> None:
         while True:
             await asyncio.sleep(backoff_s)
@@ -69,7 +59,6 @@ def install(broker: Broker) -> GroupCoordinator:
 
     bg: list[Callable[[], Coroutine[Any, Any, None]]] = broker.services.setdefault(
         "background", [])
-    bg += [group_timer, offset_expiry]
     if broker.config.get("log.cleaner.enable").lower() != "false":
         bg.append(log_cleaner)
     return gc

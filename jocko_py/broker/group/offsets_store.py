@@ -1,11 +1,12 @@
 """Group metadata and committed offsets in the internal topic `__consumer_offsets`.
 
-This module owns the byte layout of that topic and the I/O against it: it
-writes records through the replica manager (as the partition's leader: this broker
-coordinates exactly the groups whose partition it leads) and reads a partition back
-when this broker becomes its leader. A write is acknowledged to clients once the
-partition's high watermark passes it (`wait_durable`: acks=all semantics). Layout (Kafka's, from `coordinator-records/`): every record key and
-value starts with an int16 version, followed by the versioned struct.
+This module owns the byte layout of that topic, the topic itself (created on the first
+FindCoordinator) and the mapping of groups to its partitions; it reads the partitions
+back for the coordinator runtime when this broker is elected (`OffsetsStore.read`).
+Writes go through the runtime (`broker/coordinator/`), acknowledged once the partition's
+high watermark passes them (acks=all). Layout (Kafka's, from `coordinator-records/`):
+every record key and value starts with an int16 version, followed by the versioned
+struct.
 
 * key version 0/1 = OffsetCommitKey(group, topic, partition),
   value = OffsetCommitValue v3 (offset, leaderEpoch, metadata, commitTimestamp),
@@ -21,7 +22,7 @@ value starts with an int16 version, followed by the versioned struct.
   (ConsumerGroupPartitionMetadata, 4, is not written: the coordinator reads the
   subscribed partitions from the metadata image.)
 * key versions 17-23 = a KIP-1071 streams group (StreamsGroup* records, see
-  `streams_records.py`), kept beside the KIP-848 records in `LoadedState.consumer`.
+  `streams_records.py`), replayed beside the KIP-848 records (`shard.py`).
 * a null value is a tombstone: the offset or group was deleted.
 
 The partition of a group is Kafka's `abs(javaStringHashCode(group)) % partitions`
@@ -32,7 +33,7 @@ Partition count: as Kafka's coordinator, the store reads the topic's partition
 count once (when it first sees the topic in this process) and keeps it, so a
 CreatePartitions on `__consumer_offsets` (which Kafka 3.9 accepts) does not move
 a group to another partition while the broker runs. After a restart the new
-count applies and a group's records may sit in two partitions; `load()` merges
+count applies and a group's records may sit in two partitions; `read()` merges
 the partitions by record timestamp (each partition in offset order), so the
 newest record of every key wins whatever the partition numbers.
 """
@@ -43,24 +44,23 @@ import heapq
 import logging
 import struct
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from jocko_py.broker.coordinator.runtime import LogRecord
 from jocko_py.broker.group import streams_records
 from jocko_py.broker.group.consumer import (
-    ConsumerGroupModel,
     CurrentRecord,
     MemberRecord,
     TopicPartition,
     group_assignment,
 )
-from jocko_py.broker.group.state import Group, GroupState, Member, OffsetAndMetadata
+from jocko_py.broker.group.state import Group, Member, OffsetAndMetadata
 from jocko_py.protocol import messages
-from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
+    from jocko_py.broker.coordinator.shell import ReplicaLog
     from jocko_py.broker.core import Broker
 
 log = logging.getLogger("jocko_py.broker.group.offsets_store")
@@ -263,11 +263,14 @@ def decode_offset_value(data: bytes) -> OffsetAndMetadata:
         expire_timestamp=v.expire_timestamp if version == 1 else -1)
 
 
-def decode_group_value(group_id: str, data: bytes, now: float) -> Group:
+def decode_group_value(group_id: str, data: bytes, now: int) -> Group:
+    """A classic group as its GroupMetadataValue holds it: Stable at its generation
+    when it has members (through the state-transition guard), else Empty; ``now`` is
+    its members' last heartbeat (their sessions start anew)."""
     (version,) = _I16.unpack_from(data)
     v = messages.data_schema("GroupMetadataValue", version).parse_bytes(data[2:])
     ts = v.current_state_timestamp if version >= 2 and v.current_state_timestamp >= 0 \
-        else int(time.time() * 1000)
+        else now
     g = Group(group_id, ts)
     g.generation_id = v.generation
     g.protocol_type = v.protocol_type or None
@@ -281,21 +284,13 @@ def decode_group_value(group_id: str, data: bytes, now: float) -> Group:
             session_timeout_ms=mm.session_timeout,
             protocol_type=g.protocol_type or "",
             protocols=[(v.protocol or "", bytes(mm.subscription))],
-            assignment=bytes(mm.assignment), last_heartbeat=now, is_new=False)
+            assignment=bytes(mm.assignment), last_heartbeat_ms=now, is_new=False)
         g.add(m)
     g.protocol_type = v.protocol_type or None
     g.leader_id = v.leader if v.leader in g.members else next(iter(g.members), None)
-    g.state = GroupState.STABLE if g.members else GroupState.EMPTY
-    g.state_timestamp = ts
+    if g.members:
+        g.resume_stable(ts)
     return g
-
-
-@dataclass
-class LoadedState:
-    groups: dict[str, Group] = field(default_factory=dict)
-    records: int = 0
-    # KIP-848 groups' records by group: (kind, member id) -> decoded record
-    consumer: dict[str, dict[tuple[str, str], object]] = field(default_factory=dict)
 
 
 # -- the store ------------------------------------------------------------------------
@@ -309,9 +304,6 @@ class OffsetsStore:
         self.replication_factor = max(1, broker.config.int("offsets.topic.replication.factor"))
         self.segment_bytes = broker.config.get("offsets.topic.segment.bytes") or "104857600"
         self.pinned = False
-        self._written: dict[str, tuple[Any, int]] = {}
-        # KIP-848 groups: the records last written per group (key -> value)
-        self._consumer_written: dict[str, dict[bytes, bytes | None]] = {}
 
     def topic_exists(self) -> bool:
         t = self.broker.topics.image.topics.get(OFFSETS_TOPIC)
@@ -355,203 +347,28 @@ class OffsetsStore:
         img = self.broker.topics.image.partition(OFFSETS_TOPIC, self.partition_for(group_id))
         return img.leader if img is not None else -1
 
-    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]],
-               producer: tuple[int, int] | None = None) -> ErrorCode:
-        """Write records for one group atomically (one batch); a Kafka error code.
-        `wait_durable(group_id, ...)` then waits for the ISR to have them. With
-        ``producer`` (id, epoch) the batch is transactional (TxnOffsetCommit): it
-        counts once its producer's commit marker follows it."""
-        if not entries:
-            return ErrorCode.NONE
-        p = self.broker.replicas.get(OFFSETS_TOPIC, self.partition_for(group_id))
-        if p is None or not p.is_leader:
-            return ErrorCode.NOT_COORDINATOR
-        now = int(time.time() * 1000)
-        recs = [rb.NewRecord(k, v, (), now) for k, v in entries]
-        if producer is not None:
-            if p.log.producer_state.check_marker(producer[0], producer[1], -1) \
-                    == ErrorCode.INVALID_PRODUCER_EPOCH:
-                return ErrorCode.PRODUCER_FENCED
-            batch = rb.build_batch(recs, producer_id=producer[0], producer_epoch=producer[1],
-                                   is_transactional=True)
-        else:
-            batch = rb.build_batch(recs)
-        r = p.append_internal(batch, now)
-        if r.error != ErrorCode.NONE:
-            log.warning("[group=%s] write to %s failed: %s %s", group_id, p.name,
-                        r.error.name, r.message)
-            if r.error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
-                return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        self.broker.replicas.notify_append(p)
-        self._written[group_id] = (p, r.last_offset)
-        return ErrorCode.NONE
+    def read(self, log_: ReplicaLog, wanted: list[int]) -> dict[int, list[LogRecord]]:
+        """The records of the groups of ``wanted`` partitions, in replay order.
 
-    async def wait_durable(self, group_id: str, timeout_s: float) -> ErrorCode:
-        """Wait until the group's last write is below the HW (replicated to the ISR)."""
-        written = self._written.pop(group_id, None)
-        if written is None:
-            return ErrorCode.NONE
-        p, last = written
-        err = await self.broker.replicas.wait_replicated(p, last, time.monotonic() + timeout_s)
-        if err in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
-            return ErrorCode.NOT_COORDINATOR
-        return err
-
-    def restore_consumer_groups(self, out: LoadedState, assignors: tuple[str, ...]) -> None:
-        """Attach a ConsumerGroupModel to every loaded group that has KIP-848 records."""
-        now = int(time.time() * 1000)
-        for gid, recs in out.consumer.items():
-            g = out.groups.get(gid)
-            if g is None or ("metadata", "") not in recs:
-                continue
-            g.consumer = ConsumerGroupModel.restore(gid, recs, now, assignors)
-            self._consumer_written[gid] = self.consumer_entries_for(gid, g.consumer.records())
-
-    def consumer_entries_for(self, group: str, recs: dict[tuple[str, str], object]
-                             ) -> dict[bytes, bytes | None]:
-        out: dict[bytes, bytes | None] = {}
-        for (kind, mid), rec in recs.items():
-            k, v = consumer_record(group, kind, mid, rec)
-            out[k] = v
-        return out
-
-    def consumer_changes(self, group: str, model: ConsumerGroupModel | None
-                         ) -> list[tuple[bytes, bytes | None]]:
-        """The records to write so the log holds ``model`` (None: the group is gone)."""
-        before = self._consumer_written.get(group, {})
-        now = {} if model is None else self.consumer_entries_for(group, model.records())
-        out: list[tuple[bytes, bytes | None]] = [
-            (k, v) for k, v in now.items() if before.get(k) != v]
-        out += [(k, None) for k in before if k not in now]
-        return out
-
-    def consumer_written(self, group: str, model: ConsumerGroupModel | None) -> None:
-        if model is None:
-            self._consumer_written.pop(group, None)
-        else:
-            self._consumer_written[group] = self.consumer_entries_for(group, model.records())
-
-    def load(self, partitions: list[int] | None = None) -> LoadedState:
-        """Replay every partition of the topic into groups with their offsets.
-
-        Partitions are merged by record timestamp (see the module docstring); a
-        group's records normally all sit in one partition, where offset order
-        is what counts, and `heapq.merge` never reorders one partition's records.
-        """
-        out = LoadedState()
+        Every local replica of the topic is read and merged by record timestamp (see
+        the module docstring); a group's records normally all sit in one partition,
+        where offset order is what counts, and ``heapq.merge`` never reorders one
+        partition's records. Each record goes to its group's partition."""
+        out: dict[int, list[LogRecord]] = {i: [] for i in wanted}
         if not self.topic_exists():
             return out
-        now = time.monotonic()
-        groups = out.groups
-        t0 = time.monotonic()
         t = self.broker.topics.image.topics.get(OFFSETS_TOPIC)
         count = max(self.num_partitions, len(t.partitions) if t is not None else 0)
-        wanted = range(count) if partitions is None else partitions
-        streams = [self._records(idx) for idx in wanted]
-        for _ts, name, offset, key, value, pid in heapq.merge(*streams, key=lambda r: r[0]):
-            out.records += 1
+        streams = [log_.read(idx) for idx in range(count)]
+        for _ts, offset, rec in heapq.merge(*streams, key=lambda r: r[0]):
             try:
-                if pid >= 0:
-                    self._apply_pending(groups, pid, key, value)
-                else:
-                    self._apply(groups, key, value, now, out.consumer)
+                k = decode_key(rec.key)
             except Exception:
-                log.exception("[partition=%s] skipping undecodable record at %d", name, offset)
-        log.info("loaded %d groups from %d records of %s in %.2fs", len(groups), out.records,
-                 OFFSETS_TOPIC, time.monotonic() - t0)
+                log.exception("skipping an undecodable key at offset %d", offset)
+                continue
+            if k is None:
+                continue
+            dest = out.get(self.partition_for(k.group))
+            if dest is not None:
+                dest.append(rec)
         return out
-
-    def _records(self, idx: int) -> Iterator[tuple[int, str, int, bytes, bytes | None, int]]:
-        """(timestamp, partition, offset, key, value, producer id) of every record, in
-        log order; transactional offset commits (TxnOffsetCommit) come out at their
-        commit marker (producer id -1), not at all when aborted, and with their producer
-        id at the end when their transaction is still open."""
-        p = self.broker.replicas.get(OFFSETS_TOPIC, idx)
-        if p is None:
-            return
-        lg = p.log
-        start = lg.log_start_offset
-        open_txns: dict[int, list[rb.Record]] = {}
-        for seg in list(lg.segments):
-            for pos, h in seg.iter_headers():
-                if h.next_offset <= start:
-                    continue
-                data = seg.read_batch_at(pos, h)
-                if h.is_control:
-                    try:
-                        ctype, _ = rb.control_marker(data, h)
-                    except rb.RecordError:
-                        continue
-                    held = open_txns.pop(h.producer_id, [])
-                    if ctype == rb.ControlType.COMMIT:
-                        for rec in held:
-                            yield rec.timestamp, p.name, rec.offset, rec.key or b"", rec.value, -1
-                    continue
-                try:
-                    recs = rb.decode_records(data, h)
-                except Exception:
-                    log.exception("[partition=%s] skipping undecodable batch", p.name)
-                    continue
-                for rec in recs:
-                    if rec.offset < start or rec.key is None:
-                        continue
-                    if h.is_transactional:
-                        open_txns.setdefault(h.producer_id, []).append(rec)
-                        continue
-                    yield rec.timestamp, p.name, rec.offset, rec.key, rec.value, -1
-        for pid, held in open_txns.items():
-            for rec in held:
-                yield rec.timestamp, p.name, rec.offset, rec.key or b"", rec.value, pid
-
-    @staticmethod
-    def _apply_pending(groups: dict[str, Group], pid: int, key: bytes,
-                       value: bytes | None) -> None:
-        k = decode_key(key)
-        if k is None or k.kind != "offset" or value is None:
-            return
-        g = groups.get(k.group)
-        if g is None:
-            g = groups[k.group] = Group(k.group, int(time.time() * 1000))
-        g.pending_txn_offsets.setdefault(pid, {})[(k.topic, k.partition)] = \
-            decode_offset_value(value)
-
-    @staticmethod
-    def _apply(groups: dict[str, Group], key: bytes, value: bytes | None, now: float,
-               consumer: dict[str, dict[tuple[str, str], object]] | None = None) -> None:
-        k = decode_key(key)
-        if k is None:
-            return
-        if k.kind not in ("offset", "group"):
-            if consumer is None:
-                return
-            recs = consumer.setdefault(k.group, {})
-            if value is None:
-                recs.pop((k.kind, k.member_id), None)
-                if k.kind in ("metadata", "streams_metadata"):  # the group was deleted
-                    consumer.pop(k.group, None)
-            else:
-                recs[(k.kind, k.member_id)] = decode_consumer_value(k.kind, value)
-            if k.group not in groups:
-                groups[k.group] = Group(k.group, int(time.time() * 1000))
-            return
-        g = groups.get(k.group)
-        if k.kind == "offset":
-            if value is None:
-                if g is not None:
-                    g.offsets.pop((k.topic, k.partition), None)
-                return
-            if g is None:
-                g = groups[k.group] = Group(k.group, int(time.time() * 1000))
-            g.offsets[(k.topic, k.partition)] = decode_offset_value(value)
-            return
-        if value is None:
-            if g is not None:
-                # the group was deleted; offsets written after this record survive
-                g.offsets.clear()
-                groups.pop(k.group, None)
-            return
-        new = decode_group_value(k.group, value, now)
-        if g is not None:
-            new.offsets = g.offsets
-        groups[k.group] = new

@@ -1,7 +1,11 @@
 """A classic consumer group's state: members, generation, protocol and offsets.
 
 This module owns the in-memory model of one group and the rules of its state
-machine; it does no I/O (the coordinator persists, the offsets store writes).
+machine; it does no I/O (the group shard, ``shard.py``, decides and persists). Every
+state change goes through ``transition_to`` (the guard below), including a group loaded
+from the log (``resume_stable``, as Kafka's ``ClassicGroup.fromRecord``). Times are
+milliseconds on the coordinator runtime's clock. A member waiting in JoinGroup or
+SyncGroup holds a waiter token: its answer is a completion of a later operation.
 
 States and transitions (Kafka's classic group protocol)::
 
@@ -27,7 +31,6 @@ States and transitions (Kafka's classic group protocol)::
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import struct
 from dataclasses import dataclass, field
@@ -104,18 +107,19 @@ class Member:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    join_future: asyncio.Future[JoinResult] | None = None
-    sync_future: asyncio.Future[SyncResult] | None = None
-    last_heartbeat: float = 0.0
+    # tokens of the JoinGroup / SyncGroup this member is waiting in (runtime.Held)
+    join_waiter: int | None = None
+    sync_waiter: int | None = None
+    last_heartbeat_ms: int = 0
     is_new: bool = True
 
     @property
     def awaiting_join(self) -> bool:
-        return self.join_future is not None
+        return self.join_waiter is not None
 
     @property
     def awaiting_sync(self) -> bool:
-        return self.sync_future is not None
+        return self.sync_waiter is not None
 
     def protocol_names(self) -> list[str]:
         return [n for n, _ in self.protocols]
@@ -135,17 +139,18 @@ class Member:
                 return n
         raise ValueError("member does not support any candidate protocol")
 
-    def complete_join(self, result: JoinResult) -> bool:
-        fut, self.join_future = self.join_future, None
-        if fut is not None and not fut.done():
-            fut.set_result(result)
+    def complete_join(self, result: JoinResult, out: list[tuple[int, object]]) -> bool:
+        """Answer the JoinGroup this member waits in (a completion added to ``out``)."""
+        token, self.join_waiter = self.join_waiter, None
+        if token is not None:
+            out.append((token, result))
             return True
         return False
 
-    def complete_sync(self, result: SyncResult) -> bool:
-        fut, self.sync_future = self.sync_future, None
-        if fut is not None and not fut.done():
-            fut.set_result(result)
+    def complete_sync(self, result: SyncResult, out: list[tuple[int, object]]) -> bool:
+        token, self.sync_waiter = self.sync_waiter, None
+        if token is not None:
+            out.append((token, result))
             return True
         return False
 
@@ -163,19 +168,19 @@ class Group:
         self.leader_id: str | None = None
         self.members: dict[str, Member] = {}
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
-        self.pending_members: dict[str, float] = {}  # member id -> expiry (monotonic)
+        self.pending_members: dict[str, int] = {}  # member id -> expiry (ms)
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         # TxnOffsetCommit: producer id -> offsets written in its open transaction,
         # materialised into `offsets` by its commit marker, dropped by an abort
         self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.new_member_added = False
-        # rebalance bookkeeping (monotonic seconds)
-        self.join_deadline: float | None = None
-        self.initial_delay_limit: float | None = None
+        # rebalance bookkeeping (ms)
+        self.join_deadline: int | None = None
+        self.initial_delay_limit: int | None = None
         # members of the new generation that have not sent SyncGroup yet, and until when
         # they may (the rebalance timeout): Kafka's pending-sync check
         self.pending_sync: set[str] = set()
-        self.sync_deadline: float | None = None
+        self.sync_deadline: int | None = None
         # a KIP-848 consumer-protocol group (group/consumer.py): its members, epochs and
         # assignments; None for a classic group. Offsets stay here for both kinds.
         self.consumer: ConsumerGroupModel | None = None
@@ -205,6 +210,13 @@ class Group:
                 f"group {self.group_id}: {self.state.value} -> {state.value} is not allowed")
         self.state = state
         self.state_timestamp = now_ms
+
+    def resume_stable(self, now_ms: int) -> None:
+        """A group read back with members (the log, or a consumer group downgraded):
+        Stable at its generation, through the transitions a rebalance takes."""
+        self.transition_to(GroupState.PREPARING_REBALANCE, now_ms)
+        self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+        self.transition_to(GroupState.STABLE, now_ms)
 
     # -- members -------------------------------------------------------------------
 
@@ -241,11 +253,12 @@ class Group:
             return None
         return self.static_members.get(instance_id)
 
-    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
+    def replace_static_member(self, instance_id: str, old_id: str, new_id: str,
+                              out: list[tuple[int, object]]) -> Member:
         m = self.members.pop(old_id)
-        # the old incarnation's pending callbacks learn they were fenced
-        m.complete_join(JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
-        m.complete_sync(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        # the old incarnation's waiting requests learn they were fenced
+        m.complete_join(JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id), out)
+        m.complete_sync(SyncResult(ErrorCode.FENCED_INSTANCE_ID), out)
         m.member_id = new_id
         self.members[new_id] = m
         if old_id in self.pending_sync:

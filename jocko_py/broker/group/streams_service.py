@@ -1,13 +1,14 @@
-"""The coordinator's side of streams groups (KIP-1071): routing, durability, timers.
+"""The group shard's side of streams groups (KIP-1071): routing, records, timers.
 
-``StreamsGroups`` is owned by the GroupCoordinator (``gc.streams``). It finds or makes
-the group of a StreamsGroupHeartbeat (a group is classic, consumer or streams; an empty
-classic group becomes a streams group, anything else answers GROUP_ID_NOT_FOUND "is not a
-streams group"), calls the pure model (``streams.py``) with the topics of the metadata
-image and ``now``, and writes the records that changed to ``__consumer_offsets`` through
-the offsets store (the handler answers once they are replicated). ``tick`` removes
-members whose session or revocation timed out and follows topic changes; ``restore``
-rebuilds the groups from the records when this broker becomes their coordinator.
+``StreamsGroups`` is owned by each group shard (``shard.streams``, one per
+`__consumer_offsets` partition) and runs inside the shard's operations: it finds or
+makes the group of a StreamsGroupHeartbeat (a group is classic, consumer or streams; an
+empty classic group becomes a streams group, anything else answers GROUP_ID_NOT_FOUND
+"is not a streams group"), calls the pure model (``streams.py``) with the topics of the
+metadata image and ``now``, and adds the records that changed to the operation's
+records (the runtime answers once they are replicated). ``tick`` removes members whose
+session or revocation timed out and follows topic changes; ``restore`` rebuilds the
+groups from the records replayed when the shard loads.
 
 Configuration (Kafka's names, defaults and limits): ``group.streams.session.timeout.ms``
 (45000, within ``group.streams.min/max.session.timeout.ms`` 45000-60000),
@@ -22,13 +23,11 @@ most ``group.streams.max.standby.replicas``, 2), ``group.streams.initial.rebalan
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from jocko_py.broker.group import streams_records
-from jocko_py.broker.group.offsets_store import LoadedState, OffsetsStore
 from jocko_py.broker.group.state import Group, GroupState
 from jocko_py.broker.group.streams import (
     HeartbeatRequest,
@@ -43,10 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jocko_py.broker.group.streams")
 E = ErrorCode
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+Record = tuple[bytes, bytes | None]
 
 
 def config_from(broker: Broker) -> StreamsConfig:
@@ -84,97 +80,88 @@ def config_from(broker: Broker) -> StreamsConfig:
 
 
 class StreamsGroups:
-    def __init__(self, broker: Broker, store: OffsetsStore, groups: dict[str, Group],
-                 group_error: Callable[[str | None], ErrorCode | None]) -> None:
-        self.broker = broker
-        self.store = store
-        self.groups = groups
-        self.group_error = group_error
-        self.config = config_from(broker)
-        self._written: dict[str, dict[bytes, bytes | None]] = {}
+    """The streams groups among a shard's ``groups`` (shared with the shard)."""
 
-    def topics(self) -> dict[str, int]:
-        return {name: len(t.partitions) for name, t in self.broker.topics.image.topics.items()}
+    def __init__(self, config: StreamsConfig, groups: dict[str, Group],
+                 topics: Callable[[], dict[str, int]],
+                 drop_consumer_records: Callable[[Group], list[Record]]) -> None:
+        self.config = config
+        self.groups = groups
+        self.topics = topics
+        self.drop_consumer_records = drop_consumer_records
+        self._written: dict[str, dict[bytes, bytes | None]] = {}
 
     # -- heartbeat ---------------------------------------------------------------------------
 
-    def heartbeat(self, group_id: str, req: HeartbeatRequest) -> HeartbeatResult:
-        err = self.group_error(group_id)
-        if err is not None:
-            return HeartbeatResult(err)
+    def heartbeat(self, now: int, group_id: str, req: HeartbeatRequest
+                  ) -> tuple[HeartbeatResult, list[Record]]:
+        """The answer and the records to write."""
+        records: list[Record] = []
         g = self.groups.get(group_id)
         if g is None:
             if req.member_epoch != 0:
                 return HeartbeatResult(E.GROUP_ID_NOT_FOUND,
-                                       f"Streams group {group_id} not found.")
-            g = self.groups[group_id] = Group(group_id, _now_ms())
+                                       f"Streams group {group_id} not found."), records
+            g = self.groups[group_id] = Group(group_id, now)
         if g.is_(GroupState.DEAD):
-            return HeartbeatResult(E.COORDINATOR_NOT_AVAILABLE)
+            return HeartbeatResult(E.COORDINATOR_NOT_AVAILABLE), records
         if g.streams is None:
             if g.members or g.pending_members or not g.is_(GroupState.EMPTY) \
                     or g.has_consumer_members() or req.member_epoch != 0:
                 return HeartbeatResult(E.GROUP_ID_NOT_FOUND,
-                                       f"Group {group_id} is not a streams group.")
+                                       f"Group {group_id} is not a streams group."), records
             if g.consumer is not None:  # an empty consumer group: its records go
-                self.store.append(group_id, self.store.consumer_changes(group_id, None))
-                self.store.consumer_written(group_id, None)
+                records += self.drop_consumer_records(g)
             g.consumer = None
             g.streams = StreamsGroupModel(group_id, self.config)
             log.info("[group=%s] is now a streams group", group_id)
         sg = g.streams
         before = (sg.group_epoch, len(sg.members))
-        r = sg.heartbeat(req, self.topics(), _now_ms())
-        werr = self.persist(g)
-        if werr != E.NONE and r.error == E.NONE:
-            return HeartbeatResult(werr, f"could not write the group: {werr.name}")
+        r = sg.heartbeat(req, self.topics(), now)
+        records += self.persist(g)
         if (sg.group_epoch, len(sg.members)) != before:
             log.info("[group=%s] member %s epoch %d: group epoch %d, %d member(s), %s",
                      group_id, req.member_id, r.member_epoch, sg.group_epoch,
                      len(sg.members), sg.state().value)
-        return r
+        return r, records
 
     # -- durability -------------------------------------------------------------------------
 
-    def changes(self, group_id: str, model: StreamsGroupModel | None
-                ) -> list[tuple[bytes, bytes | None]]:
+    def changes(self, group_id: str, model: StreamsGroupModel | None) -> list[Record]:
         """Records to write so the log holds ``model`` (None: the group is gone); member
         tombstones before the group's, as Kafka orders a deletion."""
         before = self._written.get(group_id, {})
         now = {} if model is None else streams_records.entries_for(group_id, model.records())
-        out: list[tuple[bytes, bytes | None]] = [
-            (k, v) for k, v in now.items() if before.get(k) != v]
+        out: list[Record] = [(k, v) for k, v in now.items() if before.get(k) != v]
         gone = [k for k in before if k not in now]
         gone.sort(key=lambda k: k[:2] in (b"\x00\x11", b"\x00\x17", b"\x00\x14"))
         out += [(k, None) for k in gone]
         return out
 
-    def written(self, group_id: str, model: StreamsGroupModel | None) -> None:
-        if model is None:
-            self._written.pop(group_id, None)
-        else:
-            self._written[group_id] = streams_records.entries_for(group_id, model.records())
-
-    def persist(self, g: Group) -> ErrorCode:
+    def persist(self, g: Group) -> list[Record]:
+        """The records of ``g`` that changed since the last write (counted as written)."""
         entries = self.changes(g.group_id, g.streams)
-        if not entries:
-            return E.NONE
-        err: ErrorCode = self.store.append(g.group_id, entries)
-        if err == E.NONE:
-            self.written(g.group_id, g.streams)
-        return err
-
-    def deletion(self, g: Group) -> list[tuple[bytes, bytes | None]]:
-        return self.changes(g.group_id, None) if g.streams is not None else []
+        if entries:
+            if g.streams is None:
+                self._written.pop(g.group_id, None)
+            else:
+                self._written[g.group_id] = streams_records.entries_for(
+                    g.group_id, g.streams.records())
+        return entries
 
     def forget(self, group_id: str) -> None:
         self._written.pop(group_id, None)
 
-    def restore(self, state: LoadedState) -> None:
+    def deletion(self, g: Group) -> list[Record]:
+        out = self.changes(g.group_id, None) if g.streams is not None else []
+        self._written.pop(g.group_id, None)
+        return out
+
+    def restore(self, loaded: dict[str, dict[tuple[str, str], object]], now: int) -> None:
         """Attach a StreamsGroupModel to every loaded group with streams records."""
-        now = _now_ms()
-        topics = self.topics()
-        for gid, recs in state.consumer.items():
-            g = state.groups.get(gid)
+        topics: dict[str, int] | None = None
+        for gid, recs in loaded.items():
+            g = self.groups.get(gid)
             if g is None or ("streams_metadata", "") not in recs:
                 continue
             sg = StreamsGroupModel.restore(gid, recs, now, self.config)
@@ -182,14 +169,16 @@ class StreamsGroups:
             g.streams = sg
             self._written[gid] = streams_records.entries_for(
                 gid, {k: v for k, v in recs.items() if streams_records.is_streams_kind(k[0])})
+            if topics is None:
+                topics = self.topics()
             sg.adopt_topics(topics)
 
     # -- timers -----------------------------------------------------------------------------
 
-    def tick(self, g: Group, now: int, topics: dict[str, int]) -> None:
+    def tick(self, g: Group, now: int, topics: dict[str, int]) -> list[Record]:
         sg = g.streams
         if sg is None:
-            return
+            return []
         changed = False
         for mid, reason in sg.expired(now):
             log.info("[group=%s] removing member %s: %s", g.group_id, mid, reason)
@@ -203,12 +192,11 @@ class StreamsGroups:
             log.info("[group=%s] delayed target assignment computed at epoch %d",
                      g.group_id, sg.assignment_epoch)
             changed = True
-        if changed:
-            self.persist(g)
+        return self.persist(g) if changed else []
 
     # -- offsets ----------------------------------------------------------------------------
 
-    def check_commit(self, g: Group, member_id: str, member_epoch: int) -> ErrorCode:
+    def check_commit(self, g: Group, member_id: str, member_epoch: int, now: int) -> ErrorCode:
         sg = g.streams
         if sg is None:
             return E.NONE
@@ -216,7 +204,7 @@ class StreamsGroups:
         if err == E.NONE:
             m = sg.members.get(member_id)
             if m is not None:
-                m.last_heartbeat_ms = _now_ms()
+                m.last_heartbeat_ms = now
         return err
 
 

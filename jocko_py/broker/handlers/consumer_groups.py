@@ -70,13 +70,8 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, A
         subscribed_regex=req.subscribed_topic_regex if ctx.version >= 1 else None,
         server_assignor=req.server_assignor, owned=owned,
         client_id=ctx.header.client_id or "", client_host=client_host(ctx))
-    r = gc.consumer_heartbeat(req.group_id, hreq)
-    if r.error == ErrorCode.NONE:
-        # answered once the group's records are replicated, as Kafka does
-        durable = await gc.store.wait_durable(
-            req.group_id, ctx.broker.config.int("offsets.commit.timeout.ms") / 1000)
-        if durable != ErrorCode.NONE:
-            return error(durable, f"the group's records were not replicated: {durable.name}")
+    # answered once the group's records are replicated, as Kafka does
+    r = await gc.consumer_heartbeat(req.group_id, hreq)
     if r.error != ErrorCode.NONE:
         return error(r.error, r.message or r.error.name)
     assignment = None

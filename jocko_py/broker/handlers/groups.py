@@ -92,7 +92,7 @@ async def sync_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
 async def heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not authorize_group(ctx, "READ", req.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-    err = coordinator(ctx.broker).heartbeat(
+    err = await coordinator(ctx.broker).heartbeat(
         req.group_id, req.member_id,
         req.group_instance_id if ctx.version >= 3 else None, req.generation_id)
     return {"throttle_time_ms": 0, "error_code": err}
@@ -106,7 +106,7 @@ async def leave_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
         members = [(m.member_id or "", m.group_instance_id) for m in req.members]
     else:
         members = [(req.member_id, None)]
-    top, per = coordinator(ctx.broker).leave(req.group_id, members)
+    top, per = await coordinator(ctx.broker).leave(req.group_id, members)
     if ctx.version < 3:
         err = top
         if err == ErrorCode.NONE and per:
@@ -192,7 +192,9 @@ async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
 @api(42, 0, 3)
 async def delete_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
     gc = coordinator(ctx.broker)
-    return {"throttle_time_ms": 0,
-            "results": [{"group_id": gid, "error_code": gc.delete_group(gid)
-                         if authorize_group(ctx, "DELETE", gid) else ErrorCode.GROUP_AUTHORIZATION_FAILED}
-                        for gid in req.groups_names]}
+    results = []
+    for gid in req.groups_names:
+        err = await gc.delete_group(gid) if authorize_group(ctx, "DELETE", gid) \
+            else ErrorCode.GROUP_AUTHORIZATION_FAILED
+        results.append({"group_id": gid, "error_code": err})
+    return {"throttle_time_ms": 0, "results": results}

@@ -87,19 +87,13 @@ async def offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 p.committed_metadata)
     if wanted:
         gc = coordinator(ctx.broker)
-        committed = gc.commit(
+        # acknowledged once the ISR of the group's partition has the commit
+        committed = await gc.commit(
             group_id=req.group_id, generation_id=req.generation_id_or_member_epoch,
             member_id=req.member_id or "",
             instance_id=req.group_instance_id if v >= 7 else None,
             retention_ms=req.retention_time_ms if 2 <= v <= 4 else -1,
             offsets=wanted)
-        if any(e == ErrorCode.NONE for e in committed.values()):
-            # acknowledged once the ISR of the group's partition has the commit
-            durable = await gc.store.wait_durable(
-                req.group_id, ctx.broker.config.int("offsets.commit.timeout.ms") / 1000)
-            if durable != ErrorCode.NONE:
-                committed = {tp: durable if e == ErrorCode.NONE else e
-                             for tp, e in committed.items()}
         results.update(committed)
     topics: dict[str, list[dict[str, Any]]] = {}
     for tp in order:
@@ -221,7 +215,7 @@ async def offset_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 wanted.append(tp)
             else:
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    err, per = coordinator(ctx.broker).delete_offsets(req.group_id, wanted)
+    err, per = await coordinator(ctx.broker).delete_offsets(req.group_id, wanted)
     if err != ErrorCode.NONE:
         return {"error_code": err, "throttle_time_ms": 0, "topics": []}
     results.update(per)

@@ -167,13 +167,8 @@ async def streams_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, An
         bad = invalid_topology(topology)
         if bad is not None:
             return error(ErrorCode.STREAMS_INVALID_TOPOLOGY, bad)
-    r = gc.streams.heartbeat(req.group_id, hreq)
-    if r.error == ErrorCode.NONE:
-        # answered once the group's records are replicated, as Kafka does
-        durable = await gc.store.wait_durable(
-            req.group_id, ctx.broker.config.int("offsets.commit.timeout.ms") / 1000)
-        if durable != ErrorCode.NONE:
-            return error(durable, f"the group's records were not replicated: {durable.name}")
+    # answered once the group's records are replicated, as Kafka does
+    r = await gc.streams.heartbeat(req.group_id, hreq)
     if r.error != ErrorCode.NONE:
         return error(r.error, r.message or r.error.name)
     status = list(r.status)

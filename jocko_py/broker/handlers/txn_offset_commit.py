@@ -120,19 +120,14 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if wanted:
         # (a generation or member epoch of a group that did not exist: v6 names it)
         missing = v >= 6 and req.generation_id_or_member_epoch >= 0 \
-            and req.group_id not in gc.groups
-        committed = gc.txn_commit(
+            and gc.describe(req.group_id)[1] is None
+        # answered once the ISR of the group's partition has the commit
+        committed = await gc.txn_commit(
             group_id=req.group_id, producer_id=req.producer_id,
             producer_epoch=req.producer_epoch,
             generation_id=req.generation_id_or_member_epoch if v >= 3 else -1,
             member_id=(req.member_id or "") if v >= 3 else "",
             instance_id=req.group_instance_id if v >= 3 else None, offsets=wanted)
-        if any(e == ErrorCode.NONE for e in committed.values()):
-            durable = await gc.store.wait_durable(
-                req.group_id, ctx.broker.config.int("offsets.commit.timeout.ms") / 1000)
-            if durable != ErrorCode.NONE:
-                committed = {tp: durable if e == ErrorCode.NONE else e
-                             for tp, e in committed.items()}
         if missing:
             committed = {tp: ErrorCode.GROUP_ID_NOT_FOUND if e == ErrorCode.ILLEGAL_GENERATION
                          else e for tp, e in committed.items()}
