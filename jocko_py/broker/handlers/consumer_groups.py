@@ -37,6 +37,7 @@ from jocko_py.broker.features import GROUP_VERSION, level
 from jocko_py.broker.group import coordinator
 from jocko_py.broker.group.consumer import HeartbeatRequest, TopicPartition, group_assignment
 from jocko_py.broker.handlers.groups import AUTHORIZED_OPS_NOT_REQUESTED, client_host
+from jocko_py.broker.security.authz import authorize_group, denied_topics
 from jocko_py.protocol.errors import ErrorCode
 
 
@@ -45,7 +46,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, A
     gc = coordinator(ctx.broker)
     interval = gc.config.consumer_heartbeat_interval_ms
 
-    def error(code: ErrorCode, msg: str) -> dict[str, Any]:
+    def error(code: ErrorCode, msg: str | None) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": code, "error_message": msg,
                 "member_id": None, "member_epoch": -1, "heartbeat_interval_ms": 0,
                 "assignment": None}
@@ -54,6 +55,14 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, A
         # the consumer protocol needs group.version 1, as Kafka answers without it
         return {**error(ErrorCode.UNSUPPORTED_VERSION, ""), "error_message": None,
                 "member_epoch": 0}
+    if not authorize_group(ctx, "READ", req.group_id):
+        return error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+    if req.subscribed_topic_names:
+        # a member may subscribe only to topics it may describe, as Kafka checks
+        denied = denied_topics(ctx, "DESCRIBE", req.subscribed_topic_names)
+        if denied:
+            return error(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                         f"Unauthorized to DESCRIBE on topics {', '.join(sorted(denied))}.")
     if not req.group_id:
         return error(ErrorCode.INVALID_REQUEST, "GroupId can't be empty")
     if ctx.version >= 1 and not req.member_id:
@@ -101,6 +110,13 @@ async def consumer_group_describe(ctx: RequestContext, req: Any) -> dict[str, An
     gc = coordinator(ctx.broker)
     out = []
     for gid in req.group_ids:
+        if not authorize_group(ctx, "DESCRIBE", gid):
+            out.append({
+                "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                "group_id": gid, "group_state": "", "group_epoch": -1,
+                "assignment_epoch": -1, "assignor_name": "", "members": [],
+                "authorized_operations": AUTHORIZED_OPS_NOT_REQUESTED})
+            continue
         err, g = gc.describe(gid)
         entry: dict[str, Any] = {
             "error_code": err, "error_message": None, "group_id": gid, "group_state": "",
