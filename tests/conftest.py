@@ -49,7 +49,12 @@ def _compat_cells(item: pytest.Item, rep: pytest.TestReport) -> None:
             rep.user_properties.append(("compat_cells", [list(c) for c in cells]))
 
 
+_MODULE_SECONDS: dict[str, float] = {}
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    mod = report.nodeid.split("::", 1)[0]
+    _MODULE_SECONDS[mod] = _MODULE_SECONDS.get(mod, 0.0) + report.duration
     if report.nodeid.startswith(_SIM_MODULES):
         _SIM_SEEN.append(report.nodeid)
     for name, cells in report.user_properties:
@@ -143,10 +148,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # traceback at the end of every run that had Spark in it. Nothing to say by then.
     import logging
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    if not _COMPAT or hasattr(session.config, "workerinput"):
+    if hasattr(session.config, "workerinput"):
+        return  # the xdist controller has every report and writes the files
+    if _PLAN[0]:
+        import shutil
+        shutil.rmtree(os.path.dirname(_PLAN[0]), ignore_errors=True)
+    durations_out = os.environ.get("JOCKO_TEST_DURATIONS_OUT")
+    if durations_out and _MODULE_SECONDS:
+        tiers.write_durations(Path(durations_out), _MODULE_SECONDS)
+    if not _COMPAT:
         return
     import json
-    import os
     import time
     out = Path(os.environ.get("JOCKO_COMPAT_RESULTS", Path(__file__).parent.parent / "build"
                               / "compat-results.json"))

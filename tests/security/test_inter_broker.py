@@ -8,6 +8,7 @@ other: they are replicated metadata records."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 
@@ -16,7 +17,7 @@ import pytest
 from tests.security.certs import TestPki
 from tests.security.raw import Raw
 from tests.support.broker import free_port
-from tests.support.cluster import FAST, ClusterBroker, free_udp_port
+from tests.support.cluster import FAST, ClusterBroker
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -29,7 +30,7 @@ def secure_cluster(tmp_path_factory: pytest.TempPathFactory, pki: TestPki
     tmp_path = tmp_path_factory.mktemp("secure-cluster")
     ids = (1, 2)
     raft = {i: free_port() for i in ids}
-    gossip = {i: free_udp_port() for i in ids}
+    gossip = {i: free_port(socket.SOCK_DGRAM) for i in ids}
     voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft.items())
     brokers: dict[int, tuple[ClusterBroker, int]] = {}
     for i in ids:

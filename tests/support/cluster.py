@@ -31,12 +31,6 @@ FAST = {
 }
 
 
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class ClusterBroker(BrokerProcess):
     def __init__(self, data_dir: Path, broker_id: int, voters: str, gossip_port: int,
                  join: str, overrides: dict[str, str], log_path: Path) -> None:
@@ -57,7 +51,7 @@ class Cluster:
     def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None):
         self.root = root
         raft_ports = {i: free_port() for i in range(1, size + 1)}
-        gossip_ports = {i: free_udp_port() for i in range(1, size + 1)}
+        gossip_ports = {i: free_port(socket.SOCK_DGRAM) for i in range(1, size + 1)}
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft_ports.items())
         props = dict(FAST) | dict(overrides or {})
         self.brokers: dict[int, ClusterBroker] = {}

@@ -319,6 +319,15 @@ def _module_durations() -> dict[str, float]:
     return {str(k): float(v) for k, v in data.get("modules", {}).items()}
 
 
+def write_durations(path: Path, seconds: dict[str, float]) -> None:
+    """Seconds per module (setup, call and teardown of its tests) of a whole run."""
+    path.write_text(json.dumps({
+        "about": "seconds per test module in the last measured run (make test-durations); "
+                 "tests/support/tiers.py orders the xdist groups by them, longest first",
+        "modules": {m: round(s, 1) for m, s in sorted(seconds.items())},
+    }, indent=1) + "\n")
+
+
 def group_weights(tiers: dict[str, str], grouping: dict[str, str]) -> dict[str, float]:
     known = _module_durations()
     module_tier: dict[str, str] = {}
