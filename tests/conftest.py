@@ -96,12 +96,19 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("JOCKO_TEST_TIER_GUARD") == "1":
         tiers.install_guard(lambda: _CURRENT_TIER[0])
     config.pluginmanager.register(_Order(), "jocko-tier-order")
+    import random
     if not hasattr(config, "workerinput"):
         import tempfile
         _PLAN[0] = os.path.join(tempfile.mkdtemp(prefix="jocko-tiers-"), "plan.json")
+        draw = random.SystemRandom().randrange
         if "JOCKO_SIM_BASE_SEED" not in os.environ:
-            import random
-            os.environ.setdefault("JOCKO_SIM_RUN_SEED", str(random.SystemRandom().randrange(10**9)))
+            os.environ.setdefault("JOCKO_SIM_RUN_SEED", str(draw(10**9)))
+        os.environ["JOCKO_TEST_COLLECTION_SEED"] = str(draw(10**9))
+    else:
+        # xdist workers must collect the same tests: a seed drawn at import by a test
+        # module (a parameter id) is drawn from one seed per run in every worker;
+        # `_Order` reseeds from the OS once the collection is done
+        random.seed(os.environ.get("JOCKO_TEST_COLLECTION_SEED"))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -116,6 +123,8 @@ class _Order:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
+        import random
+        random.seed()  # see pytest_configure
         selected = {i.nodeid: _TIERS.get(i.nodeid, "inprocess") for i in items}
         tiers.order(items, selected)
         winput = getattr(config, "workerinput", None)
