@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,12 @@ class ClusterBroker(BrokerProcess):
 
 
 class Cluster:
-    def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None):
+    """The tests' launcher of a jocko-py cluster: ``size`` brokers (ids 1..size), all
+    raft voters, with `FAST` timings, ``overrides`` for every broker and
+    ``per_broker(id)`` for one (its own listeners, say)."""
+
+    def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None,
+                 per_broker: Callable[[int], dict[str, str]] | None = None):
         self.root = root
         raft_ports = {i: free_port() for i in range(1, size + 1)}
         gossip_ports = {i: free_port(socket.SOCK_DGRAM) for i in range(1, size + 1)}
@@ -58,8 +63,8 @@ class Cluster:
         for i in range(1, size + 1):
             join = ",".join(f"127.0.0.1:{gossip_ports[j]}" for j in gossip_ports if j != i)
             self.brokers[i] = ClusterBroker(
-                root / f"broker-{i}", i, voters, gossip_ports[i], join, props,
-                root / f"broker-{i}.log")
+                root / f"broker-{i}", i, voters, gossip_ports[i], join,
+                props | (per_broker(i) if per_broker else {}), root / f"broker-{i}.log")
 
     @property
     def bootstrap(self) -> str:

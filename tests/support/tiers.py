@@ -373,7 +373,7 @@ def order(items: list[pytest.Item], tiers: dict[str, str]) -> None:
 
 
 def make_scheduler(config: pytest.Config, log: Any, plan_path: str) -> Any:
-    from xdist.scheduler import LoadScopeScheduling
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
     class TierScheduling(LoadScopeScheduling):  # type: ignore[misc]
         """LoadScope with our groups, in the order of the collection."""
