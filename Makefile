@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS))
 
-.PHONY: dist docs compat-matrix chaos txn-soak scale-sim cluster run test test-fast test-durations venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
+.PHONY: dist docs compat-matrix api-table chaos txn-soak streams-cluster scale-sim cluster run test test-fast test-durations venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
 
 # setuptools' build-time notices (editable install layout) say nothing to a user
 PIP := PYTHONWARNINGS=ignore $(BIN)/pip
@@ -132,6 +132,12 @@ txn-soak: venv-test
 	$(BIN)/python -m tests.transactions.soak --bounce copier
 	$(BIN)/python -m tests.transactions.soak --bounce hard --one-partition
 
+# Kafka Streams 4.4.0 (group.protocol=streams, exactly_once_v2), two instances on three
+# brokers, one SIGKILLed mid-stream and restarted: exact counts (tests/groups/streams_cluster.py);
+# prints PASS or FAIL with its seed.
+streams-cluster: venv-test java-deps
+	$(BIN)/python -m tests.groups.streams_cluster
+
 sim-long: venv-test
 	JOCKO_SIM_SCHEDULES=$(SIM_SCHEDULES) $(BIN)/pytest -q -rs -p no:cacheprovider tests/cluster/test_simulation.py
 
@@ -159,6 +165,10 @@ scale-sim: venv-test
 # recorded in build/compat-results.json (tests/compat.py: which tests verify which cell).
 compat-matrix: venv
 	$(BIN)/python tools/compat_matrix.py --write README.md
+
+# the README's Kafka 4.4 API table, from the last tests/parity/test_kafka44_api_versions.py run
+api-table: venv
+	$(BIN)/python tools/api_table.py --write README.md
 
 # an sdist and a wheel (built from the sdist) in dist/
 dist: venv-test

@@ -26,12 +26,14 @@ from jocko_py.broker.config import (
     Listener,
 )
 from jocko_py.broker.core import Broker
+from jocko_py.broker.features import BOOTSTRAP
 from jocko_py.broker.server import Server
 from jocko_py.cluster.controller import BrokerInfo, ControllerConfig
 from jocko_py.cluster.metadata import BrokerEndpoint, format_endpoints
 from jocko_py.cluster.quorum import LocalQuorum, MetadataQuorum, RaftQuorum
 from jocko_py.commitlog.dirs import lock_dirs, random_uuid, store_meta, verify_meta
 from jocko_py.commitlog.manager import previous_broker_epoch
+from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from jocko_py.broker.metrics import MetricsServer
@@ -102,6 +104,7 @@ def build_quorum(config: BrokerConfig, cluster_id: str = "",
         default_replication_factor=max(1, config.int("default.replication.factor")),
         default_partitions=max(1, config.num_partitions),
         min_insync_replicas=max(1, config.int("min.insync.replicas")),
+        bootstrap_features=tuple(sorted(BOOTSTRAP.items())),
     )
     if not config.voters:
         me = BrokerInfo(config.broker_id, config.advertised_host, config.advertised_port,
@@ -163,7 +166,7 @@ async def heartbeat_loop(broker: Broker, quorum: RaftQuorum, interval_s: float) 
                 resp = await broker.topics.forward(63, 1, {
                     "broker_id": me, "broker_epoch": b.broker_epoch if b else -1,
                     "current_metadata_offset": offset, "want_fence": False,
-                    "want_shut_down": False}, ok=lambda r: r.error_code != 41)
+                    "want_shut_down": False}, ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
                 if resp.error_code:
                     continue
                 is_fenced = resp.is_fenced

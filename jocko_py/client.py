@@ -24,6 +24,7 @@ from typing import Any
 
 from jocko_py.protocol import codec
 from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import KafkaError as KafkaError  # what the client raises
 
 
 def murmur2(data: bytes) -> int:
@@ -64,13 +65,6 @@ def parse_addr(addr: str, what: str = "--bootstrap-server") -> tuple[str, int]:
     if not sep or not port.isdigit() or not host or not 0 < int(port) < 65536:
         raise ValueError(f"{what}: {addr.strip()!r} is not host:port")
     return host.strip("[]"), int(port)
-
-
-class KafkaError(Exception):
-    def __init__(self, code: int, message: str | None = None):
-        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
-        super().__init__(f"{name}: {message}" if message else name)
-        self.code = code
 
 
 # client security properties used when a Client is given none (`--command-config`)
@@ -170,7 +164,7 @@ class Client:
                 try:
                     scram.verify(bytes(r.auth_bytes))
                 except ScramError as e:
-                    raise KafkaError(58, str(e)) from None
+                    raise KafkaError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(e)) from None
         if r.error_code:
             raise KafkaError(r.error_code, r.error_message)
 

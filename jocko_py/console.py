@@ -450,7 +450,7 @@ def describe_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
     """Groups as `jocko-py groups describe` (Kafka's kafka-consumer-groups --describe)
     shows them: every partition committed or assigned to a member (classic and
     consumer-protocol groups), with its committed offset, log start and log end."""
-    from jocko_py.cli_groups import GroupAdmin, parse_assignment
+    from jocko_py.admin import GroupAdmin, parse_assignment
 
     adm = GroupAdmin(c)
     try:
@@ -458,10 +458,19 @@ def describe_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for g_id in ids:
             d = adm.describe(g_id)
-            kip848 = hasattr(d, "group_epoch")
+            streams = hasattr(d, "topology")  # a KIP-1071 streams group: tasks, no owners
+            kip848 = hasattr(d, "group_epoch") and not streams
             owners: dict[tuple[str, int], tuple[str, str, str]] = {}
             members = []
             for m in d.members:
+                if streams:
+                    members.append((m.member_id, m.client_id, m.client_host, {
+                        f"{kind} {t.subtopology_id}": sorted(t.partitions)
+                        for kind, ts in (("active", m.assignment.active_tasks),
+                                         ("standby", m.assignment.standby_tasks),
+                                         ("warm-up", m.assignment.warmup_tasks))
+                        for t in ts}))
+                    continue
                 if kip848:
                     assigned = {tp.topic_name: sorted(tp.partitions)
                                 for tp in m.assignment.topic_partitions}
@@ -475,8 +484,9 @@ def describe_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
             if d.group_state == "Dead" and not members and not committed:
                 continue
             out.append({"id": g_id, "state": d.group_state,
-                        "type": "consumer" if kip848 else "classic",
-                        "assignor": (d.assignor_name if kip848 else d.protocol_data) or "-",
+                        "type": "streams" if streams else "consumer" if kip848 else "classic",
+                        "assignor": "sticky" if streams else
+                        (d.assignor_name if kip848 else d.protocol_data) or "-",
                         "members": members, "committed": committed, "owners": owners})
     finally:
         adm.close()
@@ -710,14 +720,21 @@ class Console:
                 led[p.leader] = led.get(p.leader, 0) + 1
                 under += len(p.isr) < len(p.replicas)
                 offline += p.leader < 0
+        from jocko_py.cluster.shard_ids import host_and_shard
+
+        # a sharded broker's shards (node n + 1000k, jocko_py/shards.py) listed together
+        sharded = any(host_and_shard(x)[1] for x in img.brokers)
         rows = [[esc(x.broker_id), esc(f"{x.host}:{x.port}"), esc(x.rack or "-"),
                  '<span class="bad">fenced</span>' if x.fenced else '<span class="ok">alive</span>',
                  "yes" if x.broker_id == b.controller_id else "", esc(led.get(x.broker_id, 0))]
-                for x in sorted(img.brokers.values(), key=lambda x: x.broker_id)]
+                + ([esc("node {}, shard {}".format(*host_and_shard(x.broker_id)))]
+                   if sharded else [])
+                for x in sorted(img.brokers.values(),
+                                key=lambda x: host_and_shard(x.broker_id))]
         body = (f"<p>Cluster <code>{esc(b.cluster_id)}</code>, controller "
                 f"<b>{esc(b.controller_id)}</b>, this broker <b>{esc(b.broker_id)}</b>.</p>"
-                + table(["broker", "address", "rack", "state", "controller", "partitions led"],
-                        rows)
+                + table(["broker", "address", "rack", "state", "controller", "partitions led"]
+                        + (["host (shard)"] if sharded else []), rows)
                 + table(["topics", "partitions", "under-replicated", "offline"],
                         [[esc(len(img.topics)), esc(total),
                           f'<span class="{"bad" if under else "ok"}">{under}</span>',
@@ -1176,7 +1193,7 @@ class Console:
                              f"Created topic {name} with {t.num_partitions} partition(s)")
 
     async def _reset(self, gid: str, to: str) -> Response:
-        from jocko_py.cli_groups import GroupAdmin
+        from jocko_py.admin import GroupAdmin
 
         # as OffsetCommit: READ on the group and on every topic it commits
         self.require("READ", GROUP, gid)
@@ -1210,6 +1227,7 @@ class Console:
     async def _produce(self, f: dict[str, str]) -> Response:
         from jocko_py.client import KafkaError, partition_for_key
         from jocko_py.protocol import records as rb
+        from jocko_py.protocol.errors import ErrorCode
 
         topic = f.get("topic", "").strip()
         key = None if f.get("null_key") else f.get("key", "").encode()
@@ -1235,10 +1253,11 @@ class Console:
                             [rb.NewRecord(key, value, headers)]), acks=-1)
                         return p, int(off)
                     except KafkaError as e:  # a just-created topic: leader not known yet
-                        if e.code not in (3, 5):
+                        if e.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                          ErrorCode.LEADER_NOT_AVAILABLE):
                             raise
                         time.sleep(0.1)
-                raise KafkaError(5, topic)
+                raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, topic)
         p, off = await self.client_call(run)
         return self.redirect(f"/produce?topic={urllib.parse.quote(topic)}",
                              f"Produced to {topic}-{p} at offset {off}")

@@ -137,7 +137,8 @@ class Gen:
         parts = []
         for f in fields:
             fname = snake(f["name"])
-            present = v in parse_range(f.get("versions"), self.hi)
+            # a tagged-only field ("taggedVersions" without "versions") exists in those
+            present = v in parse_range(f.get("versions") or f.get("taggedVersions"), self.hi)
             nullable = v in parse_range(f.get("nullableVersions"), self.hi)
             dflt = default_value(f, nullable, self.common)
             tagged = present and flex and v in parse_range(f.get("taggedVersions"), self.hi)

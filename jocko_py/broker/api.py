@@ -32,6 +32,8 @@ class RequestContext:
     peer: str
     # the connection's listener and principal (None: an in-process caller)
     session: Session | None = None
+    # the connection sends big Fetch reads from the file (sendfile: no TLS on it)
+    zero_copy: bool = False
 
     @property
     def version(self) -> int:

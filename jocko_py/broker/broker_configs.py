@@ -26,6 +26,7 @@ from typing import Any
 
 from jocko_py.broker.config import DEFAULTS, BrokerConfig
 from jocko_py.commitlog.config import LONG_MAX, TOPIC_CONFIGS, TOPIC_TO_BROKER, LogConfig
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 # DescribeConfigs ConfigSource
 DYNAMIC_TOPIC_CONFIG = 1
@@ -190,8 +191,13 @@ def is_sensitive(name: str) -> bool:
     return "password" in name or name.endswith(("sasl.jaas.config", "ssl.keystore.key"))
 
 
-class BrokerConfigError(ValueError):
+class BrokerConfigError(KafkaError):
     """A change Kafka refuses (INVALID_REQUEST), with Kafka's message."""
+
+    code = ErrorCode.INVALID_REQUEST
+
+    def __init__(self, message: str) -> None:
+        super().__init__(type(self).code, message)
 
 
 class BrokerConfigView:

@@ -11,19 +11,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from jocko_py.protocol.errors import ErrorCode, KafkaError
+
 ROOT = "root"
 DYNAMIC_BROKER_LOGGER_CONFIG = 6
 STRING_TYPE = 2
 LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
           "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
-
-
-class LoggerConfigError(ValueError):
-    """Refused as Kafka refuses it (error code, message)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def level_name(level: int) -> str:
@@ -58,22 +52,24 @@ def describe(keys: list[str] | None) -> list[dict[str, Any]]:
 
 def check(changes: list[tuple[str, int, str | None]]) -> None:
     """(logger, operation, value) with IncrementalAlterConfigs operations (0 SET,
-    1 DELETE, 2 APPEND, 3 SUBTRACT); raises LoggerConfigError."""
+    1 DELETE, 2 APPEND, 3 SUBTRACT); raises KafkaError as Kafka refuses them."""
     known = set(logger_names())
     for name, op, value in changes:
         if name not in known:
-            raise LoggerConfigError(40, f"Logger {name} does not exist")  # INVALID_CONFIG
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Logger {name} does not exist")
         if op == 0:
             if (value or "").upper() not in LEVELS:
-                raise LoggerConfigError(40, f"Cannot set the log level of {name} to "
-                                            f"{value} as it is not a supported log level. "
-                                            f"Valid log levels are {', '.join(LEVELS)}")
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Cannot set the log level of {name} to "
+                                 f"{value} as it is not a supported log level. "
+                                 f"Valid log levels are {', '.join(LEVELS)}")
         elif op == 1:
             if name == ROOT:
-                raise LoggerConfigError(42, "Removing the log level of the root logger is "
-                                            "not allowed")
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "Removing the log level of the root logger is not allowed")
         else:
-            raise LoggerConfigError(42, f"Operation {op} is not allowed for broker loggers")
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Operation {op} is not allowed for broker loggers")
 
 
 def apply(changes: list[tuple[str, int, str | None]]) -> None:

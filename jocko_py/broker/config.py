@@ -41,6 +41,23 @@ DEFAULTS: dict[str, str] = {
     "group.consumer.heartbeat.interval.ms": "5000",
     "group.consumer.assignors": "uniform,range",
     "group.consumer.migration.policy": "bidirectional",
+    # KIP-1071 streams groups (broker/group/streams_service.py)
+    "group.streams.session.timeout.ms": "45000",
+    "group.streams.min.session.timeout.ms": "45000",
+    "group.streams.max.session.timeout.ms": "60000",
+    "group.streams.heartbeat.interval.ms": "5000",
+    "group.streams.min.heartbeat.interval.ms": "5000",
+    "group.streams.max.heartbeat.interval.ms": "15000",
+    "group.streams.max.size": "2147483647",
+    "group.streams.num.standby.replicas": "0",
+    "group.streams.max.standby.replicas": "2",
+    "group.streams.task.offset.interval.ms": "60000",
+    "group.streams.min.task.offset.interval.ms": "15000",
+    "group.streams.acceptable.recovery.lag": "10000",
+    "group.streams.initial.rebalance.delay.ms": "3000",
+    "group.streams.assignment.interval.ms": "1000",
+    "group.streams.min.assignment.interval.ms": "0",
+    "group.streams.max.assignment.interval.ms": "15000",
     "replica.lag.time.max.ms": "30000",
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.max.bytes": "1048576",
@@ -103,6 +120,8 @@ DEFAULTS: dict[str, str] = {
     "jocko.log.retention.disk.protect.committed.offsets": "false",
     # segment files kept open at most (commitlog/fd_cache.py): -1 = 3/4 of `ulimit -n`
     "jocko.log.max.open.files": "-1",
+    # Fetch reads of 64 KiB or more sent with sendfile on listeners without TLS
+    "jocko.zero.copy.enable": "true",
     "connection.failed.authentication.delay.ms": "100",
     "connections.max.reauth.ms": "0",
     "connections.max.idle.ms": "600000",
@@ -128,6 +147,7 @@ _READ_ELSEWHERE = frozenset({
     "log.cleaner.backoff.ms", "offset.metadata.max.bytes", "offsets.topic.segment.bytes",
     "log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.roll.ms",
     "log.roll.hours", "log.roll.jitter.ms", "log.roll.jitter.hours",
+    "num.shards",  # jocko_py/shards.py
 })
 # Kafka broker properties that jocko-py accepts and does not use (threads, buffers,
 # listeners it does not serve, ZooKeeper, transactions...): a stock server.properties

@@ -20,6 +20,19 @@ API (`broker_only` in the registry) from a connection that is not a broker's
 (`SecurityManager.is_cluster_peer`) closes the connection, as Kafka does for an API
 its listener does not enable.
 
+Zero-copy (a connection without TLS, `jocko.zero.copy.enable`): a Fetch response's
+big record sets are regions of segment files (`FileRegion`), sent with `sendfile`
+straight from the page cache once the bytes before them have left, so serving big
+fetches neither copies the records through Python nor holds them in memory; responses
+still leave in request order and each frame is exactly the one encoded. A region's last
+byte goes out with what follows it only after checking that the file still holds the
+bytes read: a segment truncated meanwhile (a leader change) closes the connection, as
+Kafka's `FileRecords.writeTo` does, with the frame incomplete rather than complete
+with other bytes. A segment deleted meanwhile is no harm (the region sends from a
+descriptor of its own, so the old bytes stay readable) unless it was deleted before
+its send began (the connection is closed: the client fetches again). A TLS connection,
+and a park hook's flush (`flush`, synchronous), read regions into memory.
+
 Idle connections: `idle_since` is the time the connection started waiting for the
 client's next bytes (None while a request is being handled, parked included); the
 server closes a connection idle for longer than `connections.max.idle.ms` (Kafka's
@@ -30,8 +43,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from jocko_py.broker import api as api_mod
 from jocko_py.broker.api import NO_RESPONSE, RequestContext
@@ -40,9 +54,12 @@ from jocko_py.broker.log_context import LOG_CONTEXT
 from jocko_py.broker.purgatory import PARK_HOOK, PARK_TIME
 from jocko_py.broker.security.sasl import SaslFailed
 from jocko_py.broker.security.session import AuthenticationError, Session
+from jocko_py.commitlog.errors import KafkaStorageError
+from jocko_py.commitlog.segment import FileRegion, RegionChanged
 from jocko_py.protocol import codec, messages
 from jocko_py.protocol.errors import ErrorCode, ProtocolError
 from jocko_py.protocol.framing import FrameDecoder
+from jocko_py.protocol.wire import OutOfLine, Part
 
 if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
@@ -56,6 +73,7 @@ API_VERSIONS = 18
 QUOTA_EXEMPT = frozenset({17, 18, 36,  # SaslHandshake, ApiVersions, SaslAuthenticate
                           4, 5, 6, 7, 27, 52, 53, 54, 56, 58, 62, 63, 67})
 READ_CHUNK = 256 * 1024
+FETCH = 1
 
 # (client id, api key, version) already logged for trailing bytes; bounded
 _TRAILING_LOGGED: set[tuple[str | None, int, int]] = set()
@@ -107,16 +125,115 @@ class Connection:
         # the fields every log line of this connection's task carries (logfmt.py)
         self.log_context: dict[str, str] = {"peer": self.peer}
         # responses handled but not yet written (see `flush`)
-        self.outs: list[bytes | bytearray | memoryview] = []
+        self.outs: list[Part] = []
+        self.has_regions = False  # some of `outs` are FileRegions (see `send`)
+        self.zero_copy = writer.get_extra_info("ssl_object") is None and \
+            writer.get_extra_info("socket") is not None and \
+            broker.config.bool("jocko.zero.copy.enable")
         # monotonic time since which the connection waits for the client (idle)
         self.idle_since: float | None = time.monotonic()
 
     def flush(self) -> None:
+        """Write the queued responses now (synchronous: file regions are read)."""
         if self.outs:
             outs, self.outs = self.outs, []
             if self.writer.is_closing():
+                self.has_regions = False
                 return  # the peer went away: nobody to answer (not a handler failure)
-            self.writer.writelines(outs)
+            if not self.has_regions:
+                self.writer.writelines(cast("list[bytes]", outs))
+                return
+            self.has_regions = False
+            try:
+                data = [p.read() if isinstance(p, OutOfLine) else p for p in outs]
+            except (RegionChanged, KafkaStorageError) as e:
+                log.warning("[peer=%s] closing connection: %s", self.peer, e)
+                self.writer.close()
+                return
+            self.writer.writelines(data)
+
+    async def send(self) -> None:
+        """Write the queued responses, in order, the file regions among them with
+        sendfile (see the module docstring). RegionChanged: the caller closes."""
+        if not self.has_regions:
+            self.flush()
+            return
+        self.has_regions = False
+        outs, self.outs = self.outs, []
+        if self.writer.is_closing():
+            return
+        pending: list[bytes | bytearray | memoryview] = []
+        for p in outs:
+            if isinstance(p, FileRegion):
+                if pending:
+                    self.writer.writelines(pending)
+                    pending = []
+                pending.append(await self._send_region(p))
+            else:
+                pending.append(p.read() if isinstance(p, OutOfLine) else p)
+        if pending:
+            self.writer.writelines(pending)
+
+    async def _send_region(self, region: FileRegion) -> bytes:
+        """Send all of ``region`` but its last byte from the file, after what the
+        transport holds; return that byte, read once the bytes sent are known to be
+        the ones read (RegionChanged otherwise). Out of descriptors for the two dups
+        (file, socket): the region is read instead."""
+        stats = self.broker.stats
+        try:
+            src = region.open()
+        except OSError:
+            stats.zero_copy_fallback_bytes += region.size
+            return region.read()
+        try:
+            sock = self.writer.get_extra_info("socket")
+            try:
+                # a descriptor of our own to wait on: the loop refuses to watch the
+                # transport's, and the transport is idle (empty) meanwhile
+                dst = os.dup(sock.fileno())
+            except OSError:
+                stats.zero_copy_fallback_bytes += region.size
+                return region.read()
+            try:
+                await self._drain_all()
+                pos, left = region.position, region.size - 1
+                while left > 0:
+                    try:
+                        n = os.sendfile(dst, src, pos, left)
+                    except BlockingIOError:
+                        await _writable(dst)
+                        continue
+                    if n == 0:  # end of file: it was cut
+                        region.check(opened=True)
+                        raise RegionChanged(f"{region!r}: the file ends at {pos}")
+                    pos += n
+                    left -= n
+                region.check(opened=True)
+                last = os.pread(src, 1, pos)
+                if len(last) != 1:
+                    raise RegionChanged(f"{region!r}: the file ends at {pos}")
+                stats.zero_copy_bytes += region.size
+                return last
+            finally:
+                os.close(dst)
+        finally:
+            region.close(src)
+
+    async def _drain_all(self) -> None:
+        """Until the transport has written everything it holds."""
+        transport = self.writer.transport
+        if transport.get_write_buffer_size() == 0:
+            return
+        low, high = transport.get_write_buffer_limits()
+        transport.set_write_buffer_limits(high=0, low=0)
+        try:
+            while transport.get_write_buffer_size() > 0:
+                await self.writer.drain()
+                if transport.is_closing():
+                    raise ConnectionResetError("connection closed while writing")
+        finally:
+            if not transport.is_closing():
+                transport.set_write_buffer_limits(high=high, low=low)
 
     async def run(self) -> None:
         PARK_HOOK.set(self.flush)  # this task's own context: only this connection's handlers
@@ -174,7 +291,7 @@ class Connection:
                             self.decoder.max_frame_bytes != self.broker.config.socket_request_max_bytes:
                         self.decoder.max_frame_bytes = self.broker.config.socket_request_max_bytes
                         self.decoder.limit_name = "socket.request.max.bytes"
-                self.flush()
+                await self.send()
                 if self.writer.transport.get_write_buffer_size() > 4 * 1024 * 1024:
                     await self.writer.drain()
                 if session.muted_until:
@@ -187,6 +304,9 @@ class Connection:
             # the replies to the good frames before the bad one still go out
             self.flush()
             log.warning("[peer=%s] closing connection: %s", self.peer, e)
+        except (RegionChanged, KafkaStorageError) as e:
+            # as Kafka closes a connection whose FileRecords shrank while being sent
+            log.warning("[peer=%s] closing connection: %s", self.peer, e)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except Exception:  # never let one connection's failure escape as a traceback
@@ -194,14 +314,14 @@ class Connection:
         finally:
             self.writer.close()
 
-    async def handle(self, frame: bytes | bytearray) -> list[bytes | bytearray | memoryview] | None:
+    async def handle(self, frame: bytes | bytearray) -> list[Part] | None:
         session = self.session
         if session is not None and session.raw_tokens:
             # a bare SASL token after a v0 SaslHandshake; the answer is bare too
             try:
                 token = session.raw_step(bytes(frame), self.broker.security.failed_auth_delay_s)
             except SaslFailed as e:
-                log.info("[peer=%s listener=%s] %s", self.peer, self.listener.name, e)
+                log.info("[peer=%s listener=%s] %s", self.peer, self.listener.name, e.message)
                 return None
             return [len(token).to_bytes(4, "big"), token]
         try:
@@ -225,7 +345,8 @@ class Connection:
             # as Kafka closes a connection sending an API its listener does not enable
             raise ProtocolError(f"{messages.api_name(header.api_key)} is served to brokers "
                                 f"only (principal {session.principal if session else '?'})")
-        ctx = RequestContext(header, self.broker, self.peer, session)
+        ctx = RequestContext(header, self.broker, self.peer, session,
+                             self.zero_copy and header.api_key == FETCH)
         waited = [0.0]
         PARK_TIME.set(waited)
         t0 = time.perf_counter()
@@ -263,4 +384,22 @@ class Connection:
             raise ProtocolError(f"response cannot be encoded: {e!r}") from e
         stats.requests[header.api_key].observe(time.perf_counter() - t0)
         stats.count_errors(header.api_key, body)
+        if ctx.zero_copy and any(isinstance(p, OutOfLine) for p in out):
+            self.has_regions = True
         return out
+
+
+async def _writable(fd: int) -> None:
+    """Until ``fd`` (a socket) can take more bytes."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_writer(fd, wake)
+    try:
+        await ready
+    finally:
+        loop.remove_writer(fd)

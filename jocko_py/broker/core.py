@@ -14,13 +14,13 @@ from typing import Any
 
 from jocko_py.broker.broker_configs import BrokerConfigView
 from jocko_py.broker.config import BrokerConfig
+from jocko_py.broker.controller_channel import ControllerChannel
 from jocko_py.broker.fetch_session import FetchSessionCache
 from jocko_py.broker.metadata_cache import MetadataCache
 from jocko_py.broker.metadata_publisher import MetadataPublisher
 from jocko_py.broker.replica_manager import ReplicaManager
 from jocko_py.broker.security.session import SecurityManager
 from jocko_py.broker.stats import BrokerStats
-from jocko_py.broker.topics import TopicManager
 from jocko_py.cluster.metadata import CONFIG_RESOURCE_BROKER, MetadataImage
 from jocko_py.cluster.quorum import MetadataQuorum
 from jocko_py.commitlog.config import LogConfig
@@ -38,7 +38,7 @@ class Broker:
         self.log_config = LogConfig.from_broker_properties(config.properties)
         HANDLES.configure(config.int("jocko.log.max.open.files"))
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        self.topics = TopicManager(quorum, config.broker_id)
+        self.topics = ControllerChannel(quorum, config.broker_id)
         # what the broker counts as it serves (requests, bytes, ...): see broker/metrics.py
         self.stats = BrokerStats()
         self.replicas = ReplicaManager(

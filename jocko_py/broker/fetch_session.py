@@ -37,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from jocko_py.commitlog.segment import FileRegion
 from jocko_py.protocol.errors import ErrorCode
 
 INVALID_SESSION_ID = 0
@@ -66,7 +67,7 @@ class Result(Protocol):
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    records: bytes | memoryview | None
+    records: bytes | memoryview | FileRegion | None
     diverging_epoch: tuple[int, int] | None
 
 

@@ -71,7 +71,7 @@ def topic_entry(t: TopicImage, live: frozenset[int] | set[int],
             "offline_replicas": [r for r in p.replicas if r not in live],
         })
     return {
-        "error_code": 0,
+        "error_code": ErrorCode.NONE,
         "name": t.name,
         "topic_id": t.topic_id,
         "is_internal": t.name in INTERNAL_TOPICS,

@@ -53,10 +53,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("jocko_py.broker.metrics")
 
 
-def _error_name(code: int) -> str:
-    return ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
-
-
 def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
     return CounterMetricFamily(name, doc, labels=labels)
 
@@ -105,7 +101,7 @@ class BrokerCollector:
                         "partitions), per API and error; NONE is not counted",
                         ["request", "error"])
         for (key, code), n in sorted(st.errors.items()):
-            errs.add_metric([messages.api_name(key), _error_name(code)], n)
+            errs.add_metric([messages.api_name(key), ErrorCode.of(code).name], n)
         yield errs
         conns = _gauge("kafka_server_socketservermetrics_connection_count",
                        "Open client connections")
@@ -119,6 +115,10 @@ class BrokerCollector:
                           "Client connections closed", [])
         closed.add_metric([], st.connections_closed)
         yield closed
+        zc = _counter("jocko_fetch_zero_copy_bytes_total",
+                      "Fetch record bytes sent from the file with sendfile", [])
+        zc.add_metric([], st.zero_copy_bytes)
+        yield zc
 
     # -- per topic ------------------------------------------------------------------
 
@@ -184,7 +184,7 @@ class BrokerCollector:
                 repl.add_metric(lv, n_rep)
                 urp_p.add_metric(lv, 1 if n_isr < n_rep else 0)
                 under += n_isr < n_rep
-                under_min += n_isr < lg.config.min_insync_replicas
+                under_min += p.under_min_isr()
         yield from (size, segs, leo, lso, hw, isr, repl, urp_p)
         for name, doc, v in (
             ("kafka_server_replicamanager_partitioncount", "Partitions on this broker",

@@ -48,8 +48,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jocko_py.cluster.metadata import PartitionImage
+from jocko_py.commitlog.config import effective_min_isr
 from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
 from jocko_py.commitlog.log import Log
+from jocko_py.commitlog.segment import REGION_MIN_BYTES, FileRegion
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode
 
@@ -79,7 +81,7 @@ class ReadResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes | memoryview | None = None
+    records: bytes | memoryview | FileRegion | None = None
     diverging_epoch: tuple[int, int] | None = None
     # read_committed: (producer id, first offset) of the aborted transactions in range
     aborted_transactions: list[tuple[int, int]] | None = None
@@ -246,11 +248,11 @@ class Partition:
         if self.role is not Role.LEADER:
             return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                 message=f"broker {self.broker_id} is not the leader")
-        if acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
+        if acks == -1 and len(self.isr) < self.min_isr():
             return AppendResult(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 message=f"ISR {list(self.isr)} is smaller than min.insync.replicas="
-                        f"{self.log.config.min_insync_replicas}")
+                        f"{self.min_isr()}")
         try:
             batches = rb.split_batches(data, validate_crc=True)
             if not batches:
@@ -269,11 +271,11 @@ class Partition:
             # Kafka: legacy magic 0/1 is an invalid record for v3+ produce; any
             # other magic means the bytes are not a record batch at all
             code = ErrorCode.INVALID_RECORD if e.magic in (0, 1) else ErrorCode.CORRUPT_MESSAGE
-            return AppendResult(code, message=str(e))
+            return AppendResult(code, message=e.message)
         except rb.InvalidRecordError as e:
-            return AppendResult(ErrorCode.INVALID_RECORD, message=str(e))
+            return AppendResult(ErrorCode.INVALID_RECORD, message=e.message)
         except rb.RecordError as e:
-            return AppendResult(ErrorCode(e.error_code), message=str(e))
+            return AppendResult(e.code, message=e.message)
         h, view = batches[0]
         if h.size > max_message_bytes:
             return AppendResult(
@@ -307,10 +309,10 @@ class Partition:
             info = self.log.append(view, self.leader_epoch, log_append_time=append_time)
         except KafkaStorageError as e:
             log.error("[partition=%s] append failed: %s", self.name, e)
-            self.on_storage_error(str(e))
-            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(e))
+            self.on_storage_error(e.message)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=e.message)
         except rb.RecordError as e:  # e.g. a batch larger than segment.bytes
-            return AppendResult(ErrorCode(e.error_code), message=str(e))
+            return AppendResult(e.code, message=e.message)
         self.maybe_advance_high_watermark()
         return AppendResult(
             base_offset=info.first_offset,
@@ -319,11 +321,13 @@ class Partition:
             log_start_offset=self.log.log_start_offset,
         )
 
+    def min_isr(self) -> int:
+        """The effective min ISR: `min.insync.replicas` capped by the replica count."""
+        return effective_min_isr(self.log.config.min_insync_replicas, len(self.replicas))
+
     def under_min_isr(self) -> bool:
-        """The committed ISR is smaller than the effective min ISR (min of
-        `min.insync.replicas` and the replica count)."""
-        return len(self.isr) < min(self.log.config.min_insync_replicas,
-                                   max(1, len(self.replicas)))
+        """The committed ISR is smaller than the effective min ISR."""
+        return len(self.isr) < self.min_isr()
 
     def maybe_advance_high_watermark(self) -> bool:
         """HW = min LEO over the maximal ISR (leader); True if it moved."""
@@ -419,25 +423,29 @@ class Partition:
         replicated), never past the HW."""
         return self.log.last_stable_offset(self.high_watermark)
 
-    def read(self, offset: int, max_bytes: int, *, upper: int, min_one: bool) -> ReadResult:
+    def read(self, offset: int, max_bytes: int, *, upper: int, min_one: bool,
+             zero_copy: bool = False) -> ReadResult:
+        """``zero_copy``: a big read is a FileRegion (sent from the file, see segment.py)."""
         hw = self.high_watermark
         lso = self.last_stable_offset
         try:
-            info = self.log.read(offset, max_bytes, max_offset=upper, min_one_batch=min_one)
+            info = self.log.read(offset, max_bytes, max_offset=upper, min_one_batch=min_one,
+                                 region_min=REGION_MIN_BYTES if zero_copy else None)
         except OffsetOutOfRangeError:
             return ReadResult(
                 ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, self.log.log_start_offset, None
             )
         except KafkaStorageError as e:
-            self.on_storage_error(str(e))
+            self.on_storage_error(e.message)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, self.log.log_start_offset)
         return ReadResult(ErrorCode.NONE, hw, lso, self.log.log_start_offset, info.records)
 
-    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool) -> ReadResult:
+    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool,
+                       zero_copy: bool = False) -> ReadResult:
         """A read_committed consumer's read: up to the LSO, with the aborted
         transactions that overlap it (the consumer drops their records)."""
         lso = self.last_stable_offset
-        r = self.read(offset, max_bytes, upper=lso, min_one=min_one)
+        r = self.read(offset, max_bytes, upper=lso, min_one=min_one, zero_copy=zero_copy)
         if r.error == ErrorCode.NONE:
             r.aborted_transactions = [] if not r.records else [
                 (a.producer_id, a.first_offset) for a in self.log.collect_aborted(offset, lso)]
@@ -446,7 +454,7 @@ class Partition:
     def read_for_follower(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
                           last_fetched_epoch: int, max_bytes: int, now: int, *,
                           record_fetch: bool = True, min_one: bool = True,
-                          broker_epoch: int = -1) -> FetchEffect:
+                          broker_epoch: int = -1, zero_copy: bool = False) -> FetchEffect:
         """The leader's side of one partition of a follower's Fetch: leadership and epoch
         checks, the diverging epoch (KIP-279) or the follower's position (HW, ISR
         expansion; skipped with ``record_fetch=False``, a re-read after a wait), and the
@@ -474,7 +482,8 @@ class Partition:
             hw = self.high_watermark
             eff.result = ReadResult(ErrorCode.NONE, hw, hw, self.log.log_start_offset, b"")
             return eff
-        eff.result = self.read(fetch_offset, max_bytes, upper=leo, min_one=min_one)
+        eff.result = self.read(fetch_offset, max_bytes, upper=leo, min_one=min_one,
+                               zero_copy=zero_copy)
         return eff
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:

@@ -161,7 +161,7 @@ class ReplicaFetcher:
             except KafkaStorageError as e:
                 # the follower's own disk failed: its log dir is offline, replication
                 # into it stops (the broker stops, see LogManager.mark_offline)
-                self.manager.logs.mark_offline(str(e))
+                self.manager.logs.mark_offline(e.message)
                 return
             except Exception:
                 log.exception("[broker=%d] replica fetcher for broker %d failed; retrying",
@@ -191,7 +191,7 @@ class ReplicaFetcher:
                                           timeout=self.cfg_max_wait_ms / 1000 + 10)
         if resp.error_code:
             log.info("[broker=%d] fetch from %d: error %s", self.manager.broker_id,
-                     self.source_id, ErrorCode(resp.error_code).name)
+                     self.source_id, ErrorCode.of(resp.error_code).name)
             await asyncio.sleep(BACKOFF_S)
             return
         for tr in resp.responses:
@@ -231,4 +231,4 @@ class ReplicaFetcher:
         elif outcome is FollowerOutcome.BACK_OFF:
             self._backoff_until[key] = time.monotonic() + BACKOFF_S * 2
             log.debug("[partition=%s] fetch from %d: %s", p.name, self.source_id,
-                      ErrorCode(err).name if err in ErrorCode._value2member_map_ else err)
+                      ErrorCode.of(err).name)

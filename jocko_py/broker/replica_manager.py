@@ -51,6 +51,7 @@ from jocko_py.cluster.metadata import MetadataDelta, MetadataImage, PartitionRef
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.errors import KafkaStorageError
 from jocko_py.commitlog.manager import LogManager
+from jocko_py.commitlog.segment import FileRegion
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode
 
@@ -84,6 +85,8 @@ class FetchParams:
     # Fetch v18 (KIP-1166): the high watermark the follower knows, per partition it sent
     # one for; a leader whose HW is past it answers at once instead of waiting
     replica_high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
+    # big reads may be FileRegions, sent from the file (a plaintext connection's Fetch)
+    zero_copy: bool = False
 
     @property
     def is_follower(self) -> bool:
@@ -92,7 +95,9 @@ class FetchParams:
 
 AlterPartitionFn = Callable[[IsrChange], Awaitable[ErrorCode]]
 # (transactional id, producer id, producer epoch, partitions) -> error per partition
-TxnVerifier = Callable[[str, int, int, list[tuple[str, int]]],
+# (transactional id, producer id, epoch, partitions, add): verify (KIP-890 part 1) or,
+# with add, add the partitions to the transaction (part 2)
+TxnVerifier = Callable[[str, int, int, list[tuple[str, int]], bool],
                        Awaitable[dict[tuple[str, int], ErrorCode]]]
 # coordinator answers a produce cannot carry to every client: retriable for all of them
 _VERIFY_RETRIABLE = frozenset({
@@ -304,14 +309,17 @@ class ReplicaManager:
     async def append_records(
         self, entries: list[tuple[str, int, memoryview | bytes]], acks: int, timeout_ms: int,
         *, internal: bool = False, transactional_id: str | None = None,
-        abortable_supported: bool = False,
+        abortable_supported: bool = False, add_partitions: bool = False,
     ) -> list[AppendResult]:
         """Append each (topic, partition, records) as leader; wait as ``acks`` says.
-        ``abortable_supported``: the producer knows TRANSACTION_ABORTABLE (Produce v11+)."""
+        ``abortable_supported``: the producer knows TRANSACTION_ABORTABLE (Produce v11+);
+        ``add_partitions``: a transactional batch adds its partition to the transaction
+        instead of being verified (Produce v12 under transaction.version 2, KIP-890
+        part 2)."""
         refused: dict[int, AppendResult] = {}
         if transactional_id is not None and not internal and self.txn_verifier is not None:
             refused = await self._verify_transactional(entries, transactional_id,
-                                                       abortable_supported)
+                                                       abortable_supported, add_partitions)
         now = now_ms()
         results: list[AppendResult] = []
         appended: list[tuple[Partition, AppendResult]] = []
@@ -360,7 +368,7 @@ class ReplicaManager:
 
     async def _verify_transactional(
         self, entries: list[tuple[str, int, memoryview | bytes]], transactional_id: str,
-        abortable_supported: bool = False,
+        abortable_supported: bool = False, add: bool = False,
     ) -> dict[int, AppendResult]:
         """KIP-890 part 1: the entries whose transactional batch would open its
         producer's transaction here, asked of the coordinator; the refused ones. A
@@ -377,7 +385,8 @@ class ReplicaManager:
             if p is None or p.role is not Role.LEADER:
                 continue  # the append answers that
             h = rb.parse_header(data)
-            if h.producer_id < 0 or p.log.producer_state.in_transaction(h.producer_id):
+            if h.producer_id < 0 or p.log.producer_state.in_transaction(h.producer_id,
+                                                                        h.producer_epoch):
                 continue
             wanted.setdefault((h.producer_id, h.producer_epoch), []).append((i, p))
         refused: dict[int, AppendResult] = {}
@@ -385,15 +394,19 @@ class ReplicaManager:
             tokens = {i: p.log.producer_state.verification_token(pid) for i, p in items}
             try:
                 answers = await self.txn_verifier(transactional_id, pid, epoch,
-                                                  [(p.topic, p.partition) for _, p in items])
+                                                  [(p.topic, p.partition) for _, p in items], add)
             except Exception as e:
                 log.info("transaction verification for %s failed: %s", transactional_id, e)
                 answers = {}
             for i, p in items:
                 err = answers.get((p.topic, p.partition), ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                if err == ErrorCode.NONE and \
+                if err == ErrorCode.NONE and not add and \
                         p.log.producer_state.verification_token(pid) != tokens[i]:
                     # a marker (or another epoch) ended that transaction while we asked
+                    # (an added partition needs no such check: whatever ends the
+                    # transaction it was added to carries a higher epoch than its batch,
+                    # KIP-890 part 2, and the previous transaction's marker may land
+                    # meanwhile)
                     err = ErrorCode.TRANSACTION_ABORTABLE
                 if err == ErrorCode.NONE:
                     continue
@@ -424,7 +437,7 @@ class ReplicaManager:
             if left <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT
             await self.produce_waiters.wait_any([key], left)
-        if len(p.isr) < p.log.config.min_insync_replicas:
+        if p.under_min_isr():
             # Kafka: written and replicated to the ISR, but the ISR shrank below the
             # minimum meanwhile
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -469,7 +482,8 @@ class ReplicaManager:
                 eff = p.read_for_follower(params.replica_id, fp.fetch_offset,
                                           fp.current_leader_epoch, fp.last_fetched_epoch,
                                           limit, now, record_fetch=first and current,
-                                          min_one=total == 0, broker_epoch=follower_epoch)
+                                          min_one=total == 0, broker_epoch=follower_epoch,
+                                          zero_copy=params.zero_copy)
                 if eff.hw_advanced:
                     self._on_hw_maybe_moved(p)
                 if eff.isr_change is not None:
@@ -477,9 +491,11 @@ class ReplicaManager:
                 assert eff.result is not None
                 r = eff.result
             elif params.isolation_level == 1:  # read_committed: up to the LSO
-                r = p.read_committed(fp.fetch_offset, limit, min_one=total == 0)
+                r = p.read_committed(fp.fetch_offset, limit, min_one=total == 0,
+                                     zero_copy=params.zero_copy)
             else:
-                r = p.read(fp.fetch_offset, limit, upper=p.high_watermark, min_one=total == 0)
+                r = p.read(fp.fetch_offset, limit, upper=p.high_watermark, min_one=total == 0,
+                           zero_copy=params.zero_copy)
             out.append(r)
             total += len(r.records) if r.records is not None else 0
         return out, total
@@ -495,7 +511,9 @@ class ReplicaManager:
             for fp, r in zip(params.partitions, results, strict=True):
                 if r.records:
                     stats.bytes_out[fp.topic] += len(r.records)
-                    stats.messages_out[fp.topic] += count_records(r.records)
+                    stats.messages_out[fp.topic] += count_records(r.records) \
+                        if not isinstance(r.records, FileRegion) else \
+                        r.records.last_offset - r.records.first_offset + 1
                 elif r.error:
                     stats.failed_fetch[fp.topic] += 1
         return results
@@ -613,7 +631,7 @@ class ReplicaManager:
         try:
             return apply_disk_retention(self.logs.data_dir, logs, percent, weights, floors)
         except KafkaStorageError as e:
-            self.logs.mark_offline(str(e))
+            self.logs.mark_offline(e.message)
             return 0
 
     # ------------------------------------------------------------------ flushing
@@ -630,7 +648,7 @@ class ReplicaManager:
             try:
                 LogManager.end_flush_tickets(tickets)
             except KafkaStorageError as e:
-                self.logs.mark_offline(str(e), getattr(e, "log_dir", None))
+                self.logs.mark_offline(e.message, getattr(e, "log_dir", None))
                 raise
 
     def flush_barrier(self, p: Partition) -> asyncio.Future[None] | None:

@@ -1,12 +1,22 @@
 """The asyncio TCP servers, one per listener (`listeners`): accept connections
 (TLS for SSL and SASL_SSL listeners) and run one `Connection` each; close the
-connections idle for longer than `connections.max.idle.ms`."""
+connections idle for longer than `connections.max.idle.ms`.
+
+Out of descriptors: a new connection that leaves fewer than `FD_HEADROOM` descriptors
+under the process's open-file limit (descriptors are numbered lowest free first, so
+the new socket's number counts those in use) is closed at once, with one clear log
+line a minute saying which limit to raise: the last descriptors stay for the logs
+(a segment reopened, an index or checkpoint written), whose failure would take a log
+directory offline, rather than going to one more client. Past the limit itself the
+event loop drops new connections (libuv's reserve-descriptor trick): never a crash.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import logging
+import resource
 import socket
 import time
 
@@ -14,8 +24,17 @@ from jocko_py.broker.config import Listener
 from jocko_py.broker.connection import Connection
 from jocko_py.broker.core import Broker
 from jocko_py.cluster.addr import bind_error
+from jocko_py.commitlog.fd_cache import CONFIG_NAME, HANDLES
 
 log = logging.getLogger("jocko_py.broker.server")
+
+FD_HEADROOM = 32
+REFUSED_LOG_INTERVAL_S = 60.0
+
+
+def open_file_limit() -> int:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 1 << 30 if soft == resource.RLIM_INFINITY or soft <= 0 else soft
 
 
 class Server:
@@ -26,6 +45,9 @@ class Server:
         self.live: dict[asyncio.Task[None], Connection] = {}
         self.idle_s = max(0, int(broker.config.get("connections.max.idle.ms") or 0)) / 1000
         self._reaper: asyncio.Task[None] | None = None
+        self.fd_limit = open_file_limit()
+        self.refused = 0  # connections refused for want of descriptors, since logged
+        self._refused_logged = -REFUSED_LOG_INTERVAL_S
 
     def close_idle(self, now: float | None = None) -> int:
         """Close every connection idle for longer than connections.max.idle.ms."""
@@ -80,6 +102,9 @@ class Server:
                       writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
         if sock is not None:
+            if sock.fileno() >= self.fd_limit - FD_HEADROOM:
+                self._refuse(listener, writer)
+                return
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
@@ -100,6 +125,21 @@ class Server:
             self.connections.discard(task)
             self.live.pop(task, None)
             stats.connections_closed += 1
+
+    def _refuse(self, listener: Listener, writer: asyncio.StreamWriter) -> None:
+        """Close a new connection for want of descriptors (see the module docstring)."""
+        writer.close()
+        self.refused += 1
+        now = time.monotonic()
+        if now - self._refused_logged >= REFUSED_LOG_INTERVAL_S:
+            self._refused_logged = now
+            log.error("out of file descriptors: closing new connections on listener %s "
+                      "(%d since this was last said; at least %d descriptors in use of the open-file limit %d, the "
+                      "last %d kept for the logs; %d live connections, segment files up to "
+                      "%s=%d): raise `ulimit -n` or lower %s", listener.name, self.refused,
+                      self.fd_limit - FD_HEADROOM, self.fd_limit, FD_HEADROOM,
+                      len(self.live), CONFIG_NAME, HANDLES.limit, CONFIG_NAME)
+            self.refused = 0
 
     async def stop(self) -> None:
         if self._reaper is not None:

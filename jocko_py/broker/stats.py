@@ -94,6 +94,10 @@ class BrokerStats:
         self.failed_fetch: dict[str, int] = defaultdict(int)
         self.isr_shrinks = 0
         self.isr_expands = 0
+        # Fetch record bytes sent with sendfile (connection.py), and read into memory
+        # because the send could not use it (no descriptor left for a dup)
+        self.zero_copy_bytes = 0
+        self.zero_copy_fallback_bytes = 0
 
     def count_errors(self, api_key: int, body: Any) -> None:
         """Count the non-zero `error_code`s of a response body: its own and those of the

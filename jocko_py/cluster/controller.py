@@ -46,7 +46,9 @@ Rules
   position derived from the topic name and partition index, and leads; each further
   replica is the next broker in that rotation on a rack the partition does not use yet
   (so a partition spans min(rf, racks) racks, however uneven the racks are), then,
-  once every rack is used, the next unused broker.
+  once every rack is used, the next broker on a host (advertised host) the partition
+  does not use yet, then the next unused broker: a host's shards (several brokers of
+  one host, jocko_py/shards.py) are one failure domain even in one rack.
 - Producer ids are handed out in blocks of ``producer_id_block_size``. The controller
   reserves each block it proposes (the next proposal starts after it, even before the
   first commits), and a block is valid only once its ``ProducerIdsRecord`` commits:
@@ -85,6 +87,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from jocko_py.cluster.acl_control import AclControlManager
+from jocko_py.cluster.client_quota_control import ClientQuotaControlManager
 from jocko_py.cluster.metadata import (
     CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
@@ -106,29 +110,14 @@ from jocko_py.cluster.metadata import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
+from jocko_py.cluster.scram_control import ScramControlManager
+from jocko_py.commitlog.config import effective_min_isr
+from jocko_py.protocol.errors import ErrorCode
 
 log = logging.getLogger("jocko_py.cluster.controller")
 
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
-
-# Kafka error codes returned by admin operations.
-NONE = 0
-ELECTION_NOT_NEEDED = 84
-PREFERRED_LEADER_NOT_AVAILABLE = 80
-ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
-NO_REASSIGNMENT_IN_PROGRESS = 85
-INVALID_REPLICA_ASSIGNMENT = 39
-INVALID_PARTITIONS = 37
-INVALID_REPLICATION_FACTOR = 38
-INVALID_REPLICA_ASSIGNMENT = 39
-TOPIC_ALREADY_EXISTS = 36
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_REQUEST = 42
-FENCED_LEADER_EPOCH = 74
-INVALID_UPDATE_VERSION = 95
-INELIGIBLE_REPLICA = 107
-STALE_BROKER_EPOCH = 77
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +148,8 @@ class ControllerConfig:
     # the broker's static min.insync.replicas: the default when neither the topic nor
     # the cluster-wide dynamic config sets one
     min_insync_replicas: int = 1
+    # the finalized feature levels a new cluster starts with (broker/features.py)
+    bootstrap_features: tuple[tuple[str, int], ...] = ()
 
 
 class Controller:
@@ -167,6 +158,18 @@ class Controller:
         self.config = config or ControllerConfig()
         self._pid_reserved = 0  # producer ids below this were proposed by this controller
         self._random_bytes = random_bytes
+        # the decisions on security metadata (Kafka's *ControlManagers)
+        self.acls = AclControlManager()
+        self.quotas = ClientQuotaControlManager()
+        self.scram = ScramControlManager()
+
+    def bootstrap_records(self, image: MetadataImage) -> list[MetadataRecord]:
+        """A new cluster's first records (nothing applied yet): its feature levels, as
+        `kafka-storage format` bootstraps them; then the cluster secret."""
+        first: list[MetadataRecord] = []
+        if image.records_applied == 0:
+            first = [FeatureLevelRecord(k, v) for k, v in self.config.bootstrap_features]
+        return first + self.cluster_secret_records(image)
 
     def cluster_secret_records(self, image: MetadataImage) -> list[MetadataRecord]:
         """A new cluster secret while the image has none (see the module rules)."""
@@ -270,7 +273,7 @@ class Controller:
             n = int(value) if value is not None else self.config.min_insync_replicas
         except ValueError:
             n = self.config.min_insync_replicas
-        return max(1, min(n, max(1, replicas)))
+        return effective_min_isr(n, replicas)
 
     def partition_change(
         self,
@@ -365,7 +368,7 @@ class Controller:
         and the placement."""
         if assignments:
             if name in image.topics:
-                return TOPIC_ALREADY_EXISTS, []
+                return ErrorCode.TOPIC_ALREADY_EXISTS, []
             code = check_manual_assignments(image, assignments, None)
             if code:
                 return code, []
@@ -378,12 +381,12 @@ class Controller:
         )
         assert n is not None and rf is not None
         if name in image.topics:
-            return TOPIC_ALREADY_EXISTS, []
+            return ErrorCode.TOPIC_ALREADY_EXISTS, []
         if n <= 0:
-            return INVALID_PARTITIONS, []
+            return ErrorCode.INVALID_PARTITIONS, []
         brokers = self._placement_order(image)
         if not assignments and (rf <= 0 or rf > len(brokers)):
-            return INVALID_REPLICATION_FACTOR, []
+            return ErrorCode.INVALID_REPLICATION_FACTOR, []
         tid = topic_id or uuid.UUID(
             bytes=hashlib.sha256(f"{name}/{image.records_applied}".encode()).digest()[:16]
         )
@@ -394,7 +397,7 @@ class Controller:
             out.extend(self._place(image, tid, name, range(n), rf, brokers))
         for k in sorted(configs or {}):
             out.append(ConfigRecord(CONFIG_RESOURCE_TOPIC, name, k, (configs or {})[k]))
-        return NONE, out
+        return ErrorCode.NONE, out
 
     def create_partitions(
         self, image: MetadataImage, name: str, total: int,
@@ -405,29 +408,29 @@ class Controller:
         as long as the topic's replication factor."""
         t = image.topics.get(name)
         if t is None:
-            return UNKNOWN_TOPIC_OR_PARTITION, []
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
         if total <= len(t.partitions):
-            return INVALID_PARTITIONS, []
+            return ErrorCode.INVALID_PARTITIONS, []
         rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
         if assignments:
             if len(assignments) != total - len(t.partitions):
-                return INVALID_REPLICA_ASSIGNMENT, []
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, []
             code = check_manual_assignments(image, assignments, rf)
             if code:
                 return code, []
-            return NONE, manual_partitions(image, t.topic_id, len(t.partitions), assignments)
+            return ErrorCode.NONE, manual_partitions(image, t.topic_id, len(t.partitions), assignments)
         brokers = self._placement_order(image)
         if rf > len(brokers):
-            return INVALID_REPLICATION_FACTOR, []
-        return NONE, self._place(
+            return ErrorCode.INVALID_REPLICATION_FACTOR, []
+        return ErrorCode.NONE, self._place(
             image, t.topic_id, name, range(len(t.partitions), total), rf, brokers
         )
 
     def delete_topic(self, image: MetadataImage, name: str) -> tuple[int, list[MetadataRecord]]:
         t = image.topics.get(name)
         if t is None:
-            return UNKNOWN_TOPIC_OR_PARTITION, []
-        return NONE, [RemoveTopicRecord(t.topic_id)]
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
+        return ErrorCode.NONE, [RemoveTopicRecord(t.topic_id)]
 
     def alter_config(
         self,
@@ -437,8 +440,8 @@ class Controller:
         changes: dict[str, str | None],
     ) -> tuple[int, list[MetadataRecord]]:
         if resource_type == CONFIG_RESOURCE_TOPIC and resource_name not in image.topics:
-            return UNKNOWN_TOPIC_OR_PARTITION, []
-        return NONE, [
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
+        return ErrorCode.NONE, [
             ConfigRecord(resource_type, resource_name, k, changes[k]) for k in sorted(changes)
         ]
 
@@ -447,7 +450,7 @@ class Controller:
     ) -> tuple[int, list[MetadataRecord]]:
         """FeatureLevelRecords for the features whose finalized level changes (the
         broker checked the levels against what it supports)."""
-        return NONE, [FeatureLevelRecord(k, v) for k, v in sorted(levels.items())
+        return ErrorCode.NONE, [FeatureLevelRecord(k, v) for k, v in sorted(levels.items())
                       if image.features.get(k) != v]
 
     def allocate_producer_ids(
@@ -458,11 +461,11 @@ class Controller:
         ``committed_producer_block`` reports it."""
         b = image.brokers.get(broker_id)
         if b is None or b.broker_epoch != broker_epoch:
-            return STALE_BROKER_EPOCH, [], (-1, 0)
+            return ErrorCode.STALE_BROKER_EPOCH, [], (-1, 0)
         start = max(image.next_producer_id, self._pid_reserved)
         size = self.config.producer_id_block_size
         self._pid_reserved = start + size
-        return NONE, [ProducerIdsRecord(broker_id, broker_epoch, start + size)], (start, size)
+        return ErrorCode.NONE, [ProducerIdsRecord(broker_id, broker_epoch, start + size)], (start, size)
 
     def alter_partition(
         self,
@@ -478,27 +481,27 @@ class Controller:
         t = image.topic_by_id(topic_id)
         p = None if t is None else t.partitions.get(partition_id)
         if t is None or p is None:
-            return UNKNOWN_TOPIC_OR_PARTITION, []
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
         if p.leader != leader_id or p.leader_epoch != leader_epoch:
-            return FENCED_LEADER_EPOCH, []
+            return ErrorCode.FENCED_LEADER_EPOCH, []
         if p.partition_epoch != partition_epoch:
-            return INVALID_UPDATE_VERSION, []
+            return ErrorCode.INVALID_UPDATE_VERSION, []
         isr = tuple(new_isr)
         if leader_id not in isr or not set(isr) <= set(p.replicas) or len(set(isr)) != len(isr):
-            return INVALID_REQUEST, []
+            return ErrorCode.INVALID_REQUEST, []
         for r in isr:
             b = image.brokers.get(r)
             if r not in p.isr and (b is None or b.fenced):
-                return INELIGIBLE_REPLICA, []
+                return ErrorCode.INELIGIBLE_REPLICA, []
         for r, epoch in zip(isr, member_epochs, strict=False):  # v2: no epochs
             b = image.brokers.get(r)
             if epoch >= 0 and (b is None or b.fenced or b.broker_epoch != epoch):
-                return INELIGIBLE_REPLICA, []
+                return ErrorCode.INELIGIBLE_REPLICA, []
         if isr == p.isr:
-            return NONE, []
+            return ErrorCode.NONE, []
         usable = {b for b, bi in image.brokers.items() if not bi.fenced} | {leader_id}
         rec = self.partition_change(image, t, partition_id, isr=isr, eligible=usable)
-        return NONE, [] if rec is None else [rec]
+        return ErrorCode.NONE, [] if rec is None else [rec]
 
     # ------------------------------------------------------------------ leaders
 
@@ -513,27 +516,27 @@ class Controller:
             t = image.topics.get(topic)
             p = None if t is None else t.partitions.get(pid)
             if t is None or p is None:
-                results[(topic, pid)] = UNKNOWN_TOPIC_OR_PARTITION
+                results[(topic, pid)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             if unclean:
                 if p.leader != NO_LEADER and p.leader in usable:
-                    results[(topic, pid)] = ELECTION_NOT_NEEDED
+                    results[(topic, pid)] = ErrorCode.ELECTION_NOT_NEEDED
                     continue
                 rec = self.partition_change(image, t, pid, eligible=usable, unclean=True)
                 if rec is None or rec.leader < 0:
-                    results[(topic, pid)] = ELIGIBLE_LEADERS_NOT_AVAILABLE
+                    results[(topic, pid)] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
                     continue
                 out.append(rec)
-                results[(topic, pid)] = NONE
+                results[(topic, pid)] = ErrorCode.NONE
                 continue
             preferred = p.replicas[0] if p.replicas else NO_LEADER
             if p.leader == preferred:
-                results[(topic, pid)] = ELECTION_NOT_NEEDED
+                results[(topic, pid)] = ErrorCode.ELECTION_NOT_NEEDED
             elif preferred not in usable or preferred not in p.isr:
-                results[(topic, pid)] = PREFERRED_LEADER_NOT_AVAILABLE
+                results[(topic, pid)] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
             else:
                 out.append(PartitionChangeRecord(pid, t.topic_id, leader=preferred))
-                results[(topic, pid)] = NONE
+                results[(topic, pid)] = ErrorCode.NONE
         return results, out
 
     def rebalance_leaders(self, image: MetadataImage) -> list[MetadataRecord]:
@@ -550,34 +553,34 @@ class Controller:
         t = image.topics.get(topic)
         p = None if t is None else t.partitions.get(pid)
         if t is None or p is None:
-            return UNKNOWN_TOPIC_OR_PARTITION, []
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
         if target is None:
             if not p.adding_replicas and not p.removing_replicas:
-                return NO_REASSIGNMENT_IN_PROGRESS, []
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, []
             original = tuple(r for r in p.replicas if r not in p.adding_replicas)
             isr = tuple(r for r in p.isr if r in original)
             unclean = unclean_election_enabled(image, topic)
             if not isr and not unclean:
                 # Kafka: reverting would need an unclean election
-                return INVALID_REPLICA_ASSIGNMENT, []
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, []
             usable = {b for b, bi in image.brokers.items() if not bi.fenced}
             rec = self.partition_change(
                 image, t, pid, isr=isr, eligible=usable, unclean=unclean, replicas=original,
                 adding_replicas=(), removing_replicas=())
-            return NONE, [] if rec is None else [rec]
+            return ErrorCode.NONE, [] if rec is None else [rec]
         if not target or len(set(target)) != len(target):
-            return INVALID_REPLICA_ASSIGNMENT, []
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, []
         for r in target:
             if r not in image.brokers:
-                return INVALID_REPLICA_ASSIGNMENT, []
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, []
         base = tuple(r for r in p.replicas if r not in p.adding_replicas) \
             if p.adding_replicas else p.replicas
         if tuple(target) == base and not p.adding_replicas:
-            return NONE, []
+            return ErrorCode.NONE, []
         replicas = tuple(target) + tuple(r for r in base if r not in target)
         adding = tuple(r for r in target if r not in base)
         removing = tuple(r for r in base if r not in target)
-        return NONE, [PartitionChangeRecord(
+        return ErrorCode.NONE, [PartitionChangeRecord(
             pid, t.topic_id, replicas=replicas, adding_replicas=adding,
             removing_replicas=removing)]
 
@@ -638,6 +641,8 @@ class Controller:
         out: list[MetadataRecord] = []
         rack = {b: image.brokers[b].rack or "" for b in brokers}
         n_racks = len(set(rack.values()))
+        host = {b: image.brokers[b].host for b in brokers}
+        n_hosts = len(set(host.values()))
         for pid in pids:
             first = (start + pid) % n
             rotation = [brokers[(first + k) % n] for k in range(n)]
@@ -649,6 +654,13 @@ class Controller:
                 if len(chosen) == rf or len({rack[c] for c in chosen}) == n_racks:
                     break
                 if rack[b] not in {rack[c] for c in chosen}:
+                    chosen.append(b)
+            # then on a host it does not use yet (a sharded broker's shards share one:
+            # jocko_py/shards.py), then the next unused broker
+            for b in rotation[1:]:
+                if len(chosen) == rf or len({host[c] for c in chosen}) == n_hosts:
+                    break
+                if b not in chosen and host[b] not in {host[c] for c in chosen}:
                     chosen.append(b)
             for b in rotation[1:]:
                 if len(chosen) == rf:
@@ -678,12 +690,12 @@ def check_manual_assignments(image: MetadataImage, assignments: list[tuple[int, 
     want = rf if rf is not None else len(assignments[0])
     for replicas in assignments:
         if not replicas or len(set(replicas)) != len(replicas) or len(replicas) != want:
-            return INVALID_REPLICA_ASSIGNMENT
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT
         if any(b not in image.brokers for b in replicas):
-            return INVALID_REPLICA_ASSIGNMENT
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT
         if all(image.brokers[b].fenced for b in replicas):
-            return INVALID_REPLICA_ASSIGNMENT
-    return NONE
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    return ErrorCode.NONE
 
 
 def manual_partitions(image: MetadataImage, tid: uuid.UUID, first: int,

@@ -73,10 +73,10 @@ from jocko_py.cluster.raft.core import NotLeaderError, RaftConfig, RaftCore, Rol
 from jocko_py.cluster.raft.messages import DATA, Entry, ReplicaState, RoleChanged, Snapshot
 from jocko_py.cluster.raft.storage import FileStorage
 from jocko_py.cluster.raft.transport import RaftTransport
+from jocko_py.protocol.errors import ErrorCode
 
 log = logging.getLogger("jocko_py.cluster.node")
 
-NOT_CONTROLLER = 41
 
 
 class ClusterIdMismatchError(Exception):
@@ -345,7 +345,7 @@ class ClusterNode:
                 if not self.is_active_controller() or not self._settled():
                     continue
                 live, caught_up = self._heartbeat_filter(self.live_brokers())
-                recs = self.controller.cluster_secret_records(self.machine.image) + \
+                recs = self.controller.bootstrap_records(self.machine.image) + \
                     self.controller.reconcile(self.machine.image, live, caught_up=caught_up)
                 if not recs and self.leader_rebalance_interval_ms > 0 and \
                         time.monotonic() - self._last_rebalance \
@@ -366,13 +366,13 @@ class ClusterNode:
         self, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None
     ) -> int:
         if not self.is_active_controller():
-            return NOT_CONTROLLER
+            return ErrorCode.NOT_CONTROLLER
         err, recs = self.controller.create_topic(self.machine.image, name, partitions, rf, configs)
-        if err == 0:
+        if err == ErrorCode.NONE:
             try:
                 await self.propose(recs)
             except NotLeaderError:
-                return NOT_CONTROLLER
+                return ErrorCode.NOT_CONTROLLER
         return err
 
     def status(self) -> dict[str, Any]:
@@ -447,7 +447,7 @@ class ClusterNode:
             return {"error_code": err, "leader": self.core.leader_id}
         if op == "bench_commit":
             if not self.is_active_controller():
-                return {"error_code": NOT_CONTROLLER, "leader": self.core.leader_id}
+                return {"error_code": ErrorCode.NOT_CONTROLLER, "leader": self.core.leader_id}
             lat: list[float] = []
             for i in range(int(req.get("count", 100))):
                 rec = ConfigRecord(CONFIG_RESOURCE_TOPIC, "__bench", "n", str(i))
@@ -455,10 +455,10 @@ class ClusterNode:
                 try:
                     await self.propose([rec])
                 except NotLeaderError:
-                    return {"error_code": NOT_CONTROLLER, "latencies_ms": lat}
+                    return {"error_code": ErrorCode.NOT_CONTROLLER, "latencies_ms": lat}
                 lat.append((time.perf_counter() - t0) * 1000)
-            return {"error_code": 0, "latencies_ms": lat}
-        return {"error_code": 42, "message": f"unknown op {op!r}"}
+            return {"error_code": ErrorCode.NONE, "latencies_ms": lat}
+        return {"error_code": ErrorCode.INVALID_REQUEST, "message": f"unknown op {op!r}"}
 
 
 def _jsonable(v: Any) -> Any:
@@ -488,7 +488,7 @@ async def _control_server(node: ClusterNode, listen: str) -> asyncio.Server:
                     resp = await node.handle(json.loads(line))
                 except Exception as e:  # report, keep serving
                     log.exception("[node=%d] control request failed", node.node_id)
-                    resp = {"error_code": -1, "message": repr(e)}
+                    resp = {"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "message": repr(e)}
                 writer.write(json.dumps(resp).encode() + b"\n")
                 await writer.drain()
         except (ConnectionError, OSError):

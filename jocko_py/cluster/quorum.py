@@ -26,14 +26,20 @@ from typing import Any
 from jocko_py.cluster.controller import BrokerInfo, Controller, ControllerConfig
 from jocko_py.cluster.local_log import LocalMetadataLog
 from jocko_py.cluster.metadata import MetadataDelta, MetadataImage, MetadataRecord
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("jocko_py.cluster.quorum")
 
 DeltaListener = Callable[[MetadataImage, MetadataDelta], None]
 
 
-class NotControllerError(Exception):
-    """This node is not (or no longer) the active controller."""
+class NotControllerError(KafkaError):
+    """This node is not (or no longer) the active controller (NOT_CONTROLLER)."""
+
+    code = ErrorCode.NOT_CONTROLLER
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(type(self).code, message)
 
 
 class MetadataQuorum:
@@ -142,7 +148,7 @@ class LocalQuorum(MetadataQuorum):
         self.publish(self._pending_delta)
         async with self.lock:
             # the only broker: its restart is not a replica falling behind others
-            recs = self.controller.cluster_secret_records(self._image) + \
+            recs = self.controller.bootstrap_records(self._image) + \
                 self.controller.reconcile(self._image, {self.broker_id: self.self_info},
                                           fence_restarted=False)
             if recs:

@@ -130,6 +130,15 @@ class LogConfig:
         }
 
 
+def effective_min_isr(min_insync_replicas: int, replicas: int) -> int:
+    """The min ISR a partition is held to, Kafka's ``Partition.effectiveMinIsr``: its
+    ``min.insync.replicas`` (the topic config over the broker default) capped by its
+    replica count, and at least 1. Every min-ISR decision uses this: the acks=all
+    checks before and after an append, the high watermark hold and the under-min-ISR
+    metric on the leader, and the controller's ISR shrink and eligible leaders."""
+    return max(1, min(min_insync_replicas, max(1, replicas)))
+
+
 def broker_property_names() -> frozenset[str]:
     """The broker properties (``log.*``) that set topic defaults."""
     return frozenset(_BROKER_TO_TOPIC)

@@ -5,6 +5,7 @@ On-disk format: none.
 
 from __future__ import annotations
 
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 from jocko_py.protocol.records import RecordBatchTooLargeError
 
 __all__ = [
@@ -15,16 +16,20 @@ __all__ = [
 ]
 
 
-class LogError(Exception):
-    """Base of commit-log errors; ``error_code`` is the Kafka error code."""
+class LogError(KafkaError):
+    """Base of commit-log errors; ``code`` is the Kafka error code."""
 
-    error_code: int = -1  # UNKNOWN_SERVER_ERROR
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+    message: str
+
+    def __init__(self, message: str) -> None:
+        super().__init__(type(self).code, message)
 
 
 class OffsetOutOfRangeError(LogError):
     """The requested offset is outside [log start offset, log end offset]."""
 
-    error_code = 1
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
 
     def __init__(self, message: str, *, log_start_offset: int, log_end_offset: int) -> None:
         super().__init__(message)
@@ -35,4 +40,4 @@ class OffsetOutOfRangeError(LogError):
 class KafkaStorageError(LogError):
     """A disk operation failed (ENOSPC, EIO, ...); the log was left consistent."""
 
-    error_code = 56
+    code = ErrorCode.KAFKA_STORAGE_ERROR

@@ -12,6 +12,10 @@ process's soft RLIMIT_NOFILE (768 of the usual 1,024), which leaves a quarter, a
 at least 64, for sockets, checkpoints and the metadata log. RLIMIT_NOFILE is a per-process limit, so the bound is one per process
 (every broker of an embedded process shares it).
 
+A zero-copy send (segment.py `FileRegion`) holds a descriptor of its own (a dup) on
+the file while its bytes go out: it counts against the bound (`borrow`/`give_back`),
+so segment files open never exceed it, sends included.
+
 A descriptor handed to a flush that runs on another thread (`Log.begin_flush`) is
 not closed until that fsync is done (`flushing`): closing it meanwhile would skip
 the fsync of data the recovery point then claims to be on disk. When nothing can be
@@ -67,6 +71,7 @@ class FileHandles:
         self._open: OrderedDict[int, Closable] = OrderedDict()  # id(segment) -> segment
         self._flushing: dict[int, int] = {}  # fd -> fsyncs in flight on other threads
         self._lock = threading.Lock()  # guards _flushing (the flush thread updates it)
+        self.borrowed = 0  # dups held by zero-copy sends (see `borrow`)
         self.closed_by_limit = 0
         self._warned = False
         self._warned_over = False
@@ -82,7 +87,20 @@ class FileHandles:
 
     @property
     def open_count(self) -> int:
-        return len(self._open)
+        return len(self._open) + self.borrowed
+
+    def borrow(self, seg: Closable, fd: int) -> int:
+        """A descriptor of the caller's own on ``seg``'s file (``fd`` is its open one),
+        counted against the bound until `give_back`. OSError (EMFILE...) when the OS
+        has none left; the caller reads instead."""
+        self._make_room(keep=seg, extra=1)
+        dup = os.dup(fd)
+        self.borrowed += 1
+        return dup
+
+    def give_back(self, fd: int) -> None:
+        self.borrowed -= 1
+        os.close(fd)
 
     def touch(self, seg: Closable) -> None:
         key = id(seg)
@@ -107,17 +125,19 @@ class FileHandles:
         """`seg` closed its descriptor itself."""
         self._open.pop(id(seg), None)
 
-    def _make_room(self) -> None:
-        if len(self._open) < self.limit:
+    def _make_room(self, keep: Closable | None = None, extra: int = 0) -> None:
+        """Close least recently used segments until one more descriptor (``extra``
+        more besides ``keep``'s) fits within the bound."""
+        if len(self._open) + self.borrowed + extra < self.limit:
             return
         for key in list(self._open):
             seg = self._open[key]
-            if self.is_flushing(seg):
+            if seg is keep or self.is_flushing(seg):
                 continue
             del self._open[key]
             seg.release_fd()
             self.closed_by_limit += 1
-            if len(self._open) < self.limit:
+            if len(self._open) + self.borrowed + extra < self.limit:
                 return
         if not self._warned_over:
             self._warned_over = True

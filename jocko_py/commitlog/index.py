@@ -215,6 +215,12 @@ class OffsetIndex(_IndexFile):
             return self.base_offset, 0
         return self.base_offset + self._offsets[i], self._positions[i]
 
+    def floor_position(self, position: int) -> int:
+        """The largest indexed batch position <= ``position`` (0: none): a batch
+        boundary from which to walk headers forward."""
+        i = bisect.bisect_right(self._positions, position) - 1
+        return self._positions[i] if i >= 0 else 0
+
     def truncate_to_position(self, position: int) -> None:
         """Drop entries that point at or beyond ``position`` (the log was cut there)."""
         i = bisect.bisect_left(self._positions, position)

@@ -73,7 +73,13 @@ from jocko_py.commitlog.producer_state import (
     CompletedTxn,
     ProducerStateManager,
 )
-from jocko_py.commitlog.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from jocko_py.commitlog.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    FileRegion,
+    LogSegment,
+)
 from jocko_py.commitlog.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from jocko_py.protocol.records import (
     CorruptRecordError,
@@ -114,7 +120,7 @@ class AppendInfo:
 class ReadInfo:
     """Result of a read: whole batches, plus the log bounds at read time."""
 
-    records: bytes | memoryview
+    records: bytes | memoryview | FileRegion  # a FileRegion: asked with region_min
     log_start_offset: int
     log_end_offset: int
     first_batch_offset: int  # base offset of the first returned batch, -1 when empty
@@ -623,13 +629,15 @@ class Log:
         *,
         max_offset: int | None = None,
         min_one_batch: bool = True,
+        region_min: int | None = None,
     ) -> ReadInfo:
         """Whole batches starting with the one that contains ``offset``.
 
         Only batches entirely below ``max_offset`` (the high watermark) are
         returned.  Reads stay within one segment, like Kafka's; the caller
         fetches again for more.  Raises OffsetOutOfRangeError outside
-        [log start offset, log end offset].
+        [log start offset, log end offset].  With ``region_min``, a read of at least
+        that many bytes is a FileRegion, not bytes (see segment.py).
         """
         start, end = self._log_start_offset, self.log_end_offset
         if offset < start or offset > end:
@@ -644,9 +652,11 @@ class Log:
         i = max(0, bisect.bisect_right(self._bases, offset) - 1)
         while i < len(self.segments):
             seg = self.segments[i]
-            data = seg.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+            data = seg.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch,
+                            region_min=region_min)
             if data is not None:
-                first = int.from_bytes(data[:8], "big", signed=True) if data else -1
+                first = data.first_offset if isinstance(data, FileRegion) else \
+                    int.from_bytes(data[:8], "big", signed=True) if data else -1
                 return ReadInfo(data, start, end, first)
             i += 1
         return ReadInfo(b"", start, end, -1)

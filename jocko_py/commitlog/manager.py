@@ -420,7 +420,7 @@ class LogManager:
                      if self._where.get(tp, self.data_dir) == base},
                 )
             except KafkaStorageError as e:
-                self.mark_offline(str(e), base)
+                self.mark_offline(e.message, base)
                 if base not in self.offline_dirs:
                     raise
 
@@ -431,7 +431,7 @@ class LogManager:
                 deleted += lg.apply_retention(now_ms)
             except KafkaStorageError as e:
                 logger.exception("[partition=%s-%d] retention failed", *tp)
-                self.mark_offline(str(e), self._where.get(tp))
+                self.mark_offline(e.message, self._where.get(tp))
         return deleted
 
     def close_all(self, broker_epoch: int = -1) -> None:

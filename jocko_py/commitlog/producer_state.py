@@ -72,6 +72,7 @@ __all__ = [
 PRODUCER_SNAPSHOT_FILE = "producer-state.json"
 MAX_CACHED_BATCHES = 5
 INT32_MAX = 2**31 - 1
+INT16_MAX = 2**15 - 1
 
 
 @dataclass
@@ -184,9 +185,13 @@ class ProducerStateManager:
         return (self.markers_seen.get(producer_id, 0), e.epoch if e is not None else -1,
                 e.txn_first_offset if e is not None else -1)
 
-    def in_transaction(self, producer_id: int) -> bool:
+    def in_transaction(self, producer_id: int, producer_epoch: int | None = None) -> bool:
+        """The producer has a transaction open here (at ``producer_epoch``, when given:
+        a batch of another epoch belongs to another transaction, as Kafka's
+        hasOngoingTransaction checks)."""
         e = self.producers.get(producer_id)
-        return e is not None and e.txn_first_offset >= 0
+        return e is not None and e.txn_first_offset >= 0 and (
+            producer_epoch is None or e.epoch == producer_epoch)
 
     def first_open_offset(self) -> int | None:
         """The first offset of the oldest open transaction (the cleaner stops there)."""
@@ -197,12 +202,19 @@ class ProducerStateManager:
         return high_watermark if first is None else min(first, high_watermark)
 
     def check_marker(self, producer_id: int, producer_epoch: int,
-                     coordinator_epoch: int) -> ErrorCode:
-        """May the coordinator write a marker for this producer (Kafka's rules)?"""
+                     coordinator_epoch: int, transaction_version: int = 0) -> ErrorCode:
+        """May the coordinator write a marker for this producer (Kafka's rules)? The
+        marker of a transaction version 2 transaction carries the epoch bumped past its
+        batches' (KIP-890 part 2), so it must be above the producer's epoch here, unless
+        it repeats the marker that set that epoch (nothing open, or the epoch is at its
+        maximum), as Kafka 4.4 checks (KIP-1228)."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return ErrorCode.NONE
         if producer_epoch < entry.epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if transaction_version >= 2 and producer_epoch == entry.epoch \
+                and entry.txn_first_offset >= 0 and producer_epoch != INT16_MAX:
             return ErrorCode.INVALID_PRODUCER_EPOCH
         if coordinator_epoch < entry.coordinator_epoch:
             return ErrorCode.TRANSACTION_COORDINATOR_FENCED

@@ -15,6 +15,15 @@ transactions aborted by markers in this segment, in :mod:`jocko_py.commitlog.txn
 
 A batch is trusted on read because it was validated when appended (by the
 broker) or by :meth:`LogSegment.recover` on start-up after an unclean stop.
+
+Zero-copy reads: asked with ``region_min``, a read of at least that many bytes is a
+:class:`FileRegion` (position and length of whole batches, found from the offset index
+and a few headers, the bytes themselves never read) that the broker's connection sends
+with ``sendfile``. The bytes must be the ones the read saw: the segment records every
+truncation (``truncations``) and whether it was closed (deleted, replaced by the
+cleaner), and the region refuses (:class:`RegionChanged`) to give out bytes that
+changed since; a descriptor of its own (a dup) keeps a deleted file's old bytes
+readable while they are being sent, as Kafka's delayed segment deletion does.
 """
 
 from __future__ import annotations
@@ -42,8 +51,9 @@ from jocko_py.protocol.records import (
     decode_records,
     parse_header,
 )
+from jocko_py.protocol.wire import OutOfLine
 
-__all__ = ["LogSegment", "filename_prefix"]
+__all__ = ["REGION_MIN_BYTES", "FileRegion", "LogSegment", "RegionChanged", "filename_prefix"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +64,75 @@ TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK = 64 * 1024
 _RECOVERY_CHUNK = 1024 * 1024
 _INT32_MAX = 2147483647
+# reads this big or bigger are sent from the file (sendfile) when the caller allows it:
+# below, a pread and a write cost less than setting up a sendfile
+REGION_MIN_BYTES = 64 * 1024
+
+
+class RegionChanged(Exception):
+    """The bytes of a `FileRegion` are no longer the ones read: the segment was
+    truncated below its end, or closed (deleted, compacted) before they were sent."""
+
+
+class FileRegion(OutOfLine):
+    """Whole batches of a segment, ``size`` bytes at ``position``, not read into memory
+    (see the module docstring). ``first_offset``/``last_offset`` bound the offsets in it
+    (the last one from the index and headers: a compacted segment's gaps included)."""
+
+    __slots__ = ("segment", "position", "size", "first_offset", "last_offset", "_truncations")
+
+    def __init__(self, segment: LogSegment, position: int, size: int, first_offset: int,
+                 last_offset: int) -> None:
+        self.segment = segment
+        self.position = position
+        self.size = size
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self._truncations = len(segment.truncations)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"FileRegion({self.segment.log_path.name}, {self.position}+{self.size})"
+
+    def check(self, *, opened: bool = False) -> None:
+        """RegionChanged unless the file still holds the bytes read. ``opened``: a
+        descriptor of our own is open on it (see `open`), so its closing or deletion
+        since no longer matters; only a truncation below our end does."""
+        seg = self.segment
+        if seg.closed and not opened:
+            raise RegionChanged(f"{seg.log_path} was closed (deleted or compacted) before "
+                                f"its bytes at {self.position} were sent")
+        end = self.position + self.size
+        for p in seg.truncations[self._truncations:]:
+            if p < end:
+                raise RegionChanged(f"{seg.log_path} was truncated to {p} bytes while its "
+                                    f"bytes {self.position}-{end} were being sent")
+
+    def open(self) -> int:
+        """A descriptor of our own on the segment's file, counted against the open-file
+        bound until `close` (fd_cache.py). Raises RegionChanged, or OSError /
+        KafkaStorageError when no descriptor is left."""
+        self.check()
+        return HANDLES.borrow(self.segment, self.segment._fdesc())
+
+    @staticmethod
+    def close(fd: int) -> None:
+        """Give back a descriptor from `open`."""
+        HANDLES.give_back(fd)
+
+    def read(self) -> bytes:
+        """The bytes, read (a TLS connection, or no descriptor left for `open`)."""
+        self.check()
+        try:
+            data = os.pread(self.segment._fdesc(), self.size, self.position)
+        except OSError as exc:
+            raise KafkaStorageError(f"read from {self.segment.log_path} failed: {exc}") from exc
+        if len(data) != self.size:
+            raise RegionChanged(f"{self.segment.log_path} is shorter than {self.position}+"
+                                f"{self.size} bytes")
+        return data
 
 
 def filename_prefix(base_offset: int) -> str:
@@ -88,6 +167,9 @@ class LogSegment:
         self._bytes_since_index = 0
         self.offset_index: OffsetIndex
         self.time_index: TimeIndex
+        # the sizes this file was cut to, in order (FileRegion: bytes changed since a read)
+        self.truncations: list[int] = []
+        self.closed = False  # closed for good (deleted, compacted, log closed)
 
     # --- opening --------------------------------------------------------------
 
@@ -265,6 +347,7 @@ class LogSegment:
                 reason,
             )
             os.ftruncate(self._fdesc(), pos)
+            self.truncations.append(pos)
         self.size = pos
         self.dirty = True
         return truncated
@@ -352,12 +435,14 @@ class LogSegment:
         *,
         max_offset: int | None = None,
         min_one_batch: bool = True,
-    ) -> bytes | memoryview | None:
+        region_min: int | None = None,
+    ) -> bytes | memoryview | FileRegion | None:
         """Whole batches from the one containing ``offset``.
 
         Stops before a batch whose last offset is >= ``max_offset`` and once
         ``max_bytes`` would be exceeded (but returns one batch regardless when
-        ``min_one_batch``).  None when no batch here reaches ``offset``.
+        ``min_one_batch``).  None when no batch here reaches ``offset``. With
+        ``region_min``, a read of at least that many bytes is a FileRegion.
         """
         found = self.find_position(offset)
         if found is None:
@@ -367,9 +452,14 @@ class LogSegment:
             return b""
         if first.size > max_bytes and not min_one_batch:
             return b""
+        want = min(max(max_bytes, first.size), self.size - start)
+        if region_min is not None and want >= region_min:
+            region = self._region(start, first, start + want, max_offset)
+            if region.size >= region_min:
+                return region
+            want = region.size  # exactly whole batches: the walk below keeps them all
         # one pread of everything that could be returned, trimmed to whole batches
         # in memory: a single syscall and a single header walk
-        want = min(max(max_bytes, first.size), self.size - start)
         try:
             data = os.pread(self._fdesc(), want, start)
         except OSError as exc:
@@ -388,6 +478,28 @@ class LogSegment:
         if total == n:
             return data
         return memoryview(data)[:total]
+
+    def _region(self, start: int, first: RecordBatchHeader, limit: int,
+                max_offset: int | None) -> FileRegion:
+        """The whole batches from ``start`` (``first``'s position) that end by ``limit``
+        and lie below ``max_offset``, found without reading them: the offset index
+        gives a batch boundary just below each bound and a few headers the rest."""
+        last_offset = self.next_offset - 1
+        if max_offset is not None and max_offset < self.next_offset:
+            at = self.find_position(max_offset)  # the first batch not to return
+            if at is not None and at[0] <= limit:
+                limit, last_offset = at[0], at[1].base_offset - 1
+        if limit < self.size:
+            walk_from = max(start, self.offset_index.floor_position(limit - 1))
+            end = walk_from
+            for p, h in self.iter_headers(walk_from):
+                if p + h.size > limit:
+                    last_offset = h.base_offset - 1
+                    break
+                end = p + h.size
+                last_offset = h.last_offset
+            limit = end
+        return FileRegion(self, start, limit - start, first.base_offset, last_offset)
 
     def read_batch_at(self, position: int, header: RecordBatchHeader) -> bytes:
         return os.pread(self._fdesc(), header.size, position)
@@ -426,7 +538,7 @@ class LogSegment:
             return decode_records(self.read_batch_at(position, header), header)
         except RecordError as exc:
             raise KafkaStorageError(
-                f"{self.log_path}: batch at position {position} does not decode: {exc}"
+                f"{self.log_path}: batch at position {position} does not decode: {exc.message}"
             ) from exc
 
     # --- rolling / sizing -----------------------------------------------------
@@ -475,6 +587,7 @@ class LogSegment:
             return 0
         pos, first_removed = found
         removed = self.size - pos
+        self.truncations.append(pos)  # before: a failed cut may have cut some
         try:
             os.ftruncate(self._fdesc(), pos)
         except OSError as exc:
@@ -556,6 +669,7 @@ class LogSegment:
             self._fd = -1
 
     def close(self) -> None:
+        self.closed = True
         for attr in ("offset_index", "time_index"):
             idx = getattr(self, attr, None)
             if idx is not None:

@@ -23,7 +23,17 @@ from typing import Any
 
 from jocko_py.protocol import fastpath, messages
 from jocko_py.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
-from jocko_py.protocol.wire import Chunked, Reader, r_i16, r_i32, r_nstring, r_tagged, w_i32
+from jocko_py.protocol.wire import (
+    Chunked,
+    OutOfLine,
+    Part,
+    Reader,
+    r_i16,
+    r_i32,
+    r_nstring,
+    r_tagged,
+    w_i32,
+)
 
 API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
@@ -96,16 +106,18 @@ def encode_response(
     parts = encode_response_parts(api_key, api_version, correlation_id, body)
     if len(parts) == 1:
         return parts[0]  # type: ignore[return-value]
-    return bytearray(b"".join(parts))
+    return bytearray(b"".join(p.read() if isinstance(p, OutOfLine) else p for p in parts))
 
 
 def encode_response_parts(
     api_key: int, api_version: int, correlation_id: int, body: Any
-) -> list[bytes | bytearray | memoryview]:
+) -> list[Part]:
     """Size-prefixed response frame as chunks to write in order.
 
     Record blobs of 16 KiB or more are not copied: they are chunks of their own
-    (see `wire.Chunked`). The first chunk is always a bytearray holding the size.
+    (see `wire.Chunked`), regions of a log file included (`wire.OutOfLine`: the
+    connection sends them from the file). The first chunk is always a bytearray
+    holding the size.
     """
     out = Chunked(b"\0\0\0\0")
     w_i32(correlation_id, out)

@@ -1,7 +1,11 @@
-"""Kafka error codes (the subset the broker uses) and the protocol-level exception.
+"""Kafka error codes, the one Kafka-level exception, and the protocol-level exception.
 
 `ProtocolError` means the peer sent bytes that do not parse: the connection that
-sent them is closed. Kafka-level problems are answered with an `ErrorCode`.
+sent them is closed. Kafka-level problems are answered with an `ErrorCode`; code
+that cannot answer where the problem is found raises `KafkaError(code, message)`
+and the handler that catches it puts both on the wire. An int read off the wire
+becomes an `ErrorCode` only through `ErrorCode.of`. This module is the only place
+that spells an error code as a number.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ class UnsupportedVersionError(ProtocolError):
 
 
 class ErrorCode(IntEnum):
+    """Kafka's error codes (org.apache.kafka.common.protocol.Errors), by number."""
+
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
     OFFSET_OUT_OF_RANGE = 1
@@ -149,3 +155,38 @@ class ErrorCode(IntEnum):
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
     REBOOTSTRAP_REQUIRED = 129
+    STREAMS_INVALID_TOPOLOGY = 130
+    STREAMS_INVALID_TOPOLOGY_EPOCH = 131
+    STREAMS_TOPOLOGY_FENCED = 132
+
+    @classmethod
+    def of(cls, code: int) -> ErrorCode:
+        """The `ErrorCode` of an int from the wire. A code this table does not know
+        (a newer peer's) is UNKNOWN_SERVER_ERROR, as Kafka's ``Errors.forCode`` maps it;
+        `KafkaError` keeps the raw number in its text."""
+        try:
+            return cls(code)
+        except ValueError:
+            return cls.UNKNOWN_SERVER_ERROR
+
+
+class KafkaError(Exception):
+    """A Kafka-level error: an `ErrorCode` and an optional message for the peer.
+
+    ``code`` is always an `ErrorCode`: an int the table does not know becomes
+    UNKNOWN_SERVER_ERROR (`ErrorCode.of`) and its raw number is kept in ``str(e)``.
+    ``message`` is what goes in a response's ``error_message`` (None: nothing to add
+    to the code's name). ``str(e)`` is ``"NAME: message"``, or ``"NAME"``.
+
+    A family whose members each mean one code (the record errors, the commit-log
+    errors) sets the class attribute ``code`` and takes only a message.
+    """
+
+    code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        known = ErrorCode.of(code)
+        name = known.name if known == code else f"{known.name} (error code {int(code)})"
+        super().__init__(f"{name}: {message}" if message else name)
+        self.code = known
+        self.message = message

@@ -43,6 +43,8 @@ from typing import NamedTuple, TypeAlias
 
 import crc32c
 
+from jocko_py.protocol.errors import ErrorCode, KafkaError
+
 __all__ = [
     "ATTR_OFFSET",
     "CURRENT_MAGIC",
@@ -88,22 +90,26 @@ __all__ = [
 # --- errors -------------------------------------------------------------------
 
 
-class RecordError(Exception):
-    """Base of every record-level problem; ``error_code`` is the Kafka error code."""
+class RecordError(KafkaError):
+    """Base of every record-level problem; ``code`` is the Kafka error code."""
 
-    error_code: int = 2  # CORRUPT_MESSAGE
+    code = ErrorCode.CORRUPT_MESSAGE
+    message: str
+
+    def __init__(self, message: str) -> None:
+        super().__init__(type(self).code, message)
 
 
 class CorruptRecordError(RecordError):
-    """Lengths, CRC or varints do not add up (Kafka CORRUPT_MESSAGE, code 2)."""
+    """Lengths, CRC or varints do not add up (Kafka CORRUPT_MESSAGE)."""
 
-    error_code = 2
+    code = ErrorCode.CORRUPT_MESSAGE
 
 
 class InvalidRecordError(RecordError):
-    """Well-formed bytes that break a rule of the protocol (Kafka INVALID_RECORD, 87)."""
+    """Well-formed bytes that break a rule of the protocol (Kafka INVALID_RECORD)."""
 
-    error_code = 87
+    code = ErrorCode.INVALID_RECORD
 
 
 class UnsupportedMagicError(InvalidRecordError):
@@ -115,9 +121,9 @@ class UnsupportedMagicError(InvalidRecordError):
 
 
 class RecordBatchTooLargeError(RecordError):
-    """A batch (or its decompressed records) exceeds a size limit (MESSAGE_TOO_LARGE, 10)."""
+    """A batch (or its decompressed records) exceeds a size limit (MESSAGE_TOO_LARGE)."""
 
-    error_code = 10
+    code = ErrorCode.MESSAGE_TOO_LARGE
 
 
 # --- layout -------------------------------------------------------------------
@@ -437,14 +443,14 @@ def validate_record_structure(
         data = compression.decompress(header.compression, mv, limit=max_decompressed)
     else:
         data = mv
-    err, n, bad_length, remaining = _walk(data, require_keys)
-    if err == 1:
+    status, n, bad_length, remaining = _walk(data, require_keys)
+    if status == 1:
         raise CorruptRecordError(f"record {n}: a varint runs past the end of the record")
-    if err == 2:
+    if status == 2:
         raise CorruptRecordError(f"record {n}: a varint is too long")
-    if err == 3:
+    if status == 3:
         raise CorruptRecordError(f"record {n} claims {bad_length} bytes, {remaining} left")
-    if err == 4:
+    if status == 4:
         raise InvalidRecordError("Compacted topic cannot accept message without key")
     if n != header.records_count:
         raise InvalidRecordError(

@@ -515,6 +515,24 @@ def w_tagged(
 OUT_OF_LINE_BYTES = 16 * 1024
 
 
+class OutOfLine:
+    """A record blob whose bytes are not in memory (a region of a log segment, see
+    commitlog/segment.py `FileRegion`): its length is known, so the frame around it can
+    be encoded, and the connection writing the frame sends its bytes straight from the
+    file (sendfile). `read` gives them as bytes, for any writer that cannot."""
+
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def read(self) -> bytes:
+        raise NotImplementedError
+
+
+Part = bytes | bytearray | memoryview | OutOfLine
+
+
 class Chunked(bytearray):
     """An output buffer that keeps large record blobs out of line.
 
@@ -526,14 +544,14 @@ class Chunked(bytearray):
 
     def __init__(self, initial: bytes = b"") -> None:
         super().__init__(initial)
-        self.parts: list[bytes | bytearray | memoryview] = []
+        self.parts: list[Part] = []
 
-    def detach(self, blob: bytes | bytearray | memoryview) -> None:
+    def detach(self, blob: Part) -> None:
         self.parts.append(bytearray(self))
         self.parts.append(blob)
         del self[:]
 
-    def finish(self) -> list[bytes | bytearray | memoryview]:
+    def finish(self) -> list[Part]:
         return [*self.parts, bytearray(self)] if self.parts else [self]
 
 
@@ -545,7 +563,7 @@ def w_records(v: Any, out: bytearray) -> None:
     if len(v) >= OUT_OF_LINE_BYTES and type(out) is Chunked:
         out.detach(v)
     else:
-        out += v
+        out += v.read() if isinstance(v, OutOfLine) else v
 
 
 def w_crecords(v: Any, out: bytearray) -> None:
@@ -556,4 +574,4 @@ def w_crecords(v: Any, out: bytearray) -> None:
     if len(v) >= OUT_OF_LINE_BYTES and type(out) is Chunked:
         out.detach(v)
     else:
-        out += v
+        out += v.read() if isinstance(v, OutOfLine) else v

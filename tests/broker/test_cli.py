@@ -460,7 +460,7 @@ def test_leave_after_an_interrupted_join_uses_a_new_connection(
     before its answer left that answer on the coordinator connection, and LeaveGroup read
     it as its own. Deterministic: a second JoinGroup is sent and not read (it waits out the
     rebalance), then leave() must still take the member out of the group at once."""
-    from jocko_py.cli_data import GroupMember
+    from jocko_py.cli.data import GroupMember
     from jocko_py.client import Client
     from jocko_py.protocol import codec
 

@@ -23,7 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from jocko_py.cli_groups import GroupAdmin
+from jocko_py.admin import GroupAdmin
 from jocko_py.client import Client
 from jocko_py.console import fmt_bytes
 from jocko_py.embedded import EmbeddedBroker

@@ -94,6 +94,20 @@ def test_min_isr_beyond_the_replica_count_does_not_hold_the_high_watermark(
     assert p.high_watermark == 1
 
 
+def test_acks_all_is_held_to_the_effective_min_isr(tmp_path: Path) -> None:
+    """Kafka's Partition.effectiveMinIsr: min.insync.replicas capped by the replica
+    count, before the append as for the high watermark."""
+    lg = Log.open(tmp_path / "t-0", LogConfig(min_insync_replicas=3))
+    p = Partition("t", 0, TID, lg, broker_id=1)
+    p.make_leader(PartitionImage((1, 2), (1,), 1, 0, 0), 0)  # RF 2: effective min ISR 2
+    assert p.min_isr() == 2
+    r = p.append_as_leader(_batch(), -1, 1 << 20, now=0)
+    assert r.error == ErrorCode.NOT_ENOUGH_REPLICAS and r.message is not None
+    assert r.message.endswith("min.insync.replicas=2")
+    p.make_leader(PartitionImage((1,), (1,), 1, 0, 1), 1)  # RF 1: effective min ISR 1
+    assert p.append_as_leader(_batch(), -1, 1 << 20, now=1).error == ErrorCode.NONE
+
+
 def test_follower_refuses_produce_and_reports_divergence(tmp_path: Path) -> None:
     p = _leader(tmp_path)
     p.append_as_leader(_batch(3), 1, 1 << 20, now=0)  # epoch 0: offsets 0-2

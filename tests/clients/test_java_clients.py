@@ -1,4 +1,4 @@
-"""The Java producer and consumer (kafka-clients 3.9) against a real broker process.
+"""The Java producer and consumer (kafka-clients 4.4.0, the newest release) against a real broker process.
 
 Driven by tests/java/src/main/java/jockopy/e2e/E2EClient.java (build: `make java-deps`),
 one JVM per phase for all codecs: produce (one KafkaProducer per codec, default settings,
@@ -18,7 +18,7 @@ import pytest
 from tests.support.e2e import (
     CODECS,
     JAVA_CLASSES,
-    JAVA_JARS,
+    JAVA_JARS_4,
     Dataset,
     TargetBroker,
     assert_same_records,
@@ -45,7 +45,7 @@ JVM_TIMEOUT = 300
 def java(mode: str, bootstrap: str, *args: str) -> str:
     if not (JAVA_CLASSES / ".done").exists():
         pytest.fail(f"{JAVA_CLASSES} missing: run `make java-deps` (tests/java/Makefile)")
-    cp = f"{JAVA_CLASSES}:{JAVA_JARS}/*"
+    cp = f"{JAVA_CLASSES}:{JAVA_JARS_4}/*"
     cmd = [
         "java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp,
         "jockopy.e2e.E2EClient", mode, bootstrap, *args,

@@ -46,8 +46,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jocko_py.cluster.controller import (
-    NONE,
-    TOPIC_ALREADY_EXISTS,
     BrokerInfo,
     Controller,
     ControllerConfig,
@@ -63,6 +61,7 @@ from jocko_py.cluster.metadata import (
     encode_records,
 )
 from jocko_py.cluster.raft.core import NotLeaderError, Role
+from jocko_py.protocol.errors import ErrorCode
 from tests.cluster.sim_gossip import GossipParams, GossipSim
 from tests.cluster.sim_raft import RaftSim, SimNode, SimParams
 
@@ -268,10 +267,10 @@ class ControllerFailoverSim(RaftSim):
         recs: list[MetadataRecord]
         if req.kind == "create":
             err, recs = ctl.create_topic(img, req.arg, self.per_topic, self.rf)
-            if err == TOPIC_ALREADY_EXISTS:
+            if err == ErrorCode.TOPIC_ALREADY_EXISTS:
                 self._ack(req, "exists")  # an earlier attempt committed (checked at the end)
                 return
-            if err != NONE:
+            if err != ErrorCode.NONE:
                 self.fail(f"create {req.arg}: error {err}")
             req.topic_ids.append(next(r.topic_id for r in recs if isinstance(r, TopicRecord)))
         elif req.kind == "brokers":
@@ -283,7 +282,7 @@ class ControllerFailoverSim(RaftSim):
         else:
             b = img.brokers[req.arg]
             err, recs, _ = ctl.allocate_producer_ids(img, req.arg, b.broker_epoch)
-            if err != NONE:
+            if err != ErrorCode.NONE:
                 self.fail(f"producer ids for {req.arg}: error {err}")
         data = encode_records(recs)
         assert n.core is not None

@@ -6,10 +6,6 @@ from __future__ import annotations
 import uuid
 
 from jocko_py.cluster.controller import (
-    ELECTION_NOT_NEEDED,
-    INELIGIBLE_REPLICA,
-    NONE,
-    PREFERRED_LEADER_NOT_AVAILABLE,
     BrokerInfo,
     Controller,
     ControllerConfig,
@@ -20,6 +16,7 @@ from jocko_py.cluster.metadata import (
     PartitionChangeRecord,
     RemoveTopicRecord,
 )
+from jocko_py.protocol.errors import ErrorCode
 
 
 def _info(bid: int, inc: uuid.UUID | None = None) -> BrokerInfo:
@@ -36,7 +33,7 @@ def _three() -> tuple[Controller, MetadataImage, dict[int, BrokerInfo]]:
     live = {b: _info(b) for b in (1, 2, 3)}
     _apply(img, c.reconcile(img, live))
     err, recs = c.create_topic(img, "t", 1, 3)
-    assert err == NONE
+    assert err == ErrorCode.NONE
     _apply(img, recs)
     return c, img, live
 
@@ -88,17 +85,17 @@ def test_preferred_leader_election() -> None:
     assert p is not None
     preferred = p.replicas[0]
     res, recs = c.elect_leaders(img, [("t", 0)])
-    assert res[("t", 0)] == ELECTION_NOT_NEEDED and not recs
+    assert res[("t", 0)] == ErrorCode.ELECTION_NOT_NEEDED and not recs
     _apply(img, [PartitionChangeRecord(0, img.topics["t"].topic_id, leader=p.replicas[1])])
     res, recs = c.elect_leaders(img, [("t", 0)])
-    assert res[("t", 0)] == NONE
+    assert res[("t", 0)] == ErrorCode.NONE
     _apply(img, recs)
     p2 = img.partition("t", 0)
     assert p2 is not None and p2.leader == preferred and p2.leader_epoch == 2
     _apply(img, [PartitionChangeRecord(0, img.topics["t"].topic_id, leader=p.replicas[1],
                                        isr=(p.replicas[1], p.replicas[2]))])
     res, _ = c.elect_leaders(img, [("t", 0)])
-    assert res[("t", 0)] == PREFERRED_LEADER_NOT_AVAILABLE
+    assert res[("t", 0)] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
 
 
 def test_reassignment_adds_waits_for_isr_then_drops() -> None:
@@ -113,7 +110,7 @@ def test_reassignment_adds_waits_for_isr_then_drops() -> None:
     old = p.leader
     new = next(b for b in (1, 2, 3) if b != old)
     err, recs = c.reassign(img, "r", 0, (new,))
-    assert err == NONE
+    assert err == ErrorCode.NONE
     _apply(img, recs)
     p = img.partition("r", 0)
     assert p is not None
@@ -161,7 +158,7 @@ def test_an_isr_expansion_naming_a_stale_broker_epoch_is_refused() -> None:
     t = img.topics["t"]
     err, recs = c.alter_partition(img, t.topic_id, 0, leader, p.leader_epoch,
                                   p.partition_epoch, isr)
-    assert err == NONE
+    assert err == ErrorCode.NONE
     _apply(img, recs)
     p = img.partition("t", 0)
     assert p is not None
@@ -178,13 +175,13 @@ def test_an_isr_expansion_naming_a_stale_broker_epoch_is_refused() -> None:
     assert p is not None
     err, recs = c.alter_partition(img, t.topic_id, 0, leader, p.leader_epoch,
                                   p.partition_epoch, expand, epochs)
-    assert (err, recs) == (INELIGIBLE_REPLICA, [])
+    assert (err, recs) == (ErrorCode.INELIGIBLE_REPLICA, [])
     # without epochs (AlterPartition v2) the same request would have been taken
     err, _ = c.alter_partition(img, t.topic_id, 0, leader, p.leader_epoch,
                                p.partition_epoch, expand)
-    assert err == NONE
+    assert err == ErrorCode.NONE
     # with the current registration's epoch it is taken
     fresh = tuple(-1 if r == leader else img.brokers[r].broker_epoch for r in expand)
     err, recs = c.alter_partition(img, t.topic_id, 0, leader, p.leader_epoch,
                                   p.partition_epoch, expand, fresh)
-    assert err == NONE and recs
+    assert err == ErrorCode.NONE and recs

@@ -11,8 +11,6 @@ from types import SimpleNamespace
 from typing import Any
 
 from jocko_py.cluster.controller import (
-    ELIGIBLE_LEADERS_NOT_AVAILABLE,
-    NONE,
     BrokerInfo,
     Controller,
     ControllerConfig,
@@ -27,6 +25,7 @@ from jocko_py.cluster.metadata import (
     decode_record,
     encode_record,
 )
+from jocko_py.protocol.errors import ErrorCode
 
 
 def _info(bid: int, inc: uuid.UUID | None = None) -> BrokerInfo:
@@ -42,7 +41,7 @@ class Cluster:
         self.live = {b: _info(b) for b in (1, 2, 3)}
         self.reconcile()
         err, recs = self.c.create_topic(self.img, "t", 1, 3)
-        assert err == NONE
+        assert err == ErrorCode.NONE
         self.img.apply_batch(recs)
 
     @property
@@ -65,7 +64,7 @@ class Cluster:
         t = self.img.topics["t"]
         err, recs = self.c.alter_partition(self.img, t.topic_id, 0, p.leader, p.leader_epoch,
                                            p.partition_epoch, isr)
-        assert err == NONE
+        assert err == ErrorCode.NONE
         self.img.apply_batch(recs)
 
     def die(self, b: int) -> None:
@@ -177,7 +176,7 @@ def test_unclean_election_clears_the_elr() -> None:
     k.reconcile()
     assert k.p.leader == -1 and b not in k.p.elr
     res, recs = k.c.elect_leaders(k.img, [("t", 0)], unclean=True)
-    assert res[("t", 0)] == NONE
+    assert res[("t", 0)] == ErrorCode.NONE
     k.img.apply_batch(recs)
     assert k.p.leader == b and k.p.isr == (b,) and k.p.elr == () and k.p.last_known_elr == ()
 
@@ -187,7 +186,7 @@ def test_an_unclean_election_with_no_live_replica_fails() -> None:
     for r in (1, 2, 3):
         k.die(r)
     res, recs = k.c.elect_leaders(k.img, [("t", 0)], unclean=True)
-    assert res[("t", 0)] == ELIGIBLE_LEADERS_NOT_AVAILABLE and recs == []
+    assert res[("t", 0)] == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE and recs == []
 
 
 def test_elr_fields_encode_only_when_set() -> None:

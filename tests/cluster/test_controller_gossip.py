@@ -8,9 +8,6 @@ from collections.abc import Sequence
 import pytest
 
 from jocko_py.cluster.controller import (
-    NONE,
-    STALE_BROKER_EPOCH,
-    TOPIC_ALREADY_EXISTS,
     UNCLEAN_LEADER_ELECTION,
     BrokerInfo,
     Controller,
@@ -41,6 +38,7 @@ from jocko_py.cluster.metadata import (
     PartitionRecord,
     ProducerIdsRecord,
 )
+from jocko_py.protocol.errors import ErrorCode
 
 
 def _info(bid: int, rack: str) -> BrokerInfo:
@@ -67,14 +65,14 @@ def test_registration_and_rack_aware_placement() -> None:
     assert sorted(img.brokers) == [1, 2, 3, 4]
     assert not any(b.fenced for b in img.brokers.values())
     err, recs = ctl.create_topic(img, "t", 8, 2)
-    assert err == NONE
+    assert err == ErrorCode.NONE
     _apply_checked(img, recs)
     for p in img.topics["t"].partitions.values():
         assert len(set(p.replicas)) == 2 and p.leader == p.replicas[0]
         assert {img.brokers[r].rack for r in p.replicas} == {"a", "b"}
     leaders = [p.leader for p in img.topics["t"].partitions.values()]
     assert len(set(leaders)) == 4  # leadership spread over all brokers
-    assert ctl.create_topic(img, "t", 1, 1)[0] == TOPIC_ALREADY_EXISTS
+    assert ctl.create_topic(img, "t", 1, 1)[0] == ErrorCode.TOPIC_ALREADY_EXISTS
 
 
 def test_failed_leader_is_replaced_from_isr_and_never_from_outside() -> None:
@@ -86,7 +84,7 @@ def test_failed_leader_is_replaced_from_isr_and_never_from_outside() -> None:
     err, recs = ctl.alter_partition(
         img, tid, 0, p.leader, p.leader_epoch, p.partition_epoch, [p.leader]
     )
-    assert err == NONE
+    assert err == ErrorCode.NONE
     _apply_checked(img, recs)
     old = img.topics["t"].partitions[0]
     del live[old.leader]
@@ -198,11 +196,11 @@ def test_producer_id_blocks_do_not_overlap() -> None:
     blocks = []
     for _ in range(3):
         err, recs, block = ctl.allocate_producer_ids(img, 1, epoch)
-        assert err == NONE
+        assert err == ErrorCode.NONE
         _apply_checked(img, recs)
         blocks.append(block)
     assert blocks == [(0, 100), (100, 100), (200, 100)]
-    assert ctl.allocate_producer_ids(img, 1, epoch + 1)[0] == STALE_BROKER_EPOCH
+    assert ctl.allocate_producer_ids(img, 1, epoch + 1)[0] == ErrorCode.STALE_BROKER_EPOCH
 
 
 META = MemberMeta(1, "127.0.0.1:9092", "127.0.0.1:19092", "a")
@@ -270,7 +268,7 @@ def test_placement_spans_racks_however_uneven(racks: dict[int, str], rf: int) ->
     n_racks = len(set(racks.values()))
     for t in range(5):
         err, recs = ctl.create_topic(img, f"t{t}", 12, rf)
-        assert err == NONE
+        assert err == ErrorCode.NONE
         _apply_checked(img, recs)
         for p in img.topics[f"t{t}"].partitions.values():
             assert len(set(p.replicas)) == rf and p.leader == p.replicas[0]

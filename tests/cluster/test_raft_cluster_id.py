@@ -15,9 +15,7 @@ from jocko_py.cluster.raft.core import DurableState, RaftConfig, RaftCore, Role
 from jocko_py.cluster.raft.messages import (
     CLUSTER_ID,
     DATA,
-    INCONSISTENT_CLUSTER_ID,
     LEADER_CHANGE,
-    NONE,
     AppendLog,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -38,6 +36,7 @@ from jocko_py.cluster.raft.messages import (
     VoteResponse,
 )
 from jocko_py.cluster.raft.storage import MemoryStorage
+from jocko_py.protocol.errors import ErrorCode
 
 MINE, THEIRS = "q1Sh-9_ISia_zwGINzRvyQ", "MkU3OEVBNTcwNTJENDM2Qg"
 VOTERS = {1: "a", 2: "b", 3: "c"}
@@ -108,20 +107,20 @@ def test_a_request_of_another_cluster_is_refused_and_changes_nothing(kind: str) 
     for cid in (MINE, ""):
         probe = _leader_of_mine()
         acts = probe.receive(REQUESTS[kind](cid), 2000)
-        assert all(getattr(a.message, "error_code", 0) != INCONSISTENT_CLUSTER_ID
+        assert all(getattr(a.message, "error_code", 0) != ErrorCode.INCONSISTENT_CLUSTER_ID
                    for a in acts if isinstance(a, Send)), (kind, cid, acts)
         if kind in ("vote", "begin-quorum-epoch", "fetch"):
             assert probe.epoch == 9, (kind, cid)
 
 
 @pytest.mark.parametrize("response", [
-    VoteResponse(src=2, dest=1, correlation_id=1, error_code=INCONSISTENT_CLUSTER_ID,
+    VoteResponse(src=2, dest=1, correlation_id=1, error_code=ErrorCode.INCONSISTENT_CLUSTER_ID,
                  leader_id=2, leader_epoch=9, vote_granted=True),
     BeginQuorumEpochResponse(src=2, dest=1, correlation_id=1,
-                             error_code=INCONSISTENT_CLUSTER_ID, leader_id=2, leader_epoch=9),
-    FetchResponse(src=2, dest=1, correlation_id=1, error_code=INCONSISTENT_CLUSTER_ID,
+                             error_code=ErrorCode.INCONSISTENT_CLUSTER_ID, leader_id=2, leader_epoch=9),
+    FetchResponse(src=2, dest=1, correlation_id=1, error_code=ErrorCode.INCONSISTENT_CLUSTER_ID,
                   high_watermark=5, log_start_offset=0, leader_id=2, leader_epoch=9),
-    FetchSnapshotResponse(src=2, dest=1, correlation_id=1, error_code=INCONSISTENT_CLUSTER_ID,
+    FetchSnapshotResponse(src=2, dest=1, correlation_id=1, error_code=ErrorCode.INCONSISTENT_CLUSTER_ID,
                           leader_id=2, leader_epoch=9, snapshot_id=(1, 1), size=1, position=0),
 ])
 def test_a_refusal_is_not_acted_on(response: Message) -> None:
@@ -269,7 +268,7 @@ def test_a_committed_id_other_than_ours_stops_the_node() -> None:
     assert isinstance(fetch, FetchRequest) and fetch.cluster_id == THEIRS
     entries = (Entry(0, 1, b"1", LEADER_CHANGE), Entry(1, 1, MINE.encode(), CLUSTER_ID))
     acts = core.receive(FetchResponse(src=1, dest=2, correlation_id=fetch.correlation_id,
-                                      error_code=NONE, high_watermark=2, log_start_offset=0,
+                                      error_code=ErrorCode.NONE, high_watermark=2, log_start_offset=0,
                                       leader_id=1, leader_epoch=1, records=entries), 30)
     assert core.inconsistent is not None
     assert not [a for a in acts if isinstance(a, Commit)]  # nothing of it is applied
@@ -306,11 +305,11 @@ def test_a_fetched_snapshot_of_another_cluster_is_not_installed() -> None:
         leader_epoch=1), 10))
     blob = Snapshot(5, 1, VOTERS, b"image of another cluster", MINE).to_bytes()
     req = sent(core.receive(FetchResponse(
-        src=1, dest=2, correlation_id=fetch.correlation_id, error_code=NONE, high_watermark=5,
+        src=1, dest=2, correlation_id=fetch.correlation_id, error_code=ErrorCode.NONE, high_watermark=5,
         log_start_offset=5, leader_id=1, leader_epoch=1, snapshot_id=(5, 1)), 20))
     assert isinstance(req, FetchSnapshotRequest) and req.cluster_id == THEIRS
     acts = core.receive(FetchSnapshotResponse(
-        src=1, dest=2, correlation_id=req.correlation_id, error_code=NONE, leader_id=1,
+        src=1, dest=2, correlation_id=req.correlation_id, error_code=ErrorCode.NONE, leader_id=1,
         leader_epoch=1, snapshot_id=(5, 1), size=len(blob), position=0,
         unaligned_records=blob), 30)
     assert core.inconsistent is not None and MINE in core.inconsistent

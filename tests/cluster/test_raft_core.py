@@ -17,8 +17,6 @@ from jocko_py.cluster.raft.core import (
 from jocko_py.cluster.raft.messages import (
     DATA,
     LEADER_CHANGE,
-    NONE,
-    NOT_LEADER_OR_FOLLOWER,
     VOTERS,
     AppendLog,
     BeginQuorumEpochRequest,
@@ -38,6 +36,7 @@ from jocko_py.cluster.raft.messages import (
     encode_message,
 )
 from jocko_py.cluster.raft.storage import FileStorage, MemoryStorage
+from jocko_py.protocol.errors import ErrorCode
 
 CFG = RaftConfig(cluster_id="jocko", election_timeout_ms=100, fetch_timeout_ms=200,
                  fetch_max_wait_ms=50)
@@ -187,7 +186,7 @@ def test_leader_reports_divergence_and_snapshot_to_fetchers() -> None:
     resp = next(a.message for a in acts if isinstance(a, Send))
     assert isinstance(resp, FetchResponse) and [e.offset for e in resp.records] == [2, 3]
     dq = core.describe_quorum(1005)
-    assert dq.error_code == NONE and dq.leader_id == 1
+    assert dq.error_code == ErrorCode.NONE and dq.leader_id == 1
     assert [o.replica_id for o in dq.observers] == [9]
 
 
@@ -320,7 +319,7 @@ def test_a_voter_removed_by_an_uncommitted_entry_still_votes_and_runs() -> None:
         src=1,
         dest=2,
         correlation_id=reqs[0].correlation_id,
-        error_code=NONE,
+        error_code=ErrorCode.NONE,
         leader_id=-1,
         leader_epoch=1,
         vote_granted=True,
@@ -363,7 +362,7 @@ def _leader_of_three() -> RaftCore:
                 src=2,
                 dest=1,
                 correlation_id=corr,
-                error_code=NONE,
+                error_code=ErrorCode.NONE,
                 leader_id=-1,
                 leader_epoch=core.epoch,
                 vote_granted=True,
@@ -429,7 +428,7 @@ def test_a_stale_answer_to_an_earlier_process_is_not_taken_for_a_new_fetch() -> 
             src=1,
             dest=2,
             correlation_id=old_fetch.correlation_id,
-            error_code=NOT_LEADER_OR_FOLLOWER,
+            error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
             high_watermark=-1,
             log_start_offset=0,
             leader_id=-1,

@@ -141,7 +141,7 @@ def test_java_group_member_survives_coordinator_kill(shared_cluster: Cluster, tm
 
 def test_java_consumer_protocol_member_survives_coordinator_kill(shared_cluster: Cluster,
                                                                  tmp_path: Path) -> None:
-    """KIP-848 (Java 4.1, group.protocol=consumer): the group's records in
+    """KIP-848 (Java 4.4.0, group.protocol=consumer): the group's records in
     __consumer_offsets are loaded by the new coordinator, and the member carries on."""
     version = "4.x"
 

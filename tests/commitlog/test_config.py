@@ -8,6 +8,7 @@ from jocko_py.commitlog.config import (
     LONG_MAX,
     TOPIC_CONFIGS,
     LogConfig,
+    effective_min_isr,
     topic_config_defaults,
 )
 
@@ -98,3 +99,10 @@ def test_describe_configs_defaults_table() -> None:
     assert table["unclean.leader.election.enable"] == ("false", "BOOLEAN")
     assert TOPIC_CONFIGS["retention.ms"].config_type_id == 5
     assert set(LogConfig().to_properties()) == set(table)
+
+
+def test_effective_min_isr_is_min_insync_replicas_capped_by_the_replica_count() -> None:
+    assert effective_min_isr(2, 3) == 2
+    assert effective_min_isr(3, 2) == 2  # Kafka's Partition.effectiveMinIsr
+    assert effective_min_isr(2, 1) == 1
+    assert effective_min_isr(1, 0) == 1  # never below one

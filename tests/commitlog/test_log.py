@@ -90,7 +90,7 @@ def test_read_out_of_range(tmp_path: Path) -> None:
     assert lg.read(2, 100).records == b""  # at the log end: empty, not an error
     with pytest.raises(OffsetOutOfRangeError) as info:
         lg.read(3, 100)
-    assert info.value.log_end_offset == 2 and info.value.error_code == 1
+    assert info.value.log_end_offset == 2 and info.value.code == 1
     lg.delete_records_before(1)
     with pytest.raises(OffsetOutOfRangeError):
         lg.read(0, 100)
@@ -347,7 +347,7 @@ def test_enospc_raises_storage_error_and_log_stays_consistent(
     monkeypatch.setattr(os, "pwrite", short_then_fail)
     with pytest.raises(KafkaStorageError) as info:
         lg.append(batch(3), 0)
-    assert info.value.error_code == 56
+    assert info.value.code == 56
     monkeypatch.setattr(os, "pwrite", real)
     assert lg.log_end_offset == 2
     assert lg.active_segment.size == os.path.getsize(lg.active_segment.log_path)

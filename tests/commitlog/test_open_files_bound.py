@@ -162,3 +162,35 @@ def test_out_of_descriptors_is_a_storage_error_said_once(
     assert len(said) == 1, [r.getMessage() for r in caplog.records]
     for lg in opened:
         lg.close()
+
+
+def test_zero_copy_sends_count_against_the_bound(tmp_path: Path) -> None:
+    """A FileRegion being sent holds a dup of its segment's descriptor: it counts, so
+    segment files open (sends included) never exceed the bound, and the bytes still read
+    back from every segment."""
+    from jocko_py.commitlog.segment import FileRegion
+
+    logs = fill(tmp_path, logs=6, segments=2)
+    regions = []
+    for lg in logs:
+        r = lg.read(0, 1 << 20, region_min=1).records
+        assert isinstance(r, FileRegion)
+        regions.append(r)
+    held = []
+    try:
+        for r in regions[:LIMIT - 2]:  # sends under way on most of the bound
+            held.append((r, r.open()))
+            assert len(segment_fds(tmp_path)) <= LIMIT
+        assert HANDLES.open_count <= LIMIT
+        for lg in logs:  # everything else makes do with the rest
+            assert len(values(lg)) == 2
+            assert len(segment_fds(tmp_path)) <= LIMIT
+        for r, fd in held:
+            assert os.pread(fd, r.size, r.position) == r.read()
+    finally:
+        for r, fd in held:
+            r.close(fd)
+    assert HANDLES.borrowed == 0
+    for lg in logs:
+        lg.close()
+    assert segment_fds(tmp_path) == []

@@ -79,3 +79,24 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_broker_cli_and_plugin(tmp_path:
     _run([str(py), "-c", "from jocko_py.protocol import records as r; "
           "assert r.walk_records_native is None"], work)
     _produce_consume(venv / "bin" / "jocko-py", work, "pure")
+
+
+def test_pipx_installs_the_wheel_as_an_application(tmp_path: Path) -> None:
+    """`pipx install` of the wheel (the README's third way) gives a `jocko-py` on pipx's
+    bin directory that runs a broker, produces and consumes."""
+    dist = tmp_path / "dist"
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(REPO)],
+         tmp_path)
+    wheel = next(dist.glob("jocko_py-*.whl"))
+    home, bin_dir = tmp_path / "pipx-home", tmp_path / "pipx-bin"
+    env = dict(QUIET, PIPX_HOME=str(home), PIPX_BIN_DIR=str(bin_dir),
+               PIPX_MAN_DIR=str(tmp_path / "pipx-man"))
+    r = subprocess.run([sys.executable, "-m", "pipx", "install", str(wheel)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, f"pipx install: {r.stdout}\n{r.stderr}"
+    jocko = bin_dir / "jocko-py"
+    assert jocko.exists(), sorted(p.name for p in bin_dir.iterdir())
+    assert str(home) in str(jocko.resolve())
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    _produce_consume(jocko, work, "pipx")

@@ -26,7 +26,7 @@ from tests.support.broker import REPO, BrokerProcess, terminate
 from tests.support.prereq import requires
 
 WORKERS = Path(__file__).parent / "workers"
-JAVA_JARS = REPO / ".cache" / "java-test-jars"
+JAVA_JARS = REPO / ".cache" / "java-test-jars-4"  # kafka-clients 4.4.0, the newest release
 JAVA_CLASSES = REPO / ".cache" / "java-test-classes"
 
 # broker settings for every group test: fast first rebalance, short sessions allowed

@@ -1,6 +1,6 @@
 """KIP-848 consumer groups (`group.protocol=consumer`) with the real Java 4.x consumer.
 
-Three kafka-clients 4.1 consumers on the consumer protocol share a 6-partition topic
+Three kafka-clients 4.4.0 consumers on the consumer protocol share a 6-partition topic
 through the broker's server-side assignor; a clean leave and a SIGKILL are taken over
 (the latter after `group.consumer.session.timeout.ms`); commits carry member epochs;
 a restarted member resumes from the committed offsets; ConsumerGroupDescribe and
@@ -70,7 +70,7 @@ def _describe(b: BrokerProcess, group: str) -> object:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("kind", ["java", "confluent"])
 def test_consumer_protocol_group(kind: str, cbroker: BrokerProcess, tmp_path: Path) -> None:
-    """Java kafka-clients 4.1 and librdkafka (confluent-kafka 2.16) on KIP-848."""
+    """Java kafka-clients 4.4.0 and librdkafka (confluent-kafka 2.16) on KIP-848."""
     if kind == "java" and (not java_available()
                            or not any(JAVA_JARS_4.glob("kafka-clients-4*.jar"))):
         missing("java or kafka-clients 4.x missing (make -C tests/java jars)")
@@ -230,7 +230,7 @@ def test_classic_group_upgraded_in_place_and_back(cbroker: BrokerProcess,
                                                   tmp_path: Path) -> None:
     """Online migration (group.consumer.migration.policy=bidirectional, Kafka 4's
     default): a classic group in use (kafka-python and Java classic members) is joined by a
-    Java 4.1 member on the consumer protocol; the group becomes a consumer group in place,
+    Java 4.4.0 member on the consumer protocol; the group becomes a consumer group in place,
     the classic members keep consuming through JoinGroup/SyncGroup/Heartbeat and share the
     partitions with the new member; when it leaves, the group goes back to classic."""
     if not java_available() or not any(JAVA_JARS_4.glob("kafka-clients-4*.jar")):

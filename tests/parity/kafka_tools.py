@@ -11,12 +11,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from tests.support.prereq import missing
+
 REPO = Path(__file__).resolve().parents[2]
 CLASSPATHS = {
     "3.9": [REPO / ".cache" / "kafka-tools-jars", REPO / ".cache-extra" / "kafka-core-39-jars"],
     "4.1": [REPO / ".cache-extra" / "kafka-tools-4-jars"],
 }
 VERSIONS = sorted(CLASSPATHS)
+# Apache Kafka 4.4.0's tools (make -C tests/java kafka-44), for the tests that name them
+CLASSPATHS["4.4"] = [REPO / ".cache-extra" / "kafka-44-jars"]
 CONFIGS = "kafka.admin.ConfigCommand"
 TOPICS = "org.apache.kafka.tools.TopicCommand"
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
@@ -29,8 +33,8 @@ TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 
 
 def require(version: str) -> None:
-    missing = [d for d in CLASSPATHS[version] if not (d / ".done").exists()]
-    if missing or shutil.which("java") is None:
+    absent = [d for d in CLASSPATHS[version] if not (d / ".done").exists()]
+    if absent or shutil.which("java") is None:
         missing(f"Kafka {version} tools not fetched (make -C tests/java parity-tools) "
                     "or no java")
 

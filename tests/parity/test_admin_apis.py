@@ -131,22 +131,33 @@ def test_describe_topic_partitions_pages_with_a_cursor(target: TargetBroker, top
     assert pages == 3
 
 
-@pytest.mark.parametrize("version", kt.VERSIONS)
+@pytest.mark.parametrize("version", [*kt.VERSIONS, "4.4"])
 def test_kafka_features_describe_and_update(target: TargetBroker, version: str) -> None:
+    """A new cluster is finalized as Kafka 4.4.0 formats one (metadata.version 4.4-IV2,
+    transaction.version 2, group.version 1, eligible.leader.replicas.version 1); tools
+    older than 4.4 name the newest metadata.version UNKNOWN, as against Kafka 4.4.0."""
     b = target.bootstrap
     out = kt.run(version, kt.FEATURES, "--bootstrap-server", b, "describe")
-    assert re.search(r"Feature: metadata\.version\tSupportedMinVersion: 3\.3-IV3\t"
-                     r"SupportedMaxVersion: 3\.9-IV0\tFinalizedVersionLevel: 3\.9-IV0\tEpoch: \d+",
+    mv = "4.4-IV2" if version == "4.4" else "UNKNOWN 33"
+    assert re.search(rf"Feature: metadata\.version\s+SupportedMinVersion: 3\.3-IV3\s+"
+                     rf"SupportedMaxVersion: {mv}\s+FinalizedVersionLevel: {mv}\s+Epoch: \d+",
                      out), out
-    # already there: nothing to do; newer than supported, a downgrade, an unknown feature:
-    # refused with Kafka's error, nothing changes
-    kt.run(version, kt.FEATURES, "--bootstrap-server", b, "upgrade", "--metadata", "3.9")
-    for args in (["upgrade", "--feature", "metadata.version=22"], ["downgrade", "--metadata", "3.8"],
-                 ["upgrade", "--feature", "transaction.version=2"]):
+    for name, top in (("transaction.version", 2), ("group.version", 1),
+                      ("eligible.leader.replicas.version", 1)):
+        assert re.search(rf"Feature: {re.escape(name)}\s+SupportedMinVersion: 0\s+"
+                         rf"SupportedMaxVersion: {top}\s+FinalizedVersionLevel: {top}\s+", out), out
+    # already there: nothing to do; newer than supported, a downgrade, an unsupported
+    # level: refused with Kafka's error, nothing changes
+    kt.run(version, kt.FEATURES, "--bootstrap-server", b, "upgrade", "--feature",
+           "transaction.version=2")
+    for args in (["upgrade", "--feature", "metadata.version=34"],
+                 ["downgrade", "--metadata", "3.8"],
+                 ["upgrade", "--feature", "transaction.version=3"],
+                 ["upgrade", "--feature", "kraft.version=1"]):
         err = kt.run_failing(version, kt.FEATURES, "--bootstrap-server", b, *args)
         assert "1 out of 1 operation(s) failed" in err, err
     out = kt.run(version, kt.FEATURES, "--bootstrap-server", b, "describe")
-    assert "FinalizedVersionLevel: 3.9-IV0" in out
+    assert f"FinalizedVersionLevel: {mv}" in out
 
 
 def test_update_features_and_api_versions_features(target: TargetBroker) -> None:
@@ -161,14 +172,21 @@ def test_update_features_and_api_versions_features(target: TargetBroker) -> None
             {"feature": "kraft.version", "max_version_level": 0, "upgrade_type": 1}]})
         assert r.error_code == 0
         r = c.request(57, 0, {"timeout_ms": 10000, "feature_updates": [
-            {"feature": "metadata.version", "max_version_level": 21, "allow_downgrade": False},
-            {"feature": "metadata.version", "max_version_level": 21, "allow_downgrade": False}]})
+            {"feature": "metadata.version", "max_version_level": 33, "allow_downgrade": False},
+            {"feature": "metadata.version", "max_version_level": 33, "allow_downgrade": False}]})
         assert r.error_code == 42  # INVALID_REQUEST: the same feature twice
         av = c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
         assert {f.name: f.max_version_level for f in av.finalized_features} == {
-            "metadata.version": 21}
+            "metadata.version": 33, "transaction.version": 2, "group.version": 1,
+            "eligible.leader.replicas.version": 1, "streams.version": 1}
+        # before v4 the features whose range starts at 0 are left out (KIP-1022)
         assert {f.name: (f.min_version, f.max_version) for f in av.supported_features} == {
-            "metadata.version": (7, 21), "kraft.version": (0, 0)}
+            "metadata.version": (7, 33)}
+        av = c.request(18, 4, {"client_software_name": "t", "client_software_version": "1"})
+        assert {f.name: (f.min_version, f.max_version) for f in av.supported_features} == {
+            "metadata.version": (7, 33), "kraft.version": (0, 0),
+            "transaction.version": (0, 2), "group.version": (0, 1),
+            "eligible.leader.replicas.version": (0, 1), "streams.version": (0, 1)}
         assert av.finalized_features_epoch >= 0
 
 

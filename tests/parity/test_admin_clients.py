@@ -131,8 +131,8 @@ def test_kafka_python_admin_calls(target: TargetBroker, kp_admin: KafkaAdminClie
     dirs = a.describe_log_dirs()
     assert topic in str(dirs)
     feats = a.describe_features()
-    assert feats["metadata.version"]["finalized"] == (21, 21)
-    assert a.update_features({"metadata.version": 21}) == {"metadata.version": "OK"}
+    assert feats["metadata.version"]["finalized"] == (33, 33)
+    assert a.update_features({"metadata.version": 33}) == {"metadata.version": "OK"}
     assert a.list_partition_reassignments() == {}
     quorum = a.describe_metadata_quorum()
     assert quorum["topics"][0]["partitions"][0]["leader_id"] == 0

@@ -2,7 +2,7 @@
 
 Unit tests of the session cache and context rules (`broker/fetch_session.py`), raw
 requests for the session errors, and real consumers over many partitions watched on the
-wire (tests/parity/wire_tap.py): kafka-python and the Java consumer (kafka-clients 4.1)
+wire (tests/parity/wire_tap.py): kafka-python and the Java consumer (kafka-clients 4.4.0)
 open a session with a full fetch and then fetch incrementally, naming only the
 partitions whose position moved and getting back only partitions with news.
 """
@@ -215,7 +215,7 @@ def test_kafka_python_consumer_uses_incremental_sessions(
 
 def test_java_consumer_uses_incremental_sessions(
         tapped: tuple[BrokerProcess, WireTap], tmp_path: Path) -> None:
-    """The Java consumer (kafka-clients 4.1, a group member subscribed to 1,000
+    """The Java consumer (kafka-clients 4.4.0, a group member subscribed to 1,000
     partitions) opens a session and keeps fetching incrementally, by topic id (v18, the
     newest both speak)."""
     broker, tap = tapped

@@ -2,8 +2,9 @@
 
 One Apache Kafka 4.4.0 node (KRaft, `kafka-storage format --standalone`, see
 tests/support/kafka44.py) and the module's jocko-py broker each answer
-ApiVersions; every API key a Kafka broker offers its clients must be served by
-jocko-py up to the same newest version (and from the same oldest one), and
+ApiVersions (both answers are kept in build/api-versions.json, from which
+tools/api_table.py writes the README's API table); every API key a Kafka broker
+offers its clients must be served by jocko-py up to the same newest version (and from the same oldest one), and
 jocko-py offers nothing Kafka does not, unless `NOT_YET` names the key with
 jocko-py's current version and the reason; the same for the supported features
 (`FEATURES_NOT_YET`). Keys Kafka serves only on its
@@ -14,6 +15,9 @@ stays the truth.
 
 from __future__ import annotations
 
+import json
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,9 +32,6 @@ from tests.support.e2e import TargetBroker
 
 # key -> (jocko-py's newest version, None when not served; why it differs from Kafka 4.4.0)
 NOT_YET: dict[int, tuple[int | None, str]] = {
-    0: (11, "Produce v12 (KIP-890 part 2: implicit AddPartitionsToTxn) and v13 (topic ids)"),
-    27: (1, "WriteTxnMarkers v2 (KIP-1228: the marker's transaction version)"),
-    28: (4, "TxnOffsetCommit v5 (KIP-890 part 2) and v6 (topic ids)"),
     34: (None, "AlterReplicaLogDirs: moving a replica between log dirs (future replicas)"),
     38: (None, "delegation tokens"),
     39: (None, "delegation tokens"),
@@ -48,26 +49,17 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
     85: (None, "share group state (KIP-932)"),
     86: (None, "share group state (KIP-932)"),
     87: (None, "share group state (KIP-932)"),
-    88: (None, "streams groups (KIP-1071)"),
-    89: (None, "streams groups (KIP-1071)"),
     90: (None, "share group offsets (KIP-932)"),
     91: (None, "share group offsets (KIP-932)"),
     92: (None, "share group offsets (KIP-932)"),
-    93: (None, "streams groups (KIP-1071)"),
     94: (None, "UnregisterController"),
 }
 
 
 # feature -> (jocko-py's supported range, None when unknown to it; why it differs)
 FEATURES_NOT_YET: dict[str, tuple[tuple[int, int] | None, str]] = {
-    "metadata.version": ((7, 21), "levels past 3.9-IV0 (21) up to 4.4-IV2 (33): their "
-                                  "record and protocol changes are not checked level by level"),
     "kraft.version": ((0, 0), "kraft.version 1 (KIP-853 dynamic quorums)"),
-    "group.version": (None, "KIP-848 groups are served whatever the level; not gated"),
-    "transaction.version": (None, "transaction.version 2 (KIP-890 part 2) not finalizable"),
-    "eligible.leader.replicas.version": (None, "ELR is kept whatever the level; not gated"),
     "share.version": (None, "share groups (KIP-932)"),
-    "streams.version": (None, "streams groups (KIP-1071)"),
 }
 
 
@@ -81,7 +73,8 @@ def _controller_only(key: int) -> bool:
 
 def _api_versions(bootstrap: str) -> Any:
     with Client(bootstrap, timeout=10) as c:
-        return c.request(18, 3, {"client_software_name": "jocko-py-parity",
+        # v4: every supported feature (v3 leaves out those whose minimum level is 0)
+        return c.request(18, 4, {"client_software_name": "jocko-py-parity",
                                  "client_software_version": "1"})
 
 
@@ -108,7 +101,34 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka44.ApacheKa
 
 @pytest.fixture(scope="module")
 def both(kafka: kafka44.ApacheKafka44, target: TargetBroker) -> tuple[Any, Any]:
-    return _api_versions(kafka.bootstrap), _api_versions(target.bootstrap)
+    theirs, ours = _api_versions(kafka.bootstrap), _api_versions(target.bootstrap)
+    record(theirs, ours)
+    return theirs, ours
+
+
+#: where the two answers are kept for tools/api_table.py (the README's API table)
+RESULTS = Path(os.environ.get("JOCKO_API_TABLE_RESULTS",
+                              Path(__file__).resolve().parents[2] / "build" / "api-versions.json"))
+
+
+def record(theirs: Any, ours: Any) -> None:
+    """Both ApiVersions answers (client listener keys), with NOT_YET's reasons."""
+    def keys(r: Any) -> dict[str, list[int]]:
+        return {str(k): list(v) for k, v in _ranges(r).items()}
+
+    def feats(r: Any) -> dict[str, list[int]]:
+        return {f.name: [int(f.min_version), int(f.max_version)] for f in r.supported_features}
+
+    data = {
+        "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "kafka": {"apis": keys(theirs), "features": feats(theirs)},
+        "jocko": {"apis": keys(ours), "features": feats(ours)},
+        "names": {str(k): messages.api_name(k) for k in set(_ranges(theirs)) | set(_ranges(ours))},
+        "not_yet": {str(k): why for k, (_, why) in NOT_YET.items()},
+        "features_not_yet": {k: why for k, (_, why) in FEATURES_NOT_YET.items()},
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def test_every_api_key_is_served_up_to_kafka_44s_newest_version(both: tuple[Any, Any]) -> None:

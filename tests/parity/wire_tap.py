@@ -4,6 +4,7 @@ The broker advertises the proxy's address (`advertised.listeners`), so a client'
 connection goes through it. Each Fetch request and response is decoded with the
 project's codec (requests and responses are forwarded unchanged, byte for byte), so a
 test can assert what the client put on the wire: session ids, epochs, partition counts.
+The requests and responses of the API keys in `record` are kept too (`exchanges`).
 """
 
 from __future__ import annotations
@@ -29,10 +30,21 @@ class FetchExchange:
 
 
 @dataclass
+class Exchange:
+    api_key: int
+    version: int
+    request: Any
+    response: Any = None
+
+
+@dataclass
 class WireTap:
     upstream: tuple[str, int]
     port: int = 0
     fetches: list[FetchExchange] = field(default_factory=list)
+    # API keys whose requests and responses are kept in `exchanges`
+    record: frozenset[int] = frozenset()
+    exchanges: list[Exchange] = field(default_factory=list)
     _sock: socket.socket | None = None
     _threads: list[threading.Thread] = field(default_factory=list)
     _closing: bool = False
@@ -65,15 +77,19 @@ class WireTap:
                 continue
             except OSError:
                 return
-            upstream = socket.create_connection(self.upstream, timeout=10)
+            try:
+                upstream = socket.create_connection(self.upstream, timeout=10)
+            except OSError:  # the broker is not listening (yet, or any more)
+                client.close()
+                continue
             upstream.settimeout(None)
             client.settimeout(None)
-            pending: dict[int, FetchExchange] = {}
+            pending: dict[int, FetchExchange | Exchange] = {}
             self._spawn(self._pump, client, upstream, pending, True)
             self._spawn(self._pump, upstream, client, pending, False)
 
-    def _pump(self, src: socket.socket, dst: socket.socket, pending: dict[int, FetchExchange],
-              requests: bool) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket,
+              pending: dict[int, FetchExchange | Exchange], requests: bool) -> None:
         buf = bytearray()
         try:
             while True:
@@ -98,7 +114,8 @@ class WireTap:
                 except OSError:
                     pass
 
-    def _observe(self, frame: bytes, pending: dict[int, FetchExchange], request: bool) -> None:
+    def _observe(self, frame: bytes, pending: dict[int, FetchExchange | Exchange],
+                 request: bool) -> None:
         if request:
             head = codec.peek_header(frame)
             if head.api_key == FETCH:
@@ -107,12 +124,20 @@ class WireTap:
                 with self._lock:
                     pending[head.correlation_id] = ex
                     self.fetches.append(ex)
+            elif head.api_key in self.record:
+                req = codec.decode_request(frame, self._served)
+                gx = Exchange(head.api_key, head.api_version, req.body)
+                with self._lock:
+                    pending[head.correlation_id] = gx
+                    self.exchanges.append(gx)
             return
         (cid,) = struct.unpack_from(">i", frame, 0)
         with self._lock:
             ex = pending.pop(cid, None)
-        if ex is not None:
+        if isinstance(ex, FetchExchange):
             _, ex.response = codec.decode_response(FETCH, ex.version, frame)
+        elif ex is not None:
+            _, ex.response = codec.decode_response(ex.api_key, ex.version, frame)
 
     def close(self) -> None:
         self._closing = True
@@ -122,3 +147,8 @@ class WireTap:
     def snapshot(self) -> list[FetchExchange]:
         with self._lock:
             return [f for f in self.fetches if f.response is not None]
+
+    def recorded(self, api_key: int) -> list[Exchange]:
+        """The exchanges of ``api_key`` (one of `record`), in request order."""
+        with self._lock:
+            return [x for x in self.exchanges if x.api_key == api_key]

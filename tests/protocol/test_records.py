@@ -117,7 +117,7 @@ def test_wrong_magic_raises_unsupported(magic: int) -> None:
     with pytest.raises(UnsupportedMagicError) as info:
         split_batches(bytes(b), validate_crc=False)
     assert info.value.magic == magic
-    assert info.value.error_code == 87
+    assert info.value.code == 87
 
 
 def test_legacy_message_set_is_unsupported_magic() -> None:
@@ -129,8 +129,8 @@ def test_legacy_message_set_is_unsupported_magic() -> None:
 
 
 def test_error_codes() -> None:
-    assert CorruptRecordError("x").error_code == 2
-    assert InvalidRecordError("x").error_code == 87
+    assert CorruptRecordError("x").code == 2
+    assert InvalidRecordError("x").code == 87
     assert issubclass(UnsupportedMagicError, r.RecordError)
 
 

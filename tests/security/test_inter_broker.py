@@ -4,7 +4,8 @@ authorizer whose super user is the broker principal: replication and controller
 forwarding run over it (acks=all with min.insync.replicas=2 needs the follower's
 fetches), while clients use their own listener and see its addresses. SCRAM users and
 ACLs created through one broker (forwarded to the controller) are enforced by the
-other: they are replicated metadata records."""
+other: they are replicated metadata records. Quotas too, and the controller's refusals
+come back through the forwarding broker entry by entry."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from jocko_py.protocol.errors import ErrorCode
 from tests.security.certs import TestPki
 from tests.security.raw import Raw
 from tests.support.broker import free_port
@@ -146,3 +148,51 @@ def test_scram_users_and_acls_are_replicated(
             if not ok:
                 time.sleep(0.2)
         assert ok, f"{name} (made on {made_on}) not usable on {other}"
+
+
+def test_quotas_and_refusals_are_forwarded(
+        secure_cluster: dict[int, tuple[ClusterBroker, int]]) -> None:
+    """Each broker (one of them forwards to the controller) answers AlterClientQuotas,
+    DeleteAcls and AlterUserScramCredentials with the controller's per-entry decision,
+    refusals included; a quota set through one broker is described by the other."""
+    ports = [client for _, client in secure_cluster.values()]
+    deadline = time.monotonic() + 60
+    for port in ports:
+        with Raw(f"127.0.0.1:{port}").login("broker", "broker-pw") as c:
+            user = f"q{port}"
+            while True:  # until a controller answers
+                r = c.call(49, 1, {"validate_only": False, "entries": [
+                    {"entity": [{"entity_type": "user", "entity_name": user}],
+                     "ops": [{"key": "producer_byte_rate", "value": 2048.0, "remove": False}]},
+                    {"entity": [{"entity_type": "ip", "entity_name": "10.0.0.1"}],
+                     "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}]}]})
+                if r.entries[0].error_code != ErrorCode.NOT_CONTROLLER or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+            assert [e.error_code for e in r.entries] == [ErrorCode.NONE, ErrorCode.INVALID_REQUEST], r
+            assert r.entries[1].error_message.startswith("Unsupported entity type ip")
+            assert [(x.entity_type, x.entity_name) for x in r.entries[0].entity] == [
+                ("user", user)]
+            r = c.call(31, 3, {"filters": [{
+                "resource_type_filter": 2, "resource_name_filter": f"none-{port}",
+                "pattern_type_filter": 3, "principal_filter": None, "host_filter": None,
+                "operation": 1, "permission_type": 1}]})
+            assert [(f.error_code, len(f.matching_acls)) for f in r.filter_results] == [
+                (ErrorCode.NONE, 0)]
+            r = c.call(51, 0, {"deletions": [{"name": f"ghost{port}", "mechanism": 1}],
+                               "upsertions": []})
+            assert [(x.user, x.error_code) for x in r.results] == [
+                (f"ghost{port}", ErrorCode.RESOURCE_NOT_FOUND)]
+    for made_on, other in ((ports[0], ports[1]), (ports[1], ports[0])):
+        seen: list[object] = []
+        while time.monotonic() < deadline:  # applied by the other broker
+            with Raw(f"127.0.0.1:{other}").login("broker", "broker-pw") as c:
+                r = c.call(48, 1, {"components": [
+                    {"entity_type": "user", "match_type": 0, "match": f"q{made_on}"}],
+                    "strict": False})
+            seen = [(tuple((x.entity_type, x.entity_name) for x in e.entity),
+                     [(v.key, v.value) for v in e["values"]]) for e in r.entries]
+            if seen:
+                break
+            time.sleep(0.2)
+        assert seen == [((("user", f"q{made_on}"),), [("producer_byte_rate", 2048.0)])], seen

@@ -1,4 +1,4 @@
-"""The Java client (kafka-clients 3.9, the jars `make java-deps` fetches) over SSL with a
+"""The Java client (kafka-clients 4.4.0, the jars `make java-deps` fetches) over SSL with a
 PEM truststore and client keystore, and SASL_SSL / SASL_PLAINTEXT with PLAIN and
 SCRAM-SHA-256 through its JAAS login modules: produce and read back; a wrong SCRAM
 password is refused. (SCRAM-SHA-512 is the same code path in the client; librdkafka,
@@ -16,7 +16,7 @@ from tests.security.conftest import PASSWORDS, SecureBroker
 from tests.support.broker import REPO
 from tests.support.prereq import requires
 
-JARS = REPO / ".cache" / "java-test-jars"
+JARS = REPO / ".cache" / "java-test-jars-4"
 SOURCE = REPO / "tests" / "security" / "java" / "SecRoundTrip.java"
 pytestmark = [
     pytest.mark.java, pytest.mark.timeout(120),

@@ -398,5 +398,7 @@ def read_tsv(path: Path) -> dict[str, list[Rec]]:
 
 # --------------------------------------------------------------------------- Java
 
-JAVA_JARS = REPO / ".cache" / "java-test-jars"
+JAVA_JARS = REPO / ".cache" / "java-test-jars"  # kafka-clients 3.9 (tests/java/pom.xml)
+# kafka-clients 4.4.0, the newest release (tests/java/kafka4/pom.xml): "the Java client"
+JAVA_JARS_4 = REPO / ".cache" / "java-test-jars-4"
 JAVA_CLASSES = REPO / ".cache" / "java-test-classes"

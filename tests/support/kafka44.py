@@ -47,6 +47,12 @@ class ApacheKafka44(BrokerProcess):
         return self._java("kafka.Kafka", str(self.config))
 
     def start(self, timeout: float = 90.0) -> ApacheKafka44:
+        self.format()
+        super().start(timeout=timeout)
+        return self
+
+    def format(self) -> None:
+        """Write server.properties and `kafka-storage format` the data dir, once."""
         if not (self.data_dir / "meta.properties").exists():
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self.config.write_text("\n".join([
@@ -74,8 +80,6 @@ class ApacheKafka44(BrokerProcess):
                 capture_output=True, text=True, timeout=120)
             if fmt.returncode != 0:
                 raise RuntimeError(f"kafka-storage format failed:\n{fmt.stdout}\n{fmt.stderr}")
-        super().start(timeout=timeout)
-        return self
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until the broker answers Metadata with itself (it has joined the quorum)."""

@@ -55,6 +55,7 @@ from jocko_py.broker.group.state import (
     OffsetAndMetadata,
     SyncResult,
 )
+from jocko_py.broker.group.streams_service import StreamsGroups
 from jocko_py.broker.purgatory import before_park, parked
 from jocko_py.protocol import messages
 from jocko_py.protocol.errors import ErrorCode
@@ -143,6 +144,9 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.loaded = False
         self._to_load: set[int] = set()
+        # KIP-1071 streams groups (streams_service.py)
+        self.streams = StreamsGroups(broker, self.store, self.groups,
+                                     lambda gid: self._group_error(gid))
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -170,6 +174,7 @@ class GroupCoordinator:
         for gid in dropped:
             g = self.groups.pop(gid)
             self.store.consumer_written(gid, None)
+            self.streams.forget(gid)
             for m in g.members.values():
                 m.complete_join(JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
                 m.complete_sync(SyncResult(E.NOT_COORDINATOR))
@@ -186,6 +191,7 @@ class GroupCoordinator:
         # may have records in two partitions after __consumer_offsets grew
         state = self.store.load()
         self.store.restore_consumer_groups(state, self.config.consumer_assignors)
+        self.streams.restore(state)
         topics = self._topics()
         n = 0
         for gid, g in state.groups.items():
@@ -240,6 +246,8 @@ class GroupCoordinator:
             g = self.groups[group_id] = Group(group_id, now_ms())
         if g.is_(S.DEAD):
             return JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
+        if g.streams is not None:
+            return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if g.has_consumer_members():
             return self._classic_join_consumer_group(
                 g, member_id, instance_id, client_id, client_host, session_timeout_ms,
@@ -654,9 +662,14 @@ class GroupCoordinator:
         mono = time.monotonic()
         now = now_ms()
         topics: dict[str, TopicInfo] | None = None
+        stopics: dict[str, int] | None = None
         for g in list(self.groups.values()):
             try:
-                if g.consumer is not None:
+                if g.streams is not None:
+                    if stopics is None:
+                        stopics = self.streams.topics()
+                    self.streams.tick(g, now, stopics)
+                elif g.consumer is not None:
                     if topics is None:
                         topics = self._topics()
                     self._tick_consumer_group(g, g.consumer, now, topics)
@@ -706,6 +719,8 @@ class GroupCoordinator:
             g = self.groups[group_id] = Group(group_id, now_ms())
         if g.is_(S.DEAD):
             return HeartbeatResult(E.COORDINATOR_NOT_AVAILABLE)
+        if g.streams is not None:
+            return HeartbeatResult(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if g.consumer is None:
             if g.members or g.pending_members or not g.is_(S.EMPTY):
                 if req.member_epoch != 0 or not self._upgrade(g):
@@ -932,7 +947,11 @@ class GroupCoordinator:
             g = self.groups[group_id] = Group(group_id, now_ms())
         if g.is_(S.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
-        if g.consumer is not None:
+        if g.streams is not None:
+            serr = self.streams.check_commit(g, member_id, generation_id)
+            if serr != E.NONE:
+                return all_(serr)
+        elif g.consumer is not None:
             cerr = g.consumer.check_commit(member_id, generation_id)
             if cerr != E.NONE:
                 return all_(cerr)
@@ -996,7 +1015,11 @@ class GroupCoordinator:
             g = self.groups[group_id] = Group(group_id, now_ms())
         if g.is_(S.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
-        if generation_id >= 0 or member_id or instance_id is not None:
+        if g.streams is not None:
+            serr = self.streams.check_commit(g, member_id, generation_id)
+            if serr != E.NONE:
+                return all_(E.ILLEGAL_GENERATION if serr == E.STALE_MEMBER_EPOCH else serr)
+        elif generation_id >= 0 or member_id or instance_id is not None:
             # v3+ (KIP-447): the group's member at its generation, as OffsetCommit
             if instance_id is not None:
                 cur = g.static_member_id(instance_id)
@@ -1052,6 +1075,11 @@ class GroupCoordinator:
             cerr = g.consumer.check_commit(*member)
             if cerr != E.NONE:
                 return cerr, {}
+        if member is not None and member[1] >= 0 and g is not None \
+                and g.streams is not None:
+            serr, _ = g.streams.check_commit(*member)
+            if serr != E.NONE:
+                return serr, {}
         if g is None or g.is_(S.DEAD):
             if partitions is None:
                 return E.NONE, {}
@@ -1078,16 +1106,19 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None or g.is_(S.DEAD):
             return E.GROUP_ID_NOT_FOUND
-        if not g.is_(S.EMPTY) or g.has_consumer_members():
+        if not g.is_(S.EMPTY) or g.has_consumer_members() \
+                or (g.streams is not None and g.streams.members):
             return E.NON_EMPTY_GROUP
         entries: list[tuple[bytes, bytes | None]] = [
             (offset_key(group_id, *tp), None) for tp in g.offsets]
         entries.append((group_key(group_id), None))
         entries += self.store.consumer_changes(group_id, None)
+        entries += self.streams.deletion(g)
         werr = self.store.append(group_id, entries)
         if werr != E.NONE:
             return werr
         self.store.consumer_written(group_id, None)
+        self.streams.forget(group_id)
         g.transition_to(S.DEAD, now_ms())
         self.groups.pop(group_id, None)
         log.info("[group=%s] deleted", group_id)

@@ -20,6 +20,8 @@ value starts with an int16 version, followed by the versioned struct.
   member epochs, state, assigned and pending-revocation partitions); every value v0.
   (ConsumerGroupPartitionMetadata, 4, is not written: the coordinator reads the
   subscribed partitions from the metadata image.)
+* key versions 17-23 = a KIP-1071 streams group (StreamsGroup* records, see
+  `streams_records.py`), kept beside the KIP-848 records in `LoadedState.consumer`.
 * a null value is a tombstone: the offset or group was deleted.
 
 The partition of a group is Kafka's `abs(javaStringHashCode(group)) % partitions`
@@ -45,6 +47,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jocko_py.broker.group import streams_records
 from jocko_py.broker.group.consumer import (
     ConsumerGroupModel,
     CurrentRecord,
@@ -53,10 +56,9 @@ from jocko_py.broker.group.consumer import (
     group_assignment,
 )
 from jocko_py.broker.group.state import Group, GroupState, Member, OffsetAndMetadata
-from jocko_py.broker.topics import TopicError
 from jocko_py.protocol import messages
 from jocko_py.protocol import records as rb
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
@@ -198,6 +200,8 @@ def consumer_record(group: str, kind: str, member_id: str, rec: object | None
 
 
 def decode_consumer_value(kind: str, data: bytes) -> object:
+    if streams_records.is_streams_kind(kind):
+        return streams_records.decode_value(kind, data)
     version = _KIND_VERSION[kind]
     _, vname, _ = _CONSUMER_RECORDS[version]
     (vv,) = _I16.unpack_from(data)
@@ -244,6 +248,9 @@ def decode_key(data: bytes) -> DecodedKey | None:
         kname, _, kind = _CONSUMER_RECORDS[version]
         k = messages.data_schema(kname, 0).parse_bytes(body)
         return DecodedKey(kind, k.group_id, member_id=getattr(k, "member_id", "") or "")
+    if version in streams_records.STREAMS_RECORDS:
+        kind, group, member_id = streams_records.decode_key(version, body)
+        return DecodedKey(kind, group, member_id=member_id)
     return None  # e.g. partition metadata (4), share groups: not ours
 
 
@@ -327,7 +334,7 @@ class OffsetsStore:
                 max(1, min(self.replication_factor, live)),
                 {"cleanup.policy": "compact", "segment.bytes": self.segment_bytes,
                  "compression.type": "producer"})
-        except TopicError as e:
+        except KafkaError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
         log.info("created %s with %d partitions in %.2fs", OFFSETS_TOPIC,
@@ -521,7 +528,7 @@ class OffsetsStore:
             recs = consumer.setdefault(k.group, {})
             if value is None:
                 recs.pop((k.kind, k.member_id), None)
-                if k.kind == "metadata":  # the group was deleted
+                if k.kind in ("metadata", "streams_metadata"):  # the group was deleted
                     consumer.pop(k.group, None)
             else:
                 recs[(k.kind, k.member_id)] = decode_consumer_value(k.kind, value)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jocko_py.broker.group.consumer import ConsumerGroupModel
+from jocko_py.broker.group.streams import StreamsGroupModel
 from jocko_py.protocol.errors import ErrorCode
 
 
@@ -178,9 +179,13 @@ class Group:
         # a KIP-848 consumer-protocol group (group/consumer.py): its members, epochs and
         # assignments; None for a classic group. Offsets stay here for both kinds.
         self.consumer: ConsumerGroupModel | None = None
+        # a KIP-1071 streams group (group/streams.py); None for the other kinds
+        self.streams: StreamsGroupModel | None = None
 
     @property
     def group_type(self) -> str:
+        if self.streams is not None:
+            return "streams"
         return "classic" if self.consumer is None else "consumer"
 
     def has_consumer_members(self) -> bool:

@@ -18,6 +18,7 @@ MODULES = [
     "find_coordinator",
     "groups",
     "consumer_groups",
+    "streams_groups",
     "offsets",
     "controller_apis",
     "offset_for_leader_epoch",

@@ -16,9 +16,8 @@ from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.group import coordinator as group_coordinator
 from jocko_py.broker.handlers.add_partitions_to_txn import fenced_as
 from jocko_py.broker.security.authz import authorize_group, authorize_transactional_id
-from jocko_py.broker.topics import TopicError
 from jocko_py.broker.txn import coordinator
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 
 @api(25, 0, 4)
@@ -31,7 +30,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     try:
         await group_coordinator(ctx.broker).ensure_active()
-    except TopicError:
+    except KafkaError:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     tc = coordinator(ctx.broker)
     tp = tc.offsets_partition(req.group_id)

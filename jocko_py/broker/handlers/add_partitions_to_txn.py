@@ -8,14 +8,13 @@ coordinator's answer. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2, as Ka
 answers older clients. v4-5 (brokers, KIP-890 part 1): a batch of transactions, each
 either VerifyOnly (is each partition in the producer's ongoing transaction? nothing
 is written: what a partition leader asks before a transactional produce; one that is
-not gets TRANSACTION_ABORTABLE, at v4 as at v5, as Kafka 4.4 answers) or added as
-in v0-3. v5 is v4 for a caller that knows TRANSACTION_ABORTABLE.
+not gets TRANSACTION_ABORTABLE, at v4 as at v5, as Kafka 4.4 answers) or added: what
+a partition leader asks for a KIP-890 part 2 producer (Produce v12, TxnOffsetCommit
+v5), so the transaction it starts is a transaction version 2 one (its end bumps the
+epoch). v5 is v4 for a caller that knows TRANSACTION_ABORTABLE.
 
-A VerifyOnly transaction is a broker's question: anyone else gets
-CLUSTER_AUTHORIZATION_FAILED (see `security/authz.py`).
-
-Not implemented: v4-5 transactions that are not VerifyOnly are authorised as a
-client's (Kafka requires CLUSTER_ACTION for all of v4).
+v4+ is a broker's request: anyone else gets CLUSTER_AUTHORIZATION_FAILED for every
+partition (see `security/authz.py`), as Kafka requires CLUSTER_ACTION.
 """
 
 from __future__ import annotations
@@ -50,13 +49,15 @@ async def _add(ctx: RequestContext, tid: str, pid: int, epoch: int,
                wanted: list[tuple[str, int]], verify_only: bool
                ) -> dict[tuple[str, int], ErrorCode]:
     tc = coordinator(ctx.broker)
-    if verify_only:  # broker to broker (KIP-890)
+    by_broker = ctx.version >= 4
+    if by_broker:  # broker to broker (KIP-890)
         if not authorize_cluster(ctx, "CLUSTER_ACTION"):
             return {tp: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for tp in wanted}
-        return tc.verify_local(tid, pid, epoch, wanted)
-    if not authorize_transactional_id(ctx, "WRITE", tid):
+        if verify_only:
+            return tc.verify_local(tid, pid, epoch, wanted)
+    elif not authorize_transactional_id(ctx, "WRITE", tid):
         return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
-    denied = denied_topics(ctx, "WRITE", (t for t, _ in wanted))
+    denied = set() if by_broker else denied_topics(ctx, "WRITE", (t for t, _ in wanted))
     if denied:
         return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied
                 else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted}
@@ -65,7 +66,8 @@ async def _add(ctx: RequestContext, tid: str, pid: int, epoch: int,
     if unknown:
         return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
                 else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted}
-    err = fenced_as(ctx.version, 2, await tc.add_partitions(tid, pid, epoch, wanted))
+    err = fenced_as(ctx.version, 2, await tc.add_partitions(
+        tid, pid, epoch, wanted, client_tv=2 if by_broker else 0))
     return {tp: err for tp in wanted}
 
 
@@ -79,7 +81,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                                 wanted, t.verify_only)
             results.append({"transactional_id": t.transactional_id,
                             "topic_results": _topic_results(errors)})
-        return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}
     wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
     errors = await _add(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                         req.v3_and_below_producer_epoch, wanted, False)

@@ -6,8 +6,9 @@ them only on its controller listener) unless the connection is a broker's. v3+ r
 carry the client's software name/version (accepted, not validated). Requests of
 an unknown version never reach this handler: the connection answers them with
 a v0 body carrying UNSUPPORTED_VERSION and these ranges. v3+ responses carry the
-supported features and the finalized levels with their epoch (the count of metadata
-records applied; see `broker/features.py`). v5 (KIP-1242): a client that names the
+supported features (below v4 without those whose minimum level is 0, as Kafka) and the
+finalized levels with their epoch (the count of metadata records applied; see
+`broker/features.py`). v5 (KIP-1242): a client that names the
 cluster and node it means gets REBOOTSTRAP_REQUIRED from another one, INVALID_REQUEST
 when it names only one of them, as Kafka 4.4 answers (nothing else in the body).
 """
@@ -32,7 +33,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             return {"error_code": err, "api_keys": [], "throttle_time_ms": 0,
                     "finalized_features_epoch": -1}
     out: dict[str, Any] = {
-        "error_code": 0,
+        "error_code": ErrorCode.NONE,
         "api_keys": [
             {"api_key": k, "min_version": lo, "max_version": hi}
             for k, lo, hi in advertised_versions(ctx.broker.security.is_cluster_peer(ctx.session))
@@ -42,9 +43,11 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     }
     if ctx.version >= 3:
         image = ctx.broker.topics.image
+        # below v4 a feature whose minimum is 0 is left out: older clients cannot read
+        # it (Kafka's KAFKA-17492)
         out["supported_features"] = [
             {"name": k, "min_version": lo, "max_version": hi}
-            for k, (lo, hi) in sorted(SUPPORTED.items())]
+            for k, (lo, hi) in sorted(SUPPORTED.items()) if ctx.version >= 4 or lo > 0]
         out["finalized_features_epoch"] = image.records_applied
         out["finalized_features"] = [
             {"name": k, "max_version_level": v, "min_version_level": v}

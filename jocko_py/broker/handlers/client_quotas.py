@@ -2,17 +2,15 @@
 `kafka-configs --entity-type users|clients --alter --add-config producer_byte_rate=...`
 and the admin clients' quota calls drive.
 
-Quotas are ClientQuotaRecords in the metadata log, decided by the active controller
-(other brokers forward Alter to it). Entities combine `user` and `client-id` (a
-null name is the default entity); keys `producer_byte_rate`, `consumer_byte_rate`
-(enforced, see `security/quotas.py`), `request_percentage`,
-`controller_mutation_rate` (stored, not enforced). An unknown entity type (also
-`ip`: connection-rate quotas are not implemented), a repeated type, an unknown key
-or a value that is not positive gets INVALID_REQUEST for that entry; removing an
-unset key is a no-op. Describe filters: EXACT (0) a name, DEFAULT (1) the default
-entity, SPECIFIED (2) any name but the default; `strict` leaves out entities with
-other types. Both need the cluster ALTER_CONFIGS / DESCRIBE_CONFIGS permission
-when an authorizer is set (CLUSTER_AUTHORIZATION_FAILED).
+Quotas are ClientQuotaRecords in the metadata log. Alter is decided by the active
+controller (`cluster/client_quota_control.py`: entities, keys and the checks, each
+entry on its own) through the broker's one commit-or-forward path (other brokers
+forward it). Keys `producer_byte_rate`, `consumer_byte_rate` and `request_percentage`
+are enforced (see `security/quotas.py`), `controller_mutation_rate` by CreateTopics,
+DeleteTopics and CreatePartitions. Describe filters: EXACT (0) a name, DEFAULT (1)
+the default entity, SPECIFIED (2) any name but the default; `strict` leaves out
+entities with other types. Both need the cluster ALTER_CONFIGS / DESCRIBE_CONFIGS
+permission when an authorizer is set (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -20,83 +18,55 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.controller_channel import Forward, is_forwarded
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.security.quotas import CLIENT_ID, KEYS, USER
-from jocko_py.broker.topics import TopicError, is_forwarded
-from jocko_py.cluster.metadata import ClientQuotaRecord, MetadataImage, MetadataRecord
-from jocko_py.cluster.quorum import NotControllerError
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.cluster.client_quota_control import QuotaAlteration, QuotaAlterResult, QuotaOp
+from jocko_py.cluster.controller_result import ControllerResult
+from jocko_py.cluster.metadata import MetadataImage
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
 
 
-def _entity(e: Any) -> tuple[tuple[str, str | None], ...] | str:
-    """The sorted entity, or why it is invalid."""
-    parts = [(x.entity_type, x.entity_name) for x in e.entity]
-    types = [t for t, _ in parts]
-    if not parts:
-        return "An entity must name at least one entity type"
-    if len(set(types)) != len(types):
-        return "An entity type appears more than once"
-    bad = [t for t in types if t not in (USER, CLIENT_ID)]
-    if bad:
-        return f"Unsupported entity type {bad[0]} (user and client-id are supported)"
-    return tuple(sorted(parts))
-
-
 @api(49, 0, 1)
 async def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    def entry(e: Any, code: ErrorCode, msg: str | None) -> dict[str, Any]:
-        return {"error_code": code, "error_message": msg, "entity": [
-            {"entity_type": x.entity_type, "entity_name": x.entity_name} for x in e.entity]}
+    def entity(e: Any) -> list[dict[str, Any]]:
+        return [{"entity_type": x.entity_type, "entity_name": x.entity_name}
+                for x in e.entity]
 
     def fail(code: ErrorCode, msg: str | None) -> dict[str, Any]:
-        return {"throttle_time_ms": 0, "entries": [entry(e, code, msg) for e in req.entries]}
+        return {"throttle_time_ms": 0, "entries": [
+            {"error_code": code, "error_message": msg, "entity": entity(e)}
+            for e in req.entries]}
 
     if not authorize_cluster(ctx, "ALTER_CONFIGS"):
         return fail(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
-    out: list[dict[str, Any]] = []
+    entries = [QuotaAlteration(tuple((x.entity_type, x.entity_name) for x in e.entity),
+                               tuple(QuotaOp(o.key, o.value, o.remove) for o in e.ops))
+               for e in req.entries]
 
-    def decide(img: MetadataImage) -> tuple[int, list[MetadataRecord]]:
-        records: list[MetadataRecord] = []
-        out.clear()
-        for e in req.entries:
-            ent = _entity(e)
-            why = ent if isinstance(ent, str) else None
-            recs: list[MetadataRecord] = []
-            for op in e.ops:
-                if why:
-                    break
-                if op.key not in KEYS:
-                    why = f"Unknown quota key {op.key}"
-                elif not op.remove and not op.value > 0:
-                    why = f"Quota {op.key} must be positive"
-                elif not isinstance(ent, str):
-                    recs.append(ClientQuotaRecord(ent, op.key, float(op.value), op.remove))
-            if why:
-                out.append(entry(e, ErrorCode.INVALID_REQUEST, why))
-                continue
-            out.append(entry(e, ErrorCode.NONE, None))
-            if not req.validate_only:
-                records.extend(recs)
-        return 0, records
+    def body(results: list[QuotaAlterResult]) -> dict[str, Any]:
+        return {"throttle_time_ms": 0, "entries": [
+            {"error_code": r.error, "error_message": r.message, "entity": entity(e)}
+            for e, r in zip(req.entries, results, strict=True)]}
 
-    try:
-        await ctx.broker.topics.commit(decide)
-    except NotControllerError:
-        if is_forwarded(ctx):
-            return fail(ErrorCode.NOT_CONTROLLER, None)
-        body = {"validate_only": req.validate_only, "entries": [
-            {"entity": [dict(x) for x in e.entity], "ops": [dict(o) for o in e.ops]}
-            for e in req.entries]}
-        try:
-            resp = await ctx.broker.topics.forward(49, ctx.version, body)
-        except TopicError as err:
-            return fail(err.code, err.message)
+    def decide(img: MetadataImage) -> ControllerResult[dict[str, Any]]:
+        return ctx.broker.quorum.controller.quotas.alter_client_quotas(
+            img, entries, req.validate_only).map(body)
+
+    def relayed(resp: Any) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "entries": [
             {"error_code": x.error_code, "error_message": x.error_message,
              "entity": [dict(y) for y in x.entity]} for x in resp.entries]}
-    return {"throttle_time_ms": 0, "entries": out}
+
+    forward = Forward(49, ctx.version, {"validate_only": req.validate_only, "entries": [
+        {"entity": [dict(x) for x in e.entity], "ops": [dict(o) for o in e.ops]}
+        for e in req.entries]}, relayed,
+        lambda r: any(x.error_code == ErrorCode.NOT_CONTROLLER for x in r.entries))
+    try:
+        return await ctx.broker.topics.submit(decide, forward, forwarded=is_forwarded(ctx))
+    except KafkaError as e:
+        return fail(e.code, e.message)
 
 
 def _matches(components: Any, strict: bool, ent: tuple[tuple[str, str | None], ...]) -> bool:
@@ -133,4 +103,4 @@ async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
             entries.append({
                 "entity": [{"entity_type": t, "entity_name": n} for t, n in ent],
                 "values": [{"key": k, "value": v} for k, v in sorted(values.items())]})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "entries": entries}

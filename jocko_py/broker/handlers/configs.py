@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 from jocko_py.broker import broker_loggers
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.broker_configs import (
+    BROKER_CONFIGS,
     DYNAMIC_CONFIGS,
-    BrokerConfigError,
     validate_dynamic_change,
 )
+from jocko_py.broker.controller_channel import is_forwarded
 from jocko_py.broker.security.authz import authorize_cluster, authorize_topic
-from jocko_py.broker.topics import TopicError, is_forwarded
 from jocko_py.commitlog.config import TOPIC_CONFIGS, TOPIC_TO_BROKER, LogConfig
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
@@ -57,7 +57,7 @@ def validate_topic_configs(broker: Broker, configs: Mapping[str, str | None]) ->
             {k: v for k, v in configs.items() if v is not None}, broker.log_config
         )
     except ValueError as e:
-        raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
 
 
 def describe_topic_configs(
@@ -84,8 +84,12 @@ def describe_topic_configs(
             if source == DEFAULT_CONFIG:
                 source = syn["source"]
             synonyms.append(syn)
-        synonyms.append({"name": bname or name, "value": LogConfig().to_properties()[name],
-                         "source": DEFAULT_CONFIG})
+        # Kafka lists no default for a broker setting whose default is null
+        # (log.retention.ms, log.roll.ms, log.roll.jitter.ms: their values come from
+        # the hours/minutes synonyms), as Kafka 4.4.0's kafka-configs shows
+        if not (bname and bname in BROKER_CONFIGS and BROKER_CONFIGS[bname].default is None):
+            synonyms.append({"name": bname or name, "value": LogConfig().to_properties()[name],
+                             "source": DEFAULT_CONFIG})
         out.append({
             "name": name, "value": effective[name], "read_only": False,
             "is_default": source == DEFAULT_CONFIG, "config_source": source,
@@ -116,7 +120,7 @@ async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     results = []
     for r in req.resources:
-        res: dict[str, Any] = {"error_code": 0, "error_message": None,
+        res: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
                                "resource_type": r.resource_type,
                                "resource_name": r.resource_name, "configs": []}
         keys = list(r.configuration_keys) if r.configuration_keys is not None else None
@@ -169,7 +173,7 @@ async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
     broker = ctx.broker
     name = r.resource_name
     if name != "" and not name.isdigit():
-        raise TopicError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {name}")
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {name}")
     current = broker.topics.image.configs(BROKER, name)
     view = broker.config_view()
     changes: dict[str, str | None] = {}
@@ -182,7 +186,7 @@ async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
                 changes[c.name] = None
             elif op in (APPEND, SUBTRACT):
                 if c.name in DYNAMIC_CONFIGS and c.name != "log.cleanup.policy":
-                    raise TopicError(ErrorCode.INVALID_CONFIG,
+                    raise KafkaError(ErrorCode.INVALID_CONFIG,
                                      f"Config value append is not allowed for config key: {c.name}")
                 base = current.get(c.name)
                 if base is None:
@@ -191,19 +195,16 @@ async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
                         base = "delete"
                 changes[c.name] = _list_op(op, base, c.value)
             else:
-                raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown operation {op}")
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operation {op}")
     else:
         changes = {c.name: c.value for c in r.configs}
         for k in current:
             changes.setdefault(k, None)
     throttles = sorted(k for k, v in changes.items() if k in BROKER_THROTTLES and v is not None)
     if throttles:
-        raise TopicError(ErrorCode.INVALID_REQUEST,
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"Replication throttles are not supported: {', '.join(throttles)}")
-    try:
-        validate_dynamic_change(current, changes, view)
-    except BrokerConfigError as e:
-        raise TopicError(ErrorCode.INVALID_REQUEST, str(e)) from None
+    validate_dynamic_change(current, changes, view)  # raises BrokerConfigError
     if validate_only:
         return
     changes = {k: v for k, v in changes.items() if current.get(k) != v}
@@ -214,11 +215,11 @@ async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
 
 async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: bool) -> dict[str, Any]:
     broker = ctx.broker
-    res: dict[str, Any] = {"error_code": 0, "error_message": None,
+    res: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
                            "resource_type": r.resource_type, "resource_name": r.resource_name}
     try:
         if not _authorized(ctx, "ALTER_CONFIGS", r.resource_type, r.resource_name):
-            raise TopicError(_DENIED[r.resource_type], None)
+            raise KafkaError(_DENIED[r.resource_type], None)
         throttles = TOPIC_THROTTLES if r.resource_type == TOPIC else BROKER_THROTTLES
         if incremental and r.configs and all(
                 c.name in throttles and c.config_operation == DELETE for c in r.configs):
@@ -228,32 +229,29 @@ async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: 
             return res
         if r.resource_type == BROKER_LOGGER:
             if not incremental:
-                raise TopicError(ErrorCode.INVALID_REQUEST, "AlterConfigs does not support "
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "AlterConfigs does not support "
                                  "the resource type BROKER_LOGGER; use IncrementalAlterConfigs")
             if r.resource_name != str(broker.broker_id):
-                raise TopicError(ErrorCode.INVALID_REQUEST,
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"Unexpected broker id {r.resource_name}")
             logger_changes = [(c.name, c.config_operation, c.value) for c in r.configs]
-            try:
-                broker_loggers.check(logger_changes)
-            except broker_loggers.LoggerConfigError as e:
-                raise TopicError(ErrorCode(e.code), str(e)) from None
+            broker_loggers.check(logger_changes)
             if not validate_only:
                 broker_loggers.apply(logger_changes)
             return res
         if r.resource_type != TOPIC:
-            raise TopicError(ErrorCode.INVALID_REQUEST,
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Unsupported resource type {r.resource_type}")
         name = r.resource_name
         if name not in broker.topics.image.topics:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"Topic {name} does not exist")
         current = broker.topics.image.topic_configs(name)
         if incremental:
             new: dict[str, str | None] = dict(current)
             for c in r.configs:
                 if c.name not in TOPIC_CONFIGS:
-                    raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config {c.name}")
+                    raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
                 op = c.config_operation
                 if op == SET:
                     new[c.name] = c.value
@@ -269,21 +267,21 @@ async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: 
                         items = [x for x in items if x not in vals]
                     new[c.name] = ",".join(items)
                 else:
-                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown operation {op}")
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operation {op}")
         else:
             new = {c.name: c.value for c in r.configs}
             for k in current:
                 new.setdefault(k, None)
         for k in new:
             if k not in TOPIC_CONFIGS:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config {k}")
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {k}")
         validate_topic_configs(broker, new)
         if not validate_only:
             changes = {k: v for k, v in new.items() if current.get(k) != v}
             if changes:
                 await broker.topics.set_topic_configs(
                     name, changes, forwarded=is_forwarded(ctx))
-    except TopicError as e:
+    except KafkaError as e:
         res.update(error_code=e.code, error_message=e.message)
     return res
 

@@ -9,7 +9,9 @@ the coordinator names a joining member; v1 (KIP-1082): the member names itself, 
 ``SubscribedTopicRegex`` subscribes by regular expression (Python ``re``, matched
 against the whole topic name; internal topics never match). The answer's heartbeat
 interval is ``group.consumer.heartbeat.interval.ms``; a member is removed after
-``group.consumer.session.timeout.ms`` without a heartbeat.
+``group.consumer.session.timeout.ms`` without a heartbeat. Without ``group.version`` 1
+finalized (a metadata log from before features were recorded, or a downgrade) a
+heartbeat gets UNSUPPORTED_VERSION, as Kafka 4.4 answers.
 
 ConsumerGroupDescribe shows each group's state (Empty, Assigning, Reconciling,
 Stable), epochs, assignor and members with their current and target assignments and,
@@ -31,6 +33,7 @@ import uuid
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.features import GROUP_VERSION, level
 from jocko_py.broker.group import coordinator
 from jocko_py.broker.group.consumer import HeartbeatRequest, TopicPartition, group_assignment
 from jocko_py.broker.handlers.groups import AUTHORIZED_OPS_NOT_REQUESTED, client_host
@@ -47,6 +50,10 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, A
                 "member_id": None, "member_epoch": -1, "heartbeat_interval_ms": 0,
                 "assignment": None}
 
+    if level(ctx.broker.topics.image.features, GROUP_VERSION) < 1:
+        # the consumer protocol needs group.version 1, as Kafka answers without it
+        return {**error(ErrorCode.UNSUPPORTED_VERSION, ""), "error_message": None,
+                "member_epoch": 0}
     if not req.group_id:
         return error(ErrorCode.INVALID_REQUEST, "GroupId can't be empty")
     if ctx.version >= 1 and not req.member_id:
@@ -77,7 +84,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, A
         assignment = {"topic_partitions": [
             {"topic_id": tid, "partitions": sorted(ps)}
             for tid, ps in sorted(r.assignment.items(), key=lambda kv: str(kv[0]))]}
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "member_id": r.member_id, "member_epoch": r.member_epoch,
             "heartbeat_interval_ms": interval, "assignment": assignment}
 

@@ -66,7 +66,7 @@ async def alter_partition(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 "partition_epoch": cur.partition_epoch if cur else -1,
             })
         out.append({"topic_id": t.topic_id, "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": 0, "topics": out}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "topics": out}
 
 
 @api(63, 0, 1, broker_only=True)
@@ -84,7 +84,7 @@ async def broker_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.STALE_BROKER_EPOCH,
                 "is_caught_up": False, "is_fenced": True, "should_shut_down": False}
     caught_up, fenced = quorum.node.record_heartbeat(req.broker_id, req.current_metadata_offset)
-    return {"throttle_time_ms": 0, "error_code": 0, "is_caught_up": caught_up,
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "is_caught_up": caught_up,
             "is_fenced": fenced, "should_shut_down": False}
 
 

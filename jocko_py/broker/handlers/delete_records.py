@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         parts = []
         for rp in t.partitions:
             out: dict[str, Any] = {"partition_index": rp.partition_index, "low_watermark": -1,
-                                   "error_code": 0}
+                                   "error_code": ErrorCode.NONE}
             p, err = replicas.get_partition_or_error(t.name, rp.partition_index)
             if t.name in denied:
                 out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED

@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for base in logs.dirs:
         path = os.path.abspath(base)
-        results[path] = {"error_code": 0, "log_dir": path, "topics": [],
+        results[path] = {"error_code": ErrorCode.NONE, "log_dir": path, "topics": [],
                          "total_bytes": -1, "usable_bytes": -1, "is_cordoned": False}
         by_dir[path] = {}
         if logs.dir_offline_reason(base) is not None:
@@ -74,5 +74,5 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         res["topics"] = [{"name": t, "partitions": ps} for t, ps in by_dir[path].items()]
     out: dict[str, Any] = {"throttle_time_ms": 0, "results": list(results.values())}
     if ctx.version >= 3:
-        out["error_code"] = 0
+        out["error_code"] = ErrorCode.NONE
     return out

@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 "coordinator_epoch": e.coordinator_epoch,
                 "current_txn_start_offset": e.txn_first_offset,
             } for e in p.log.producer_state.producers.values()]
-            parts.append({"partition_index": idx, "error_code": 0, "error_message": None,
+            parts.append({"partition_index": idx, "error_code": ErrorCode.NONE, "error_message": None,
                           "active_producers": producers})
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -15,10 +15,10 @@ import time
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.controller_channel import is_forwarded
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.topics import TopicError, is_forwarded
 from jocko_py.cluster.quorum import RaftQuorum
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -52,7 +52,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not isinstance(quorum, RaftQuorum):
         now = int(time.time() * 1000)
         n = image.records_applied
-        part = {"partition_index": 0, "error_code": 0, "error_message": None,
+        part = {"partition_index": 0, "error_code": ErrorCode.NONE, "error_message": None,
                 "leader_id": broker.broker_id, "leader_epoch": 0, "high_watermark": n,
                 "current_voters": [_replica(broker.broker_id, n, now, now)], "observers": []}
         return _answer(ErrorCode.NONE, part, nodes)
@@ -85,6 +85,6 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     try:
         resp = await broker.topics.forward(55, ctx.version, body,
                                            ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
-    except TopicError as e:
+    except KafkaError as e:
         return _answer(e.code, None, [], e.message)
     return dict(resp)

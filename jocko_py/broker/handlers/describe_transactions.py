@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         for t, p in sorted(m.partitions):
             by_topic.setdefault(t, []).append(p)
         states.append({
-            "error_code": 0, "transactional_id": tid, "transaction_state": m.state.kafka_name,
+            "error_code": ErrorCode.NONE, "transactional_id": tid, "transaction_state": m.state.kafka_name,
             "transaction_timeout_ms": m.timeout_ms, "transaction_start_time_ms": m.start_ms,
             "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]})

@@ -5,13 +5,15 @@ the coordinator then writes the markers (see `broker/txn/coordinator.py`).
 PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2. v4 only allows
 TRANSACTION_ABORTABLE, which this broker never returns.
 
-v5 (KIP-890 part 2): the transaction ends with the producer epoch bumped (the markers
-carry the new epoch, so a produce of the ended transaction that arrives late is
-fenced) and the response names the producer id and epoch of the next transaction; a
-late EndTxn with the old epoch is fenced unless it is a retry of this very end
-(answered the same). An abort of an empty transaction only bumps the epoch. Clients
-use v5 only together with Produce v12 and the `transaction.version` feature, neither
-of which this broker offers yet, so in practice v5 is what tests and tools send.
+v5 (KIP-890 part 2), while `transaction.version` 2 is finalized: the transaction ends
+with the producer epoch bumped (the markers carry the new epoch, so a produce of the
+ended transaction that arrives late is fenced) and the response names the producer id
+and epoch of the next transaction (a fresh producer id once the epoch is exhausted,
+recorded in `__transaction_state` before it is answered); a late EndTxn with the old
+epoch is fenced unless it is a retry of this very end (answered the same). An abort
+of an empty transaction only bumps the epoch. Below transaction.version 2, v5 means
+v4 (the response names the current producer id and epoch): Kafka 4.x clients use it
+only once they see the level finalized.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.features import txn_v2
 from jocko_py.broker.handlers.add_partitions_to_txn import fenced_as
 from jocko_py.broker.security.authz import authorize_transactional_id
 from jocko_py.broker.txn import coordinator
@@ -34,7 +37,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return out0
     err, pid, epoch = await coordinator(ctx.broker).end_txn_v(
         req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
-        bump_epoch=ctx.version >= 5)
+        bump_epoch=ctx.version >= 5 and txn_v2(ctx.broker.topics.image.features))
     out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": fenced_as(ctx.version, 2, err)}
     if ctx.version >= 5:
         ok = err == ErrorCode.NONE

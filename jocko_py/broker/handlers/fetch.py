@@ -37,6 +37,10 @@ followers) is ignored; v18 (KIP-1166): a follower's fetch carries the high water
 knows per partition, and one the leader's high watermark is past (or -1, unknown) is
 answered at once rather than waiting for data; a waiting one is answered when the high
 watermark moves past it (Long.MAX_VALUE: the follower does not say; consumers' is ignored).
+
+Zero-copy: on a connection without TLS (`ctx.zero_copy`), a partition's read of 64 KiB
+or more is a region of its segment file, not bytes; the connection sends it with
+sendfile (see connection.py), so the records never pass through the broker's memory.
 """
 
 from __future__ import annotations
@@ -121,6 +125,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         isolation_level=req.isolation_level,
         partitions=[fp for i, fp in enumerate(to_read) if i not in gone and i not in denied],
         replica_high_watermarks=follower_hws,
+        zero_copy=ctx.zero_copy,
     )
     read = iter(await ctx.broker.replicas.fetch_messages(params))
     results = [ReadResult(ErrorCode.UNKNOWN_TOPIC_ID) if i in gone
@@ -168,7 +173,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         throttle = ctx.broker.security.throttle(
             ctx.session, ctx.header.client_id, "consumer_byte_rate",
             sum(len(p["records"]) for t in topics for p in t["partitions"]))
-    resp: dict[str, Any] = {"throttle_time_ms": throttle, "error_code": 0,
+    resp: dict[str, Any] = {"throttle_time_ms": throttle, "error_code": ErrorCode.NONE,
                             "session_id": session_id, "responses": topics}
     if leaders:
         resp["node_endpoints"] = node_endpoints(image, leaders)

@@ -20,9 +20,8 @@ from typing import Any
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.group import coordinator
 from jocko_py.broker.security.authz import authorize_group, authorize_transactional_id
-from jocko_py.broker.topics import TopicError
 from jocko_py.broker.txn import coordinator as txn_coordinator
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("jocko_py.broker.handlers.find_coordinator")
 
@@ -42,7 +41,7 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int
     gc = coordinator(ctx.broker)
     try:
         await gc.ensure_active()
-    except TopicError as e:
+    except KafkaError as e:
         log.warning("[group=%s] cannot create the offsets topic: %s", key, e.message)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
     if not gc.loaded:
@@ -64,7 +63,7 @@ async def _lookup_txn(ctx: RequestContext, key: str
     tc = txn_coordinator(ctx.broker)
     try:
         await tc.ensure_topic()
-    except TopicError as e:
+    except KafkaError as e:
         log.warning("[txn=%s] cannot create the transaction state topic: %s", key, e.message)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
     b = ctx.broker.topics.image.brokers.get(tc.leader_of(key))

@@ -131,7 +131,9 @@ async def list_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for g in gc.list_groups():
         if types and g.group_type not in types:
             continue
-        if g.consumer is not None:
+        if g.streams is not None:
+            state, ptype = g.streams.state().value, "streams"
+        elif g.consumer is not None:
             state, ptype = g.consumer.state().value, "consumer"
         else:
             state, ptype = g.state.value, g.protocol_type or ""
@@ -141,7 +143,7 @@ async def list_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
             continue
         out.append({"group_id": g.group_id, "protocol_type": ptype,
                     "group_state": state, "group_type": g.group_type})
-    return {"throttle_time_ms": 0, "error_code": 0, "groups": out}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": out}
 
 
 @api(15, 0, 6)
@@ -157,11 +159,11 @@ async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if not authorize_group(ctx, "DESCRIBE", gid):
             err, g = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
         entry: dict[str, Any] = {
-            "error_code": err, "group_id": gid, "group_state": "Dead" if err == 0 else "",
+            "error_code": err, "group_id": gid, "group_state": "Dead" if err == ErrorCode.NONE else "",
             "protocol_type": "", "protocol_data": "", "members": [],
             "authorized_operations": AUTHORIZED_OPS_NOT_REQUESTED, "error_message": None,
         }
-        if err == 0 and (g is None or g.consumer is not None):
+        if err == ErrorCode.NONE and (g is None or g.consumer is not None or g.streams is not None):
             if ctx.version >= 6:
                 entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
                 entry["error_message"] = f"Group {gid} not found." if g is None \

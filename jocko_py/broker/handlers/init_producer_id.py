@@ -22,9 +22,8 @@ from jocko_py.broker.security.authz import (
     authorize_cluster,
     authorize_transactional_id,
 )
-from jocko_py.broker.topics import TopicError
 from jocko_py.broker.txn import coordinator as txn_coordinator
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 MAX_EPOCH = 32766
 
@@ -48,12 +47,12 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
     if ctx.version >= 3 and req.producer_id >= 0 and 0 <= req.producer_epoch < MAX_EPOCH:
-        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": req.producer_id,
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": req.producer_id,
                 "producer_epoch": req.producer_epoch + 1}
     try:
         pid = await ctx.broker.topics.allocate_producer_id()
-    except TopicError as e:
+    except KafkaError as e:
         code = e.code if e.code != ErrorCode.NOT_CONTROLLER else ErrorCode.COORDINATOR_NOT_AVAILABLE
         return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1,
                 "producer_epoch": -1}
-    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid, "producer_epoch": 0}

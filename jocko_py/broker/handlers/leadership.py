@@ -2,8 +2,9 @@
 ListPartitionReassignments (46) v0: what `kafka-leader-election` and
 `kafka-reassign-partitions` drive.
 
-Decided by the active controller (see `cluster/controller.py` for the rules); any
-other broker forwards the request to it and relays the answer.
+Decided by the active controller (see `cluster/controller.py` for the rules), through
+the broker's one commit-or-forward path: any other broker forwards the request to it
+and relays the answer.
 
 - ElectLeaders: preferred (type 0): the first replica leads if it is alive and in
   the ISR (else PREFERRED_LEADER_NOT_AVAILABLE; ELECTION_NOT_NEEDED if it already
@@ -23,59 +24,56 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.controller_channel import Forward, is_forwarded
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.topics import TopicError, is_forwarded
-from jocko_py.cluster.quorum import NotControllerError
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.cluster.controller_result import ControllerResult
+from jocko_py.cluster.metadata import MetadataImage, MetadataRecord
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 
-async def _forward(ctx: RequestContext, key: int, req: Any, error_body: dict[str, Any]
-                   ) -> dict[str, Any]:
-    if is_forwarded(ctx):
-        return error_body
-    try:
-        resp = await ctx.broker.topics.forward(
-            key, ctx.version, dict(req), ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
-    except TopicError as e:
-        return dict(error_body, error_code=e.code)
-    return dict(resp)
+def _relay(ctx: RequestContext, key: int, req: Any) -> Forward[dict[str, Any]]:
+    """Forward the request as it came and relay the controller's answer."""
+    return Forward(key, ctx.version, dict(req), lambda r: dict(r),
+                   lambda r: r.error_code == ErrorCode.NOT_CONTROLLER)
 
 
 @api(43, 0, 2)
 async def elect_leaders(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
-    image = broker.topics.image
     if not authorize_cluster(ctx, "ALTER"):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "replica_election_results": []}
-    if req.topic_partitions is None:
-        wanted = [(n, p) for n, t in sorted(image.topics.items()) for p in sorted(t.partitions)]
-    else:
-        wanted = [(tp.topic, p) for tp in req.topic_partitions for p in tp.partitions]
     unclean = ctx.version >= 1 and req.election_type == 1
-    not_controller = {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
-                      "replica_election_results": []}
+
+    def decide(img: MetadataImage) -> ControllerResult[dict[str, Any]]:
+        if req.topic_partitions is None:
+            wanted = [(n, p) for n, t in sorted(img.topics.items()) for p in sorted(t.partitions)]
+        else:
+            wanted = [(tp.topic, p) for tp in req.topic_partitions for p in tp.partitions]
+        results, records = broker.quorum.controller.elect_leaders(img, wanted, unclean)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, pid), c in results.items():
+            code = ErrorCode.of(c)
+            by_topic.setdefault(topic, []).append(
+                {"partition_id": pid, "error_code": code,
+                 "error_message": None if code == ErrorCode.NONE else code.name})
+        out: dict[str, Any] = {"throttle_time_ms": 0, "replica_election_results": [
+            {"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}
+        if ctx.version >= 1:
+            out["error_code"] = ErrorCode.NONE
+        return ControllerResult(records, out)
+
     try:
-        results = await broker.topics.elect_leaders(wanted, unclean)
-    except NotControllerError:
-        return await _forward(ctx, 43, req, not_controller)
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for (topic, pid), code in results.items():
-        by_topic.setdefault(topic, []).append(
-            {"partition_id": pid, "error_code": code,
-             "error_message": None if code == ErrorCode.NONE else code.name})
-    out: dict[str, Any] = {"throttle_time_ms": 0, "replica_election_results": [
-        {"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}
-    if ctx.version >= 1:
-        out["error_code"] = 0
-    return out
+        return await broker.topics.submit(decide, _relay(ctx, 43, req),
+                                          forwarded=is_forwarded(ctx))
+    except KafkaError as e:
+        return {"throttle_time_ms": 0, "error_code": e.code, "replica_election_results": []}
 
 
-def _replication_factor_change(ctx: RequestContext, topic: str, partition: int,
+def _replication_factor_change(image: MetadataImage, topic: str, partition: int,
                                target: tuple[int, ...]) -> str | None:
     """Kafka's message when ``target`` changes the partition's replication factor; None
     when it does not, or when another check answers first (unknown topic or broker)."""
-    image = ctx.broker.topics.image
     t = image.topics.get(topic)
     p = t.partitions.get(partition) if t is not None else None
     if p is None or len(set(target)) != len(target) or \
@@ -97,32 +95,41 @@ async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> dict[s
     if not authorize_cluster(ctx, "ALTER"):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
                 "responses": [], "allow_replication_factor_change": allow_rf_change}
-    if not broker.quorum.is_active_controller():
-        return await _forward(ctx, 45, req, {
-            "throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
-            "error_message": None, "responses": [],
-            "allow_replication_factor_change": allow_rf_change})
-    responses = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            target = tuple(p.replicas) if p.replicas is not None else None
-            why = None if target is None or allow_rf_change else \
-                _replication_factor_change(ctx, t.name, p.partition_index, target)
-            if why is not None:
-                parts.append({"partition_index": p.partition_index,
-                              "error_code": ErrorCode.INVALID_REPLICATION_FACTOR,
-                              "error_message": why})
-                continue
-            try:
-                code = await broker.topics.reassign(t.name, p.partition_index, target)
-            except NotControllerError:
-                code = ErrorCode.NOT_CONTROLLER
-            parts.append({"partition_index": p.partition_index, "error_code": code,
-                          "error_message": None if code == ErrorCode.NONE else code.name})
-        responses.append({"name": t.name, "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-            "responses": responses, "allow_replication_factor_change": allow_rf_change}
+
+    def decide(img: MetadataImage) -> ControllerResult[dict[str, Any]]:
+        # one decision for the whole request, on one image (Kafka's
+        # ReplicationControlManager.alterPartitionReassignments)
+        records: list[MetadataRecord] = []
+        responses = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                target = tuple(p.replicas) if p.replicas is not None else None
+                why = None if target is None or allow_rf_change else \
+                    _replication_factor_change(img, t.name, p.partition_index, target)
+                if why is not None:
+                    parts.append({"partition_index": p.partition_index,
+                                  "error_code": ErrorCode.INVALID_REPLICATION_FACTOR,
+                                  "error_message": why})
+                    continue
+                c, recs = broker.quorum.controller.reassign(img, t.name, p.partition_index,
+                                                            target)
+                code = ErrorCode.of(c)
+                if code == ErrorCode.NONE:
+                    records.extend(recs)
+                parts.append({"partition_index": p.partition_index, "error_code": code,
+                              "error_message": None if code == ErrorCode.NONE else code.name})
+            responses.append({"name": t.name, "partitions": parts})
+        return ControllerResult(records, {
+            "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "responses": responses, "allow_replication_factor_change": allow_rf_change})
+
+    try:
+        return await broker.topics.submit(decide, _relay(ctx, 45, req),
+                                          forwarded=is_forwarded(ctx))
+    except KafkaError as e:
+        return {"throttle_time_ms": 0, "error_code": e.code, "error_message": None,
+                "responses": [], "allow_replication_factor_change": allow_rf_change}
 
 
 @api(46, 0, 0)
@@ -150,4 +157,4 @@ async def list_partition_reassignments(ctx: RequestContext, req: Any) -> dict[st
         ]
         if parts:
             topics.append({"name": name, "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": topics}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": topics}

@@ -22,7 +22,7 @@ V1_TYPES = (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)
 
 @api(74, 0, 1)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "config_resources": []}
+    out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "config_resources": []}
     if not authorize_cluster(ctx, "DESCRIBE_CONFIGS"):
         out["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return out

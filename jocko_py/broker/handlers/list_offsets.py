@@ -30,7 +30,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for t in req.topics:
         parts = []
         for rp in t.partitions:
-            out: dict[str, Any] = {"partition_index": rp.partition_index, "error_code": 0,
+            out: dict[str, Any] = {"partition_index": rp.partition_index, "error_code": ErrorCode.NONE,
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1}
             p, err = replicas.get_partition_or_error(t.name, rp.partition_index)
             if t.name in denied:

@@ -36,9 +36,9 @@ from jocko_py.broker.security.authz import (
     denied_topics,
     may_create_topic,
 )
-from jocko_py.broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
+from jocko_py.broker.topics import INTERNAL_TOPICS, validate_topic_name
 from jocko_py.cluster.metadata import TopicImage
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 from jocko_py.protocol.wire import Encoded
 
 __all__ = ["AUTHORIZED_OPS_NOT_REQUESTED", "ZERO", "error_entry", "handle", "topic_entry"]
@@ -85,7 +85,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             if t is None:
                 try:
                     validate_topic_name(name)
-                except TopicError as e:
+                except KafkaError as e:
                     items.append(error_entry(name, e.code))
                     continue
                 if auto and name not in INTERNAL_TOPICS and may_create_topic(ctx, name):
@@ -94,7 +94,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                             name, broker.config.num_partitions,
                             min(broker.config.int("default.replication.factor"), len(live) or 1),
                         )
-                    except TopicError as e:
+                    except KafkaError as e:
                         if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                             items.append(error_entry(name, e.code))
                             continue

@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for t in req.topics:
         parts = []
         for rp in t.partitions:
-            out: dict[str, Any] = {"error_code": 0, "partition": rp.partition,
+            out: dict[str, Any] = {"error_code": ErrorCode.NONE, "partition": rp.partition,
                                    "leader_epoch": -1, "end_offset": -1}
             p, err = replicas.get_partition_or_error(t.topic, rp.partition)
             if refused:

@@ -229,5 +229,5 @@ async def offset_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for tp in order:
         topics.setdefault(tp[0], []).append(
             {"partition_index": tp[1], "error_code": results[tp]})
-    return {"error_code": 0, "throttle_time_ms": 0,
+    return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0,
             "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}

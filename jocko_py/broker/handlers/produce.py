@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 3-11 served; 0-2 advertised (KAFKA-18659), a request of them
+"""Produce (key 0), versions 3-13 served; 0-2 advertised (KAFKA-18659), a request of them
 closes the connection, as Kafka 4 does.
 
 Each partition's records blob must be exactly one magic-2 batch with a valid
@@ -20,21 +20,32 @@ part 1): a partition not in the producer's ongoing transaction gets INVALID_TXN_
 a coordinator not ready NOT_ENOUGH_REPLICAS (retriable for every client). A request
 with transactional batches needs WRITE on its transactional id (Kafka's
 handleProduceRequest): without it, or without a transactional id, every partition gets
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED. v12+
-(KIP-890 part 2) is not served. Internal topics cannot be written by clients.
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Internal topics cannot be written by clients.
+
+v12 (KIP-890 part 2), while `transaction.version` 2 is finalized: the first
+transactional batch of a transaction on a partition adds the partition to the
+transaction itself (the leader asks the coordinator, AddPartitionsToTxn v5 as a
+broker) instead of being verified; the producer sent no AddPartitionsToTxn. A batch of
+an epoch the coordinator has moved past is fenced (INVALID_PRODUCER_EPOCH), so a
+delayed produce of an ended transaction never lands in the next one. Below
+transaction.version 2, v12 means v11 (Kafka 4.x clients check the finalized level
+before relying on it). v13 names topics by id (KIP-516): an unknown id gets
+UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from jocko_py.broker.api import NO_RESPONSE, NoResponse, RequestContext, api
+from jocko_py.broker.features import txn_v2
 from jocko_py.broker.leader_discovery import LEADER_HINT_ERRORS, current_leader, node_endpoints
 from jocko_py.broker.partition import AppendResult
 from jocko_py.broker.security.authz import authorize_topic, authorize_transactional_id
-from jocko_py.broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
+from jocko_py.broker.topics import INTERNAL_TOPICS, validate_topic_name
 from jocko_py.protocol import records as rb
-from jocko_py.protocol.errors import ErrorCode, ProtocolError
+from jocko_py.protocol.errors import ErrorCode, KafkaError, ProtocolError
 
 
 def _partition_response(index: int, r: AppendResult) -> dict[str, Any]:
@@ -49,31 +60,45 @@ def _partition_response(index: int, r: AppendResult) -> dict[str, Any]:
     }
 
 
-@api(0, 3, 11, advertise_min=0)
+@api(0, 3, 13, advertise_min=0)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
     replicas = ctx.broker.replicas
     acks = req.acks
-    # (topic, partition) -> result; entries to append keep their position
-    slots: list[tuple[str, list[tuple[int, AppendResult | None]]]] = []
+    image = ctx.broker.topics.image
+    by_id = ctx.version >= 13
+    # (topic, topic id, partition) -> result; entries to append keep their position
+    slots: list[tuple[str, uuid.UUID | None, list[tuple[int, AppendResult | None]]]] = []
     entries: list[tuple[str, int, Any]] = []
     denied = _transactional_denied(ctx, req)
     for td in req.topic_data:
-        name = td.name
+        tid: uuid.UUID | None = None
+        unknown: AppendResult | None = None
+        if by_id:
+            tid = td.topic_id
+            timg = image.topic_by_id(tid)
+            name = timg.name if timg is not None else ""
+            if timg is None:
+                unknown = AppendResult(ErrorCode.UNKNOWN_TOPIC_ID)
+        else:
+            name = td.name
         parts: list[tuple[int, AppendResult | None]] = []
         for pd in td.partition_data:
-            r = denied or _precheck(ctx, name, pd.records, acks)
+            r = denied or unknown or _precheck(ctx, name, pd.records, acks)
             if r is None:
                 entries.append((name, pd.index, pd.records))
             parts.append((pd.index, r))
-        slots.append((name, parts))
+        slots.append((name, tid, parts))
+    add = ctx.version >= 12 and txn_v2(image.features)
     appended = iter(await replicas.append_records(entries, acks, req.timeout_ms,
                                                   transactional_id=req.transactional_id,
-                                                  abortable_supported=ctx.version >= 11))
+                                                  abortable_supported=ctx.version >= 11,
+                                                  add_partitions=add))
     results: list[dict[str, Any]] = []
-    for name, parts in slots:
+    for name, tid, parts in slots:
         presps = [_partition_response(idx, r if r is not None else next(appended))
                   for idx, r in parts]
-        results.append({"name": name, "partition_responses": presps})
+        results.append({"topic_id": tid, "name": name, "partition_responses": presps}
+                       if by_id else {"name": name, "partition_responses": presps})
     if acks == 0:
         failed = [(t["name"], p["index"], p["error_code"]) for t in results
                   for p in t["partition_responses"] if p["error_code"]]
@@ -87,7 +112,6 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
         sum(len(e[2]) for e in entries)) if ctx.broker.security.quotas_set() else 0
     out: dict[str, Any] = {"responses": results, "throttle_time_ms": throttle}
     if ctx.version >= 10:
-        image = ctx.broker.topics.image
         leaders = []
         for t in results:
             for p in t["partition_responses"]:
@@ -130,7 +154,7 @@ def _precheck(ctx: RequestContext, topic: str, data: Any, acks: int) -> AppendRe
     if ctx.broker.replicas.get(topic, 0) is None and topic not in ctx.broker.topics.image.topics:
         try:
             validate_topic_name(topic)
-        except TopicError as e:
+        except KafkaError as e:
             return AppendResult(e.code, message=e.message)
     if topic in INTERNAL_TOPICS:
         return AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION,

@@ -85,9 +85,9 @@ async def authenticate(ctx: RequestContext, req: Any) -> dict[str, Any]:
         # as Kafka's Selector logs it (INFO), with the user the client named, if any
         user = ex.attempted_user()
         log.info("[listener=%s] Failed authentication with /%s (%s%s)", s.listener.name,
-                 ctx.peer.rsplit(":", 1)[0].strip("[]"), e,
+                 ctx.peer.rsplit(":", 1)[0].strip("[]"), e.message,
                  f"; user {user!r}" if user else "")
-        return dict(out, error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(e))
+        return dict(out, error_code=e.code, error_message=e.message)
     out["auth_bytes"] = token
     if ex.complete:
         s.exchange = None

@@ -20,10 +20,11 @@ import uuid
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
+from jocko_py.broker.controller_channel import is_forwarded
 from jocko_py.broker.handlers.configs import describe_topic_configs, validate_topic_configs
 from jocko_py.broker.security.authz import authorize_topic, may_create_topic
-from jocko_py.broker.topics import INTERNAL_TOPICS, TopicError, is_forwarded
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.broker.topics import INTERNAL_TOPICS
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 ZERO = uuid.UUID(int=0)
 
@@ -33,12 +34,12 @@ def manual_assignments(t: Any) -> list[tuple[int, ...]]:
     (Kafka's checks: no partition count or replication factor beside it, partitions
     0..n-1 each once)."""
     if t.num_partitions != -1 or t.replication_factor != -1:
-        raise TopicError(ErrorCode.INVALID_REQUEST,
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
                          "Both numPartitions or replicationFactor and replicasAssignments "
                          "were set. Both cannot be used at the same time.")
     by_index = {a.partition_index: tuple(a.broker_ids) for a in t.assignments}
     if len(by_index) != len(t.assignments) or sorted(by_index) != list(range(len(by_index))):
-        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                          "Partitions should be a consecutive 0-based integer sequence")
     return [by_index[i] for i in range(len(by_index))]
 
@@ -71,18 +72,18 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
     throttle = 0
     seen: set[str] = set()
     for t in req.topics:
-        entry: dict[str, Any] = {"name": t.name, "topic_id": ZERO, "error_code": 0,
+        entry: dict[str, Any] = {"name": t.name, "topic_id": ZERO, "error_code": ErrorCode.NONE,
                                  "error_message": None, "num_partitions": -1,
                                  "replication_factor": -1, "configs": None}
         try:
             if t.name in seen:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"Duplicate topic name {t.name} in the request")
             seen.add(t.name)
             if not may_create_topic(ctx, t.name):
-                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if mutation_quota_exceeded(ctx, ctx.version >= 6):
-                raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+                raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             manual = manual_assignments(t) if t.assignments else None
             if manual is not None:
                 n, rf = len(manual), len(manual[0])
@@ -107,7 +108,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
                      "config_source": c["config_source"], "is_sensitive": False}
                     for c in describe_topic_configs(broker, t.name, None, extra=configs)
                 ]
-        except TopicError as e:
+        except KafkaError as e:
             entry.update(error_code=e.code, error_message=e.message)
         out.append(entry)
     return {"throttle_time_ms": throttle, "topics": out}
@@ -125,31 +126,31 @@ async def delete_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
     out = []
     throttle = 0
     for name, tid in wanted:
-        entry: dict[str, Any] = {"name": name, "topic_id": tid, "error_code": 0,
+        entry: dict[str, Any] = {"name": name, "topic_id": tid, "error_code": ErrorCode.NONE,
                                  "error_message": None}
         try:
             if name is None:
                 ti = image.topic_by_id(tid)
                 if ti is None:
-                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, "Topic id not found")
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "Topic id not found")
                 name = ti.name
                 entry["name"] = name
             if not authorize_topic(ctx, "DELETE", name):
-                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if not broker.config.bool("delete.topic.enable"):
-                raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED,
+                raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED,
                                  "Topic deletion is disabled.")
             if name in INTERNAL_TOPICS:
-                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                  f"Internal topic {name} cannot be deleted")
             if mutation_quota_exceeded(ctx, ctx.version >= 5):
-                raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+                raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             known = image.topics.get(name)
             parts = len(known.partitions) if known is not None else 0
             entry["topic_id"] = await broker.topics.delete_topic(
                 name, forwarded=is_forwarded(ctx))
             throttle = max(throttle, count_mutations(ctx, parts))
-        except TopicError as e:
+        except KafkaError as e:
             entry.update(error_code=e.code, error_message=e.message)
         out.append(entry)
     return {"throttle_time_ms": throttle, "responses": out}
@@ -161,12 +162,12 @@ async def create_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
     out = []
     throttle = 0
     for t in req.topics:
-        entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
+        entry: dict[str, Any] = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
         try:
             if not authorize_topic(ctx, "ALTER", t.name):
-                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if mutation_quota_exceeded(ctx, ctx.version >= 3):
-                raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+                raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             manual = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
             known = broker.topics.image.topics.get(t.name)
             before = len(known.partitions) if known is not None else 0
@@ -175,7 +176,7 @@ async def create_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 forwarded=is_forwarded(ctx), assignments=manual)
             if not req.validate_only:
                 throttle = max(throttle, count_mutations(ctx, t.count - before))
-        except TopicError as e:
+        except KafkaError as e:
             entry.update(error_code=e.code, error_message=e.message)
         out.append(entry)
     return {"throttle_time_ms": throttle, "results": out}

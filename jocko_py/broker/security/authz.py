@@ -33,6 +33,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from jocko_py.cluster.acl_control import CLUSTER as CLUSTER
+from jocko_py.cluster.acl_control import CLUSTER_NAME as CLUSTER_NAME
+from jocko_py.cluster.acl_control import GROUP as GROUP
+from jocko_py.cluster.acl_control import LITERAL as LITERAL
+from jocko_py.cluster.acl_control import PREFIXED as PREFIXED
+from jocko_py.cluster.acl_control import TOPIC as TOPIC
+from jocko_py.cluster.acl_control import TRANSACTIONAL_ID as TRANSACTIONAL_ID
+from jocko_py.cluster.acl_control import WILDCARD as WILDCARD
 from jocko_py.cluster.metadata import AccessControlEntryRecord, MetadataImage
 
 if TYPE_CHECKING:
@@ -47,11 +55,7 @@ OPERATIONS = {"UNKNOWN": 0, "ANY": 1, "ALL": 2, "READ": 3, "WRITE": 4, "CREATE":
               "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11, "IDEMPOTENT_WRITE": 12,
               "CREATE_TOKENS": 13, "DESCRIBE_TOKENS": 14}
 PERMISSIONS = {"UNKNOWN": 0, "ANY": 1, "DENY": 2, "ALLOW": 3}
-TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = 2, 3, 4, 5
-LITERAL, PREFIXED = 3, 4
 ALL, DENY, ALLOW = 2, 2, 3
-WILDCARD = "*"
-CLUSTER_NAME = "kafka-cluster"
 AUTHORIZER_NAMES = frozenset({
     "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "kafka.security.authorizer.AclAuthorizer", "jocko"})

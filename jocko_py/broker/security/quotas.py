@@ -35,12 +35,10 @@ import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from jocko_py.cluster.client_quota_control import CLIENT_ID, QUOTA_KEYS, USER, Entity
 from jocko_py.cluster.metadata import MetadataImage
 
-Entity = tuple[tuple[str, str | None], ...]
-USER, CLIENT_ID = "user", "client-id"
-ENFORCED = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
-            "controller_mutation_rate")
+ENFORCED = QUOTA_KEYS
 # request_percentage is recorded in microseconds of handler time: Q percent of one
 # thread is Q * 10,000 microseconds per second
 SCALE = {"request_percentage": 10_000.0}

@@ -36,6 +36,7 @@ from jocko_py.broker.security.cluster_auth import (
     ClusterAuthServer,
 )
 from jocko_py.broker.security.scram import MECHANISMS, ScramCredential, ScramError, ScramServer
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("jocko_py.broker.security.sasl")
 
@@ -46,8 +47,15 @@ MAX_PLAIN = 4096
 _JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
 
 
-class SaslFailed(Exception):
-    """Authentication failed; the message is what the client is told."""
+class SaslFailed(KafkaError):
+    """Authentication failed (SASL_AUTHENTICATION_FAILED); the message is what the
+    client is told."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+    message: str
+
+    def __init__(self, message: str) -> None:
+        super().__init__(type(self).code, message)
 
 
 def jaas_options(jaas: str) -> dict[str, str]:

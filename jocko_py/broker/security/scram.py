@@ -30,10 +30,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from jocko_py.cluster.scram_control import MAX_ITERATIONS, MIN_ITERATIONS, scram_keys
+
 MECHANISMS = {"SCRAM-SHA-256": (1, "sha256"), "SCRAM-SHA-512": (2, "sha512")}
-MECHANISM_NAMES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
-MIN_ITERATIONS = 4096
-MAX_ITERATIONS = 16384
 MAX_MESSAGE = 4096  # a SCRAM message is a few hundred bytes
 
 
@@ -59,9 +58,8 @@ def salted_password(hash_name: str, password: bytes, salt: bytes, iterations: in
 
 def credential_from_salted(hash_name: str, salted: bytes, salt: bytes,
                            iterations: int) -> ScramCredential:
-    client_key = _hmac(hash_name, salted, b"Client Key")
-    return ScramCredential(salt, hashlib.new(hash_name, client_key).digest(),
-                           _hmac(hash_name, salted, b"Server Key"), iterations)
+    stored_key, server_key = scram_keys(hash_name, salted)
+    return ScramCredential(salt, stored_key, server_key, iterations)
 
 
 def make_credential(mechanism: str, password: str, iterations: int = 4096,

@@ -40,11 +40,21 @@ Rules (Kafka's TransactionCoordinator, followed here)
   the state becomes CompleteCommit / CompleteAbort with no partitions. A retry of a
   completed end answers NONE; the other end of a completed or prepared transaction
   INVALID_TXN_STATE; a retry while prepared CONCURRENT_TRANSACTIONS; Empty
-  INVALID_TXN_STATE. EndTxn v5 (KIP-890 part 2) prepares with the epoch bumped (the
-  markers carry it; a fresh producer id for the next transaction once exhausted) and
-  answers with the next producer id and epoch; with the previous epoch it is a retry
-  (same answer) only while this end is prepared or complete, else PRODUCER_FENCED; it
-  may abort an Empty or Complete* id, which only bumps the epoch.
+  INVALID_TXN_STATE.
+- Transaction version 2 (KIP-890 part 2; EndTxn v5 while `transaction.version` 2 is
+  finalized): the end prepares with the epoch bumped (the markers carry it, and say
+  the transaction is a TV2 one, so a partition refuses a marker that is not above
+  its batches' epoch) and answers with the next producer id and epoch. Once the
+  epoch is exhausted (Short.MaxValue - 1) the prepare record names a fresh producer
+  id (NextProducerId) and the completion switches to it (PreviousProducerId keeps the
+  old one), so a coordinator failover or restart keeps both. Epochs as Kafka checks
+  them: Ongoing / Empty / PrepareEpochFence need the current epoch; prepared ones
+  only a retry (the epoch just below, answered CONCURRENT_TRANSACTIONS), completed
+  ones a retry (answered the same as the end it repeats; also the last epoch of the
+  previous producer id after a roll) or the current epoch (an abort of the empty
+  transaction, which only bumps the epoch); else PRODUCER_FENCED. A partition leader
+  adds partitions for a TV2 producer (Produce v12, TxnOffsetCommit v5: `verify` with
+  ``add``, AddPartitionsToTxn v5 between brokers), which starts a TV2 transaction.
 - Every `transaction.abort.timed.out.transaction.cleanup.interval.ms` an Ongoing
   transaction older than its timeout is fenced and aborted as InitProducerId would.
 - Verification (KIP-890 part 1): a partition leader asks (AddPartitionsToTxn v4,
@@ -56,9 +66,11 @@ Rules (Kafka's TransactionCoordinator, followed here)
   tombstone record), checked every
   `transaction.remove.expired.transaction.cleanup.interval.ms`; its next
   InitProducerId gets a fresh producer id.
-- Not implemented: the rest of KIP-890 part 2 (Produce v12 adding partitions implicitly, the
-  `transaction.version` feature), the Dead state; the next producer id of an exhausted
-  epoch is not persisted (Kafka's NextProducerId tagged field).
+- Records are TransactionLogValue v1 (flexible, with the tagged fields) while
+  `transaction.version` >= 1 is finalized, else v0, as Kafka writes them.
+- A fence (InitProducerId over an Ongoing transaction, a timeout) bumps the epoch up
+  to Short.MaxValue, as Kafka's prepareFenceProducerEpoch.
+- Not implemented: the Dead state; KIP-939 two-phase commit (InitProducerId v6).
 """
 
 from __future__ import annotations
@@ -69,10 +81,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from jocko_py.broker.features import TRANSACTION_VERSION, level
 from jocko_py.broker.group.offsets_store import OFFSETS_TOPIC, partition_for
 from jocko_py.broker.inter_broker import BrokerChannel
-from jocko_py.broker.topics import TopicError
 from jocko_py.broker.txn.state import (
+    COMPLETED,
     PREPARED,
     TXN_TOPIC,
     VALID_PREVIOUS,
@@ -84,7 +97,7 @@ from jocko_py.broker.txn.state import (
     txn_value,
 )
 from jocko_py.protocol import records as rb
-from jocko_py.protocol.errors import ErrorCode
+from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from jocko_py.broker.core import Broker
@@ -100,13 +113,9 @@ MARKER_TIMEOUT_S = 10.0
 
 
 VERIFY_TIMEOUT_S = 5.0
-
-
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
+# Kafka's add.partitions.to.txn.retry.backoff.ms / .max.ms defaults (not configurable here)
+ADD_RETRY_BACKOFF_S = 0.02
+ADD_RETRY_MAX_S = 0.1
 
 
 def now_ms() -> int:
@@ -142,11 +151,13 @@ class TxnConfig:
 
 
 async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, commit: bool,
-                        coordinator_epoch: int, partitions: list[tuple[str, int]]
-                        ) -> dict[tuple[str, int], ErrorCode]:
+                        coordinator_epoch: int, partitions: list[tuple[str, int]],
+                        transaction_version: int = 0) -> dict[tuple[str, int], ErrorCode]:
     """Append one marker to each partition led here (WriteTxnMarkers, and the
-    coordinator's own partitions); acks=all. Committed offsets in `__consumer_offsets`
-    are materialised by the group coordinator once their marker is written."""
+    coordinator's own partitions); acks=all. A marker of a ``transaction_version`` 2
+    transaction must carry an epoch above the producer's (KIP-1228). Committed offsets
+    in `__consumer_offsets` are materialised by the group coordinator once their
+    marker is written."""
     replicas = broker.replicas
     out: dict[tuple[str, int], ErrorCode] = {}
     entries: list[tuple[str, int, memoryview | bytes]] = []
@@ -158,11 +169,12 @@ async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, c
         if p is None:
             out[tp] = err
             continue
-        check = p.log.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        check = p.log.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch,
+                                                  transaction_version)
         if check != E.NONE:
             out[tp] = check
             continue
-        if len(p.isr) < p.log.config.min_insync_replicas:
+        if p.under_min_isr():
             out[tp] = E.NOT_ENOUGH_REPLICAS  # as any acks=all write: the coordinator retries
             continue
         entries.append((tp[0], tp[1], rb.build_control_batch(
@@ -217,7 +229,7 @@ class TransactionCoordinator:
                 {"cleanup.policy": "compact", "segment.bytes": self.config.segment_bytes,
                  "compression.type": "uncompressed", "unclean.leader.election.enable": "false",
                  "min.insync.replicas": str(min(self.config.min_isr, rf))})
-        except TopicError as e:
+        except KafkaError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
         log.info("created %s with %d partitions, replication factor %d", TXN_TOPIC,
@@ -337,10 +349,11 @@ class TransactionCoordinator:
         p = self._partition(idx)
         if p is None or epoch is None:
             return E.NOT_COORDINATOR
-        if len(p.isr) < p.log.config.min_insync_replicas:
+        if p.under_min_isr():
             return E.COORDINATOR_NOT_AVAILABLE
         ts = now_ms()
-        value = None if tombstone else txn_value(new)
+        value = None if tombstone else txn_value(
+            new, level(self.broker.topics.image.features, TRANSACTION_VERSION) >= 1)
         batch = rb.build_batch([rb.NewRecord(txn_key(tid), value, (), ts)])
         m.pending = new.state
         try:
@@ -368,6 +381,7 @@ class TransactionCoordinator:
         m.last_producer_id, m.last_producer_epoch = new.last_producer_id, new.last_producer_epoch
         m.timeout_ms, m.state, m.partitions = new.timeout_ms, new.state, set(new.partitions)
         m.start_ms, m.last_update_ms = new.start_ms, new.last_update_ms
+        m.next_producer_id, m.client_tv = new.next_producer_id, new.client_tv
         return E.NONE
 
     # -- InitProducerId ---------------------------------------------------------------------------
@@ -384,7 +398,7 @@ class TransactionCoordinator:
         if m is None:
             try:
                 pid = await self.broker.topics.allocate_producer_id()
-            except TopicError as e:
+            except KafkaError as e:
                 return (e.code if e.code != E.NOT_CONTROLLER else E.COORDINATOR_NOT_AVAILABLE,
                         -1, -1)
             m = self.txns.get(transactional_id)
@@ -408,7 +422,7 @@ class TransactionCoordinator:
         if m.producer_epoch >= MAX_EPOCH:
             try:
                 new.producer_id = await self.broker.topics.allocate_producer_id()
-            except TopicError:
+            except KafkaError:
                 return E.COORDINATOR_NOT_AVAILABLE, -1, -1
             new.producer_epoch = 0
         else:
@@ -443,7 +457,10 @@ class TransactionCoordinator:
         return E.NONE, m
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: list[tuple[str, int]]) -> ErrorCode:
+                             partitions: list[tuple[str, int]], client_tv: int = 0) -> ErrorCode:
+        """AddPartitionsToTxn / AddOffsetsToTxn; ``client_tv`` 2 when a partition leader
+        adds them for a KIP-890 part 2 producer (Produce v12, TxnOffsetCommit v5): the
+        transaction it starts ends with its epoch bumped."""
         err, m = self._check_producer(transactional_id, producer_id, producer_epoch)
         if m is None:
             return err
@@ -453,6 +470,7 @@ class TransactionCoordinator:
         new = m.copy()
         if m.state is not S.ONGOING:
             new.start_ms = now_ms()
+            new.client_tv = client_tv
         new.state = S.ONGOING
         new.partitions |= wanted
         new.last_update_ms = now_ms()
@@ -480,13 +498,36 @@ class TransactionCoordinator:
                 for tp in partitions}
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
-        """The partition leader's side of KIP-890 part 1: ask the coordinator of
-        ``transactional_id`` (this broker, or another over AddPartitionsToTxn v4)."""
+                     partitions: list[tuple[str, int]], add: bool = False
+                     ) -> dict[tuple[str, int], ErrorCode]:
+        """The partition leader's side of KIP-890: ask the coordinator of
+        ``transactional_id`` (this broker, or another over AddPartitionsToTxn v5) whether
+        the partitions are in the producer's ongoing transaction (part 1), or, with
+        ``add`` (part 2: Produce v12, TxnOffsetCommit v5), add them to it. An add
+        answered CONCURRENT_TRANSACTIONS (the previous transaction's markers are still
+        being written) is asked again for a short while, as Kafka's
+        AddPartitionsToTxnManager does (its add.partitions.to.txn.retry.backoff.ms and
+        .max.ms defaults), before the producer is told to retry."""
+        deadline = time.monotonic() + ADD_RETRY_MAX_S
+        while True:
+            out = await self._verify_once(transactional_id, producer_id, producer_epoch,
+                                          partitions, add)
+            if not add or any(e != E.CONCURRENT_TRANSACTIONS for e in out.values()) \
+                    or time.monotonic() + ADD_RETRY_BACKOFF_S > deadline:
+                return out
+            await asyncio.sleep(ADD_RETRY_BACKOFF_S)
+
+    async def _verify_once(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           partitions: list[tuple[str, int]], add: bool
+                           ) -> dict[tuple[str, int], ErrorCode]:
         if not self.topic_exists():
             return {tp: E.COORDINATOR_NOT_AVAILABLE for tp in partitions}
         leader = self.leader_of(transactional_id)
         if leader == self.broker.broker_id:
+            if add:
+                err = await self.add_partitions(transactional_id, producer_id, producer_epoch,
+                                                partitions, client_tv=2)
+                return {tp: err for tp in partitions}
             return self.verify_local(transactional_id, producer_id, producer_epoch, partitions)
         ch = self._channel(leader)
         if ch is None:
@@ -494,18 +535,18 @@ class TransactionCoordinator:
         by_topic: dict[str, list[int]] = {}
         for t, i in partitions:
             by_topic.setdefault(t, []).append(i)
-        resp = await ch.request(24, 4, {"transactions": [{
+        resp = await ch.request(24, 5, {"transactions": [{
             "transactional_id": transactional_id, "producer_id": producer_id,
-            "producer_epoch": producer_epoch, "verify_only": True,
+            "producer_epoch": producer_epoch, "verify_only": not add,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}]},
             VERIFY_TIMEOUT_S)
         out: dict[tuple[str, int], ErrorCode] = {}
         if resp.error_code:
-            return {tp: _code(resp.error_code) for tp in partitions}
+            return {tp: ErrorCode.of(resp.error_code) for tp in partitions}
         for r in resp.results_by_transaction:
             for t in r.topic_results:
                 for pr in t.results_by_partition:
-                    out[(t.name, pr.partition_index)] = _code(pr.partition_error_code)
+                    out[(t.name, pr.partition_index)] = ErrorCode.of(pr.partition_error_code)
         return out
 
     def _channel(self, broker_id: int) -> BrokerChannel | None:
@@ -539,45 +580,68 @@ class TransactionCoordinator:
 
     async def end_txn_v(self, transactional_id: str, producer_id: int, producer_epoch: int,
                         commit: bool, *, bump_epoch: bool) -> tuple[ErrorCode, int, int]:
-        """EndTxn; with ``bump_epoch`` (v5, KIP-890 part 2) the transaction ends with the
-        epoch bumped (its markers carry the new one) and the answer names the producer
-        id and epoch of the next transaction, so an EndTxn or produce of this one that
-        arrives late is fenced."""
+        """EndTxn; with ``bump_epoch`` (v5 under transaction.version 2, KIP-890 part 2)
+        the transaction ends with the epoch bumped (its markers carry the new one) and
+        the answer names the producer id and epoch of the next transaction, so an
+        EndTxn or produce of this one that arrives late is fenced. Kafka's rules: while
+        Ongoing or Empty the epoch must be the current one; while prepared or complete
+        only a retry (the epoch just below the current one, or the last epoch of the
+        producer id the exhausted epoch rolled over from) is answered, the same answer
+        again; an abort at the current epoch of a completed or empty transaction only
+        bumps the epoch."""
         err = self._error_for(transactional_id)
         if err is not None:
             return err, -1, -1
         m = self.txns.get(transactional_id)
-        if m is None or m.producer_id != producer_id:
+        if m is None:
+            return E.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        st = m.state
+        retry_overflow = bump_epoch and st in COMPLETED and m.producer_id != producer_id \
+            and m.last_producer_id == producer_id and producer_epoch == MAX_EPOCH \
+            and m.producer_epoch == 0
+        if m.producer_id != producer_id and not retry_overflow:
             return E.INVALID_PRODUCER_ID_MAPPING, -1, -1
         if m.pending is not None:
             return E.CONCURRENT_TRANSACTIONS, -1, -1
-        st = m.state
-        if bump_epoch and producer_epoch == m.last_producer_epoch \
-                and producer_id == m.last_producer_id and producer_epoch == m.producer_epoch - 1:
-            # a retry of the end that bumped the epoch: the same answer
-            done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
-            prep = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-            if st is done:
-                return E.NONE, *self._next_producer(m)
-            if st is prep:
-                return E.CONCURRENT_TRANSACTIONS, -1, -1
-        if m.producer_epoch != producer_epoch:
+        is_retry = False
+        if bump_epoch:
+            retry_bump = m.producer_id == producer_id and m.producer_epoch == producer_epoch + 1
+            if st in PREPARED:
+                valid = retry_bump
+            elif st in COMPLETED:
+                valid = retry_bump or retry_overflow or producer_epoch == m.producer_epoch
+            else:  # Ongoing, Empty, PrepareEpochFence
+                valid = producer_epoch == m.producer_epoch
+            if not valid:
+                return E.PRODUCER_FENCED, -1, -1
+            is_retry = st not in (S.ONGOING, S.EMPTY) and (retry_bump or retry_overflow)
+        elif m.producer_epoch != producer_epoch:
             return E.PRODUCER_FENCED, -1, -1
-        if st is S.ONGOING or (bump_epoch and not commit and st in (
-                S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)):
+        done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
+        if st in COMPLETED and (is_retry or not bump_epoch):
+            # a retry of the end that completed: the same answer (the other end: refused)
+            return (E.NONE, m.producer_id, m.producer_epoch) if st is done \
+                else (E.INVALID_TXN_STATE, -1, -1)
+        if st is S.ONGOING or (bump_epoch and not commit and st in (S.EMPTY, *COMPLETED)):
             # (v5 may abort an empty transaction: a way to bump the epoch)
             new = m.copy()
             new.state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
             new.last_update_ms = now_ms()
             if st is not S.ONGOING:
                 new.partitions = set()
+            # the end decides the markers' transaction version, as Kafka's
+            # prepareAbortOrCommit (a v4 end writes markers at the batches' epoch)
+            new.client_tv = 2 if bump_epoch else 0
             if bump_epoch:
                 new.last_producer_id, new.last_producer_epoch = m.producer_id, m.producer_epoch
                 new.producer_epoch = m.producer_epoch + 1
-                if new.producer_epoch >= MAX_EPOCH and m.next_producer_id < 0:
+                if m.producer_epoch >= MAX_EPOCH:
+                    # the epoch is exhausted: the next transaction takes a fresh producer
+                    # id, named in the prepare record (NextProducerId) so it survives a
+                    # coordinator failover
                     try:
-                        m.next_producer_id = await self.broker.topics.allocate_producer_id()
-                    except TopicError:
+                        new.next_producer_id = await self.broker.topics.allocate_producer_id()
+                    except KafkaError:
                         return E.COORDINATOR_NOT_AVAILABLE, -1, -1
                     if m.pending is not None or m.state is not st:
                         return E.CONCURRENT_TRANSACTIONS, -1, -1
@@ -586,11 +650,6 @@ class TransactionCoordinator:
                 self._start_markers(m)
                 return E.NONE, *self._next_producer(m)
             return err2, -1, -1
-        if st is S.COMPLETE_COMMIT:
-            return (E.NONE if commit else E.INVALID_TXN_STATE), m.producer_id, m.producer_epoch
-        if st is S.COMPLETE_ABORT:
-            return (E.NONE if not commit else E.INVALID_TXN_STATE), m.producer_id, \
-                m.producer_epoch
         return self._end_refused(st, commit), -1, -1
 
     @staticmethod
@@ -620,11 +679,11 @@ class TransactionCoordinator:
         """Bump the epoch at once (the current producer is fenced from now on) and abort
         its transaction with the new epoch."""
         if m.state is S.ONGOING:
-            if m.producer_epoch >= MAX_EPOCH:
-                # Kafka aborts with the exhausted epoch; the next InitProducerId takes a
-                # fresh producer id
+            if m.producer_epoch > MAX_EPOCH:
+                # nothing above Short.MaxValue: the abort keeps it (the next
+                # InitProducerId takes a fresh producer id)
                 pass
-            else:
+            else:  # (to Short.MaxValue at most, as Kafka's prepareFenceProducerEpoch)
                 m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
                 m.producer_epoch += 1
             m.state = S.PREPARE_EPOCH_FENCE
@@ -698,13 +757,13 @@ class TransactionCoordinator:
         if coord_epoch is None:
             return
         commit = m.state is S.PREPARE_COMMIT
-        pid, epoch = m.producer_id, m.producer_epoch
+        pid, epoch, tv = m.producer_id, m.producer_epoch, m.client_tv
         pending = set(m.partitions)
         backoff = 0.02
         while pending:
             if self.epochs.get(idx) != coord_epoch or self.txns.get(tid) is not m:
                 return
-            pending -= await self._send_markers(pid, epoch, commit, coord_epoch, pending)
+            pending -= await self._send_markers(pid, epoch, commit, coord_epoch, pending, tv)
             if pending:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
@@ -721,9 +780,8 @@ class TransactionCoordinator:
                 if nxt >= 0:  # the epoch is exhausted: the next transaction has a new id
                     new.last_producer_id, new.last_producer_epoch = m.producer_id, -1
                     new.producer_id, new.producer_epoch = nxt, 0
+                    new.next_producer_id = -1
                 err = await self._write(m, new)
-                if err == E.NONE and nxt >= 0:
-                    m.next_producer_id = -1
                 if err == E.NONE:
                     log.info("[txn=%s] %s (producer %d epoch %d)", tid,
                              "committed" if commit else "aborted", pid, epoch)
@@ -734,7 +792,8 @@ class TransactionCoordinator:
             backoff = min(backoff * 2, 1.0)
 
     async def _send_markers(self, pid: int, epoch: int, commit: bool, coord_epoch: int,
-                            partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:
+                            partitions: set[tuple[str, int]], tv: int = 0
+                            ) -> set[tuple[str, int]]:
         """One round: the partitions whose marker is now written (or need none)."""
         image = self.broker.topics.image
         by_leader: dict[int, list[tuple[str, int]]] = {}
@@ -749,9 +808,11 @@ class TransactionCoordinator:
         for leader, tps in by_leader.items():
             try:
                 if leader == self.broker.broker_id:
-                    res = await write_markers(self.broker, pid, epoch, commit, coord_epoch, tps)
+                    res = await write_markers(self.broker, pid, epoch, commit, coord_epoch, tps,
+                                              tv)
                 else:
-                    res = await self._remote_markers(leader, pid, epoch, commit, coord_epoch, tps)
+                    res = await self._remote_markers(leader, pid, epoch, commit, coord_epoch,
+                                                     tps, tv)
             except (ConnectionError, OSError, TimeoutError) as e:
                 log.info("markers for producer %d to broker %d failed: %s", pid, leader, e)
                 continue
@@ -766,7 +827,7 @@ class TransactionCoordinator:
         return done
 
     async def _remote_markers(self, broker_id: int, pid: int, epoch: int, commit: bool,
-                              coord_epoch: int, tps: list[tuple[str, int]]
+                              coord_epoch: int, tps: list[tuple[str, int]], tv: int = 0
                               ) -> dict[tuple[str, int], ErrorCode]:
         ch = self._channel(broker_id)
         if ch is None:
@@ -777,13 +838,13 @@ class TransactionCoordinator:
         body: dict[str, Any] = {"markers": [{
             "producer_id": pid, "producer_epoch": epoch, "transaction_result": commit,
             "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
-            "coordinator_epoch": coord_epoch}]}
-        resp = await ch.request(27, 1, body, MARKER_TIMEOUT_S + 2)
+            "coordinator_epoch": coord_epoch, "transaction_version": tv}]}
+        resp = await ch.request(27, 2, body, MARKER_TIMEOUT_S + 2)
         out: dict[tuple[str, int], ErrorCode] = {}
         for mk in resp.markers:
             for t in mk.topics:
                 for pr in t.partitions:
-                    out[(t.name, pr.partition_index)] = _code(pr.error_code)
+                    out[(t.name, pr.partition_index)] = ErrorCode.of(pr.error_code)
         return out
 
     # -- tasks ------------------------------------------------------------------------------------------

@@ -11,7 +11,11 @@ and value starts with an int16 version, then the versioned struct.
 * value, version 0 = TransactionLogValue(producer_id int64, producer_epoch int16,
   transaction_timeout_ms int32, transaction_status int8, transaction_partitions
   [topic string, partition_ids [int32]] (nullable), last_update_timestamp_ms int64,
-  start_timestamp_ms int64). Version 1 (flexible, read only) adds tagged fields.
+  start_timestamp_ms int64). Version 1 (flexible; written while `transaction.version`
+  >= 1 is finalized, as Kafka does) adds tagged fields: PreviousProducerId (tag 0),
+  NextProducerId (tag 1: the producer id the transaction's completion switches to
+  once the epoch is exhausted, KIP-890 part 2), ClientTransactionVersion (tag 2: 2
+  when the transaction is a KIP-890 part 2 one), NextProducerEpoch (tag 3, unused).
 * a null value is a tombstone (the transactional id expired).
 
 Status bytes: Empty 0, Ongoing 1, PrepareCommit 2, PrepareAbort 3,
@@ -87,14 +91,18 @@ class TxnMetadata:
     # a transition being written to the log: no other may start meanwhile
     pending: TxnState | None = None
     # EndTxn v5 with the epoch exhausted: the producer id the transaction's completion
-    # switches to (in memory only; Kafka keeps it as the record's NextProducerId)
+    # switches to (the record's NextProducerId)
     next_producer_id: int = -1
+    # the client's transaction version (2: KIP-890 part 2, the epoch is bumped at its
+    # end and its markers say so; the record's ClientTransactionVersion)
+    client_tv: int = 0
 
     def copy(self) -> TxnMetadata:
         return TxnMetadata(self.transactional_id, self.producer_id, self.producer_epoch,
                            self.timeout_ms, self.state, set(self.partitions), self.start_ms,
                            self.last_update_ms, self.last_producer_id,
-                           self.last_producer_epoch, None)
+                           self.last_producer_epoch, None, self.next_producer_id,
+                           self.client_tv)
 
 
 def _encode(name: str, version: int, obj: dict[str, Any]) -> bytes:
@@ -105,12 +113,18 @@ def txn_key(transactional_id: str) -> bytes:
     return _encode("TransactionLogKey", 0, {"transactional_id": transactional_id})
 
 
-def txn_value(m: TxnMetadata) -> bytes:
+def txn_value(m: TxnMetadata, flexible: bool = False) -> bytes:
+    """The record of ``m``; ``flexible``: version 1 with its tagged fields."""
     by_topic: dict[str, list[int]] = {}
     for t, p in sorted(m.partitions):
         by_topic.setdefault(t, []).append(p)
     parts = [{"topic": t, "partition_ids": ps} for t, ps in by_topic.items()]
-    return _encode("TransactionLogValue", 0, {
+    tagged: dict[str, Any] = {}
+    if flexible:
+        tagged = {"previous_producer_id": m.last_producer_id,
+                  "next_producer_id": m.next_producer_id,
+                  "client_transaction_version": m.client_tv}
+    return _encode("TransactionLogValue", 1 if flexible else 0, {**tagged,
         "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
         "transaction_timeout_ms": m.timeout_ms, "transaction_status": int(m.state),
         # Kafka writes null partitions for Empty and Complete* states
@@ -135,7 +149,12 @@ def decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
     (version,) = _I16.unpack_from(data)
     v = messages.data_schema("TransactionLogValue", version).parse_bytes(data[2:])
     parts = {(t.topic, p) for t in (v.transaction_partitions or []) for p in t.partition_ids}
-    return TxnMetadata(
+    m = TxnMetadata(
         transactional_id, v.producer_id, v.producer_epoch, v.transaction_timeout_ms,
         TxnState(v.transaction_status), parts, v.transaction_start_timestamp_ms,
         v.transaction_last_update_timestamp_ms)
+    if version >= 1:
+        m.last_producer_id = v.previous_producer_id
+        m.next_producer_id = v.next_producer_id
+        m.client_tv = v.client_transaction_version
+    return m

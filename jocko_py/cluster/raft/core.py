@@ -90,19 +90,7 @@ from dataclasses import dataclass, field
 from jocko_py.cluster.raft.messages import (
     CLUSTER_ID,
     DATA,
-    DUPLICATE_VOTER,
-    FENCED_LEADER_EPOCH,
-    INCONSISTENT_CLUSTER_ID,
-    INVALID_REQUEST,
     LEADER_CHANGE,
-    NONE,
-    NOT_LEADER_OR_FOLLOWER,
-    OFFSET_OUT_OF_RANGE,
-    POSITION_OUT_OF_RANGE,
-    REQUEST_TIMED_OUT,
-    SNAPSHOT_NOT_FOUND,
-    UNKNOWN_LEADER_EPOCH,
-    VOTER_NOT_FOUND,
     VOTERS,
     Action,
     AppendLog,
@@ -128,6 +116,7 @@ from jocko_py.cluster.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from jocko_py.protocol.errors import ErrorCode
 
 log = logging.getLogger("jocko_py.cluster.raft")
 
@@ -482,13 +471,13 @@ class RaftCore:
 
     def add_voter(self, voter_id: int, address: str, now: int) -> tuple[int, list[Action]]:
         err = self._check_reconfig()
-        if err == NONE and voter_id in self.voters:
-            err = DUPLICATE_VOTER
-        if err == NONE:
+        if err == ErrorCode.NONE and voter_id in self.voters:
+            err = ErrorCode.DUPLICATE_VOTER
+        if err == ErrorCode.NONE:
             p = self._progress.get(voter_id)
             if p is None or p.end_offset < self.high_watermark:
-                err = REQUEST_TIMED_OUT  # not caught up yet; the caller retries
-        if err == NONE:
+                err = ErrorCode.REQUEST_TIMED_OUT  # not caught up yet; the caller retries
+        if err == ErrorCode.NONE:
             new = dict(self.voters)
             new[voter_id] = address
             self._leader_append([(encode_voters(new), VOTERS)], now)
@@ -496,11 +485,11 @@ class RaftCore:
 
     def remove_voter(self, voter_id: int, now: int) -> tuple[int, list[Action]]:
         err = self._check_reconfig()
-        if err == NONE and voter_id not in self.voters:
-            err = VOTER_NOT_FOUND
-        if err == NONE and len(self.voters) == 1:
-            err = INVALID_REQUEST
-        if err == NONE:
+        if err == ErrorCode.NONE and voter_id not in self.voters:
+            err = ErrorCode.VOTER_NOT_FOUND
+        if err == ErrorCode.NONE and len(self.voters) == 1:
+            err = ErrorCode.INVALID_REQUEST
+        if err == ErrorCode.NONE:
             new = dict(self.voters)
             del new[voter_id]
             self._leader_append([(encode_voters(new), VOTERS)], now)
@@ -534,7 +523,7 @@ class RaftCore:
 
     def describe_quorum(self, now: int) -> DescribeQuorumResult:
         if self.role is not Role.LEADER:
-            return DescribeQuorumResult(NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, -1)
+            return DescribeQuorumResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, -1)
         voters = self.voters
 
         def state(rid: int) -> ReplicaState:
@@ -544,7 +533,7 @@ class RaftCore:
             return ReplicaState(rid, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
 
         return DescribeQuorumResult(
-            NONE,
+            ErrorCode.NONE,
             self.node_id,
             self.epoch,
             self.high_watermark,
@@ -600,7 +589,7 @@ class RaftCore:
             self._note_foreign(msg.src, msg.cluster_id, type(msg).__name__.removesuffix(
                 "Request"))
             return False
-        if msg.error_code != INCONSISTENT_CLUSTER_ID:
+        if msg.error_code != ErrorCode.INCONSISTENT_CLUSTER_ID:
             self._foreign.pop(msg.src, None)
             return True
         self._note_foreign(msg.src, "" if msg.cluster_id == self.cluster_id else msg.cluster_id,
@@ -609,7 +598,7 @@ class RaftCore:
 
     def _refuse(self, m: VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest
                 | FetchRequest | FetchSnapshotRequest) -> None:
-        err, me, to, corr = INCONSISTENT_CLUSTER_ID, self.node_id, m.src, m.correlation_id
+        err, me, to, corr = ErrorCode.INCONSISTENT_CLUSTER_ID, self.node_id, m.src, m.correlation_id
         ours = self.cluster_id
         if isinstance(m, VoteRequest):
             self._send(VoteResponse(src=me, dest=to, correlation_id=corr, error_code=err,
@@ -739,7 +728,7 @@ class RaftCore:
         )
 
     def _on_vote_request(self, m: VoteRequest, now: int) -> None:
-        def reply(granted: bool, err: int = NONE) -> None:
+        def reply(granted: bool, err: int = ErrorCode.NONE) -> None:
             self._send(
                 VoteResponse(
                     src=self.node_id,
@@ -767,7 +756,7 @@ class RaftCore:
             reply(ok)
             return
         if m.candidate_epoch < self.epoch:
-            reply(False, FENCED_LEADER_EPOCH)
+            reply(False, ErrorCode.FENCED_LEADER_EPOCH)
             return
         if m.candidate_epoch > self.epoch:
             if self._has_live_leader(now) and self.role is not Role.LEADER:
@@ -852,7 +841,7 @@ class RaftCore:
                 src=self.node_id,
                 dest=m.src,
                 correlation_id=m.correlation_id,
-                error_code=NONE if m.leader_epoch >= self.epoch else FENCED_LEADER_EPOCH,
+                error_code=ErrorCode.NONE if m.leader_epoch >= self.epoch else ErrorCode.FENCED_LEADER_EPOCH,
                 leader_id=self.leader_id,
                 leader_epoch=self.epoch,
             )
@@ -921,13 +910,13 @@ class RaftCore:
 
     def _check_reconfig(self) -> int:
         if self.role is not Role.LEADER:
-            return NOT_LEADER_OR_FOLLOWER
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark <= self._epoch_start:
-            return REQUEST_TIMED_OUT
+            return ErrorCode.REQUEST_TIMED_OUT
         for e in self.entries:
             if e.kind == VOTERS and e.offset >= self.high_watermark:
-                return REQUEST_TIMED_OUT
-        return NONE
+                return ErrorCode.REQUEST_TIMED_OUT
+        return ErrorCode.NONE
 
     def _leader_tick(self, now: int) -> None:
         c = self.config
@@ -971,13 +960,13 @@ class RaftCore:
         if m.current_leader_epoch > self.epoch:
             # Someone knows a newer epoch than we do: we cannot be its leader.
             self._transition_epoch(m.current_leader_epoch, -1, now)
-            self._fetch_error(m, UNKNOWN_LEADER_EPOCH)
+            self._fetch_error(m, ErrorCode.UNKNOWN_LEADER_EPOCH)
             return
         if self.role is not Role.LEADER:
-            self._fetch_error(m, NOT_LEADER_OR_FOLLOWER)
+            self._fetch_error(m, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return
         if m.current_leader_epoch < self.epoch:
-            self._fetch_error(m, FENCED_LEADER_EPOCH)
+            self._fetch_error(m, ErrorCode.FENCED_LEADER_EPOCH)
             return
         # Validate the follower's (offset, epoch) against our log.
         if m.fetch_offset < self.log_start:
@@ -997,7 +986,7 @@ class RaftCore:
                     src=self.node_id,
                     dest=m.src,
                     correlation_id=m.correlation_id,
-                    error_code=NONE,
+                    error_code=ErrorCode.NONE,
                     high_watermark=self.high_watermark,
                     log_start_offset=self.log_start,
                     leader_id=self.node_id,
@@ -1013,7 +1002,7 @@ class RaftCore:
             p.last_caught_up_ms = now
         self._update_hw(now)
         if self.role is not Role.LEADER:
-            self._fetch_error(m, NOT_LEADER_OR_FOLLOWER)
+            self._fetch_error(m, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return
         if (
             m.fetch_offset >= self.log_end
@@ -1036,7 +1025,7 @@ class RaftCore:
                 src=self.node_id,
                 dest=m.src,
                 correlation_id=m.correlation_id,
-                error_code=NONE,
+                error_code=ErrorCode.NONE,
                 high_watermark=self.high_watermark,
                 log_start_offset=self.log_start,
                 leader_id=self.node_id,
@@ -1063,7 +1052,7 @@ class RaftCore:
                 src=self.node_id,
                 dest=m.src,
                 correlation_id=m.correlation_id,
-                error_code=NONE if snap else OFFSET_OUT_OF_RANGE,
+                error_code=ErrorCode.NONE if snap else ErrorCode.OFFSET_OUT_OF_RANGE,
                 high_watermark=self.high_watermark,
                 log_start_offset=self.log_start,
                 leader_id=self.node_id,
@@ -1083,12 +1072,12 @@ class RaftCore:
         return self._blobs.get(snapshot_id)
 
     def _on_fetch_snapshot_request(self, m: FetchSnapshotRequest, now: int) -> None:
-        err = NONE
+        err = ErrorCode.NONE
         blob = b""
         if self.role is not Role.LEADER:
-            err = NOT_LEADER_OR_FOLLOWER
+            err = ErrorCode.NOT_LEADER_OR_FOLLOWER
         elif m.current_leader_epoch != self.epoch:
-            err = FENCED_LEADER_EPOCH
+            err = ErrorCode.FENCED_LEADER_EPOCH
         else:
             # A follower fetching a snapshot is in contact (check quorum counts it, as
             # KRaft does): else a leader whose quorum needs that follower resigns before
@@ -1097,12 +1086,12 @@ class RaftCore:
             p.last_fetch_ms = now
             found = self._snapshot_blob(m.snapshot_id)
             if found is None:
-                err = SNAPSHOT_NOT_FOUND
+                err = ErrorCode.SNAPSHOT_NOT_FOUND
             else:
                 blob = found
-        if err == NONE and not 0 <= m.position <= len(blob):
-            err = POSITION_OUT_OF_RANGE
-        chunk = blob[m.position : m.position + m.max_bytes] if err == NONE else b""
+        if err == ErrorCode.NONE and not 0 <= m.position <= len(blob):
+            err = ErrorCode.POSITION_OUT_OF_RANGE
+        chunk = blob[m.position : m.position + m.max_bytes] if err == ErrorCode.NONE else b""
         self._send(
             FetchSnapshotResponse(
                 src=self.node_id,
@@ -1184,14 +1173,14 @@ class RaftCore:
         if (
             self.role is Role.FOLLOWER
             and m.src == self.leader_id
-            and m.error_code == NOT_LEADER_OR_FOLLOWER
+            and m.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
             and m.leader_epoch == self.epoch
         ):
             # Our leader says it no longer leads this epoch: it resigned.
             self._gone_leader = (self.epoch, self.leader_id)
             self._set_role(Role.UNATTACHED, -1, now)
             return
-        if self.role is not Role.FOLLOWER or m.src != self.leader_id or m.error_code != NONE:
+        if self.role is not Role.FOLLOWER or m.src != self.leader_id or m.error_code != ErrorCode.NONE:
             self._fetch_corr = -1  # retry after the request timeout, not at once
             return
         self._fetch_corr = None
@@ -1255,7 +1244,7 @@ class RaftCore:
             current
             and self.role is Role.FOLLOWER
             and m.src == self.leader_id
-            and m.error_code == NOT_LEADER_OR_FOLLOWER
+            and m.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
             and m.leader_epoch == self.epoch
         ):
             # Our leader resigned (as for Fetch). Only an answer to a request sent while
@@ -1270,10 +1259,10 @@ class RaftCore:
             return
         self._fetch_corr = None
         self._fetch_backoff = 0
-        if m.error_code in (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH):
+        if m.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH):
             self._fetch_corr = -1  # epochs are moving: retry later, keeping what we have
             return
-        if m.error_code != NONE or self._snap_fetch != m.snapshot_id:
+        if m.error_code != ErrorCode.NONE or self._snap_fetch != m.snapshot_id:
             self._snap_fetch = None
             self._snap_buf = bytearray()
             return

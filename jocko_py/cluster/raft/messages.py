@@ -22,21 +22,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-# Kafka error codes used by the quorum RPCs.
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-INVALID_REQUEST = 42
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-INCONSISTENT_VOTER_SET = 94
-SNAPSHOT_NOT_FOUND = 98
-POSITION_OUT_OF_RANGE = 99
-INCONSISTENT_CLUSTER_ID = 104
-DUPLICATE_VOTER = 126
-VOTER_NOT_FOUND = 127
-
 # Entry kinds: DATA carries application bytes; the others are raft control records
 # (KRaft's LeaderChangeMessage and VotersRecord; CLUSTER_ID, the cluster id as UTF-8,
 # is jocko-py's: how a cluster started without `storage format` agrees on its id).

@@ -13,7 +13,10 @@ def schema_v0() -> KStruct:
         KField('epoch', Int32, 0),
         KField('metadata_hash', Int64, 0),
         KField('validated_topology_epoch', Int32, -1, tag=0),
-        KField('last_assignment_configs', None, [], ignorable=False),
+        KField('last_assignment_configs', KArray('cnarray', KStruct('LastAssignmentConfig', [
+        KField('key', CompactString, ''),
+        KField('value', CompactString, ''),
+    ], True)), [], tag=1),
         KField('stored_description_topology_epoch', Int32, -1, tag=2),
         KField('failed_description_topology_epoch', Int32, -1, tag=3),
     ], True)

@@ -30,10 +30,10 @@ def schema_v0() -> KStruct:
 def schema_v1() -> KStruct:
     return KStruct('TransactionLogValue', [
         KField('producer_id', Int64, 0),
-        KField('previous_producer_id', None, -1, ignorable=False),
-        KField('next_producer_id', None, -1, ignorable=False),
+        KField('previous_producer_id', Int64, -1, tag=0),
+        KField('next_producer_id', Int64, -1, tag=1),
         KField('producer_epoch', Int16, 0),
-        KField('next_producer_epoch', None, -1, ignorable=False),
+        KField('next_producer_epoch', Int16, -1, tag=3),
         KField('transaction_timeout_ms', Int32, 0),
         KField('transaction_status', Int8, 0),
         KField('transaction_partitions', KArray('cnarray', KStruct('PartitionsSchema', [
@@ -42,7 +42,7 @@ def schema_v1() -> KStruct:
     ], True)), []),
         KField('transaction_last_update_timestamp_ms', Int64, 0),
         KField('transaction_start_timestamp_ms', Int64, 0),
-        KField('client_transaction_version', None, 0, ignorable=False),
+        KField('client_transaction_version', Int16, 0, tag=2),
     ], True)
 
 

@@ -46,7 +46,7 @@ def cmd_list(c: Client, args: argparse.Namespace) -> int:
             failed = True
             continue
         if r.error_code:
-            print(f"error: broker {b.node_id}: {ErrorCode(r.error_code).name}", file=sys.stderr)
+            print(f"error: broker {b.node_id}: {ErrorCode.of(r.error_code).name}", file=sys.stderr)
             failed = True
             continue
         for s in r.unknown_state_filters:

@@ -63,18 +63,18 @@ complete -o default -F _jocko_py jocko-py
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    from jocko_py.cli import build_parser
-
-    script = bash_script(build_parser())
+    script = bash_script(args.root_parser)
     if args.shell == "zsh":
         script = "autoload -U +X bashcompinit && bashcompinit\n" + script
     print(script, end="")
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+               root: argparse.ArgumentParser) -> None:
+    """Add `completion`; `root` is the whole parser the script is generated from."""
     c = sub.add_parser("completion", help="print a shell completion script",
                        description='Print a completion script: eval "$(jocko-py completion '
                        'bash)" in ~/.bashrc, or the zsh one in ~/.zshrc.')
     c.add_argument("shell", choices=["bash", "zsh"])
-    c.set_defaults(func=cmd_completion)
+    c.set_defaults(func=cmd_completion, root_parser=root)

@@ -53,6 +53,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
     set_static_fields(broker=config.broker_id)
     try:
+        shards = _shards(args, config)
+        if shards > 1:
+            return _run_sharded(args, config, shards)
         return run(config)
     except (ConfigError, DirectoryError) as e:  # a TLS key that does not load, a data
         raise SystemExit(f"jocko-py broker: {e}") from None  # dir in use or of another cluster
@@ -63,12 +66,41 @@ def cmd_broker(args: argparse.Namespace) -> int:
         raise SystemExit(f"jocko-py broker: {what}") from None
 
 
+def _shards(args: argparse.Namespace, config: Any) -> int:
+    """`--shards` / `num.shards` (jocko_py/shards.py); an unsharded broker refuses a
+    sharded broker's directories."""
+    from jocko_py.shards import check_unsharded_dirs, parse_shards
+
+    n = parse_shards(args.shards, "--shards") if args.shards is not None else parse_shards(
+        config.properties.get("num.shards", "1"))
+    if n == 1:
+        check_unsharded_dirs(config)
+    return n
+
+
+def _run_sharded(args: argparse.Namespace, config: Any, n: int) -> int:
+    from jocko_py import shards
+
+    shards.check_sharded_dirs(config, n)
+    plans = shards.plan_shards(
+        config, n,
+        raft_explicit=bool(args.raft_addr or "jocko.raft.addr" in config.explicit
+                           or config.broker_id in config.voters),
+        gossip_explicit=bool(args.gossip_addr or "jocko.gossip.addr" in config.explicit),
+        cluster_id=config.cluster_id if config.voters else shards.single_host_cluster_id(
+            config),
+        extra_properties={} if config.voters else shards.single_host_secret(config))
+    return shards.run_sharded(config, plans, ["--log-level", str(args.log_level),
+                                              "--log-format", args.log_format])
+
+
 def _emit_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, sort_keys=False))
 
 
 def cmd_topic(args: argparse.Namespace) -> int:
     from jocko_py.client import Client, KafkaError
+    from jocko_py.protocol.errors import ErrorCode
 
     if args.action != "list" and not args.topic and not (
             args.action == "describe"):
@@ -98,7 +130,7 @@ def cmd_topic(args: argparse.Namespace) -> int:
             md = c.metadata([args.topic] if args.topic else None)
             out = []
             for t in sorted(md.topics, key=lambda t: t.name):
-                if t.error_code == 3:
+                if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     raise UserError(f"topic {t.name!r} does not exist")
                 if t.error_code:
                     raise KafkaError(t.error_code, f"topic {t.name}")
@@ -136,13 +168,14 @@ def cmd_topic(args: argparse.Namespace) -> int:
 
 def _topic_alter(c: Any, args: argparse.Namespace) -> int:
     from jocko_py.client import KafkaError
+    from jocko_py.protocol.errors import ErrorCode
 
     sets = _overrides(args.config)
     if args.partitions is None and not sets and not args.delete_config:
         raise UserError("topic alter: give --partitions, --config or --delete-config")
     md = c.metadata([args.topic])
     t = md.topics[0]
-    if t.error_code == 3:
+    if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         raise UserError(f"topic {args.topic!r} does not exist")
     if args.partitions is not None:
         before = len(t.partitions)
@@ -178,6 +211,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         print(generate_key())
         return 0
     from jocko_py.client import Client, KafkaError
+    from jocko_py.cluster.shard_ids import host_and_shard
 
     with Client(args.bootstrap_server) as c:
         md = c.metadata([])
@@ -193,7 +227,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         _emit_json({
             "cluster_id": dc.cluster_id, "controller": md.controller_id,
             "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
-                         "voter": b.node_id in voters_} for b in md.brokers],
+                         "voter": b.node_id in voters_,
+                         "host_node": host_and_shard(b.node_id)[0],
+                         "shard": host_and_shard(b.node_id)[1]}
+                        for b in sorted(md.brokers, key=lambda b: host_and_shard(b.node_id))],
             "quorum": {"leader": q.leader_id, "epoch": q.leader_epoch,
                        "high_watermark": q.high_watermark,
                        "replicas": [{"id": r.replica_id, "log_end_offset": r.log_end_offset,
@@ -203,14 +240,18 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     print(f"ClusterId:      {dc.cluster_id}")
     print(f"Controller:     {md.controller_id}")
     print("Brokers:")
-    known = sorted(set(live) | {r.replica_id for r in list(q.current_voters) + list(q.observers)})
+    # a sharded broker's shards (node n + 1000k, jocko_py/shards.py) listed together
+    known = sorted(set(live) | {r.replica_id for r in list(q.current_voters) + list(q.observers)},
+                   key=host_and_shard)
+    sharded = any(host_and_shard(b)[1] for b in known)
     voters = {r.replica_id for r in q.current_voters}
     for bid in known:
         b = live.get(bid)
         state = "alive" if b is not None else "fenced/offline"
         addr = f"{b.host}:{b.port}" if b is not None else "-"
         role = "voter" if bid in voters else "observer"
-        print(f"  {bid:>4}  {state:<15} {addr:<22} rack={b.rack if b else None}  {role}")
+        shard = "  node {}, shard {}".format(*host_and_shard(bid)) if sharded else ""
+        print(f"  {bid:>4}  {state:<15} {addr:<22} rack={b.rack if b else None}  {role}{shard}")
     print(f"Quorum:         leader {q.leader_id}, epoch {q.leader_epoch}, "
           f"high watermark {q.high_watermark}")
     now = int(time.time() * 1000)
@@ -295,12 +336,16 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
                    help="serve the web console on http://HOST:PORT/ (property "
                    "jocko.console.addr; jocko.console.read.only=true hides every action; "
                    "default: off)")
+    b.add_argument("--shards", default=None, metavar="N",
+                   help="run as N shard processes, each a broker of its own (node ids "
+                   "n, n+1000, ...; Kafka ports port, port+1, ...), N=auto for one per "
+                   "core (property num.shards; default: 1; docs/shards.md)")
     b.add_argument("--config", default=None, metavar="FILE",
                    help="a server.properties file with Kafka property names")
     b.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set a Kafka broker property (repeatable)")
     b.set_defaults(func=cmd_broker)
-    from jocko_py.cli_storage import add_parser as add_storage_parser
+    from jocko_py.cli.storage import add_parser as add_storage_parser
 
     add_storage_parser(sub, _Formatter)
 
@@ -349,15 +394,15 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
                     help="text (default) or JSON for scripts")
     cl.set_defaults(func=cmd_cluster)
 
-    from jocko_py.cli_completion import add_parser as add_completion_parser
-    from jocko_py.cli_data import add_parsers as add_data_parsers
-    from jocko_py.cli_groups import add_parser as add_groups_parser
-    from jocko_py.cli_transactions import add_parser as add_transactions_parser
+    from jocko_py.cli.completion import add_parser as add_completion_parser
+    from jocko_py.cli.data import add_parsers as add_data_parsers
+    from jocko_py.cli.groups import add_parser as add_groups_parser
+    from jocko_py.cli.transactions import add_parser as add_transactions_parser
 
     add_data_parsers(sub, _Formatter)
     add_groups_parser(sub)
     add_transactions_parser(sub)
-    from jocko_py.cli_security import add_parsers as add_security_parsers
+    from jocko_py.cli.security import add_parsers as add_security_parsers
 
     add_security_parsers(sub)
     # every client command takes Kafka's --command-config (client security settings)
@@ -370,7 +415,7 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
             if any(a.dest == "bootstrap_server" for a in p._actions):
                 p.add_argument("--command-config", default=None, metavar="FILE",
                                help="client properties: security.protocol, ssl.*, sasl.*")
-    add_completion_parser(sub)
+    add_completion_parser(sub, ap)
     _global_options_everywhere(ap, top=True)
     return ap
 
@@ -422,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_tool(args: argparse.Namespace) -> int:
-    from jocko_py.cli_data import UserError as DataUserError
+    from jocko_py.cli.data import UserError as DataUserError
     from jocko_py.client import KafkaError, load_command_config, set_default_config
 
     if getattr(args, "command_config", None):

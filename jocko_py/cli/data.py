@@ -352,7 +352,7 @@ class GroupMember:
                 continue
             if s.error_code:
                 raise KafkaError(s.error_code, f"syncing group {self.group}")
-            from jocko_py.cli_groups import parse_assignment
+            from jocko_py.admin import parse_assignment
 
             self.assigned = sorted(parse_assignment(bytes(s.assignment)).get(self.topic, []))
             self.last_heartbeat = time.monotonic()
