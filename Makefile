@@ -2,6 +2,12 @@
 #   make run    - create .venv, install, start one broker on localhost:9092 (data in ./data);
 #                 PORT=, DATA=, ARGS='extra broker flags'
 #   make test   - install everything the tests need, then lint, type-check and run the suite
+#                 (pytest-xdist, PYTEST_WORKERS=2 processes; PYTEST_WORKERS=0: one process)
+#   make test-fast - lint, then the in-process tier only (a few minutes; no brokers, JVMs)
+#   Tests come in tiers, marked by what they start (tests/support/tiers.py), for -m:
+#     inprocess (nothing outside pytest), processes (brokers, clusters, CLI, kcat, Go),
+#     jvm (Java clients, Kafka tools, Apache Kafka), spark (PySpark), netns (fault lab, root)
+#     e.g. make pytest PYTEST_ARGS='-m "not jvm and not spark and not netns"'
 #   make bench  - benchmark jocko-py against Apache Kafka on this machine
 #   make cluster - three brokers on loopback (examples/cluster)
 #   make chaos  - fault campaign on real processes (tests/faults; root: netns, tmpfs)
@@ -12,8 +18,12 @@ BIN    := $(VENV)/bin
 CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
+# pytest-xdist workers for make test / test-fast (modules stay whole on one worker, the
+# fault lab and Spark on one worker each, longest first: tests/support/tiers.py)
+PYTEST_WORKERS ?= 2
+XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS))
 
-.PHONY: dist docs compat-matrix api-table chaos txn-soak streams-cluster scale-sim cluster run test venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
+.PHONY: dist docs compat-matrix api-table chaos txn-soak streams-cluster scale-sim cluster run test test-fast test-durations venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
 
 # setuptools' build-time notices (editable install layout) say nothing to a user
 PIP := PYTHONWARNINGS=ignore $(BIN)/pip
@@ -94,9 +104,20 @@ typecheck: venv-test
 	$(BIN)/mypy
 
 pytest: venv-test kcat chromium java-deps go-deps spark-deps
-	JOCKO_TEST_STRICT=1 $(BIN)/pytest -q -rs --durations=25 $(PYTEST_ARGS)
+	JOCKO_TEST_STRICT=1 $(BIN)/pytest -q -rs --durations=25 $(XDIST) $(PYTEST_ARGS)
 
 test: venv-test kcat chromium java-deps go-deps check-generated lint typecheck pytest
+
+# The in-process tier: codecs, storage, state machines, simulations, in-process brokers.
+# JOCKO_TEST_TIER_GUARD=1: a test of this tier that starts a process fails (saying so).
+test-fast: venv-test lint
+	JOCKO_TEST_TIER_GUARD=1 $(BIN)/pytest -q -rs -m inprocess --durations=10 $(XDIST) $(PYTEST_ARGS)
+
+# Refresh tests/durations.json (seconds per module, the xdist scheduler's longest-first
+# order) from a whole run; commit it when modules were added or got much longer.
+test-durations: venv-test kcat chromium java-deps go-deps spark-deps
+	JOCKO_TEST_STRICT=1 JOCKO_TEST_DURATIONS_OUT=tests/durations.json $(BIN)/pytest -q -rs \
+	  $(XDIST) $(PYTEST_ARGS)
 
 # A longer campaign of the cluster simulations (raft, gossip, whole cluster) than the
 # one make test runs: SIM_SCHEDULES raft schedules (gossip half, cluster a fifth) from

@@ -449,11 +449,11 @@ def _global_options_everywhere(p: argparse.ArgumentParser, top: bool = False) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from jocko_py.logfmt import setup_logging
+    try:  # a Ctrl-C while the parser and logging are set up is a Ctrl-C too
+        args = build_parser().parse_args(argv)
+        from jocko_py.logfmt import setup_logging
 
-    setup_logging(str(args.log_level), args.log_format)
-    try:
+        setup_logging(str(args.log_level), args.log_format)
         if args.command in ("broker", "completion", "storage"):
             return int(args.func(args))
         return _run_tool(args)

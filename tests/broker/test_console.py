@@ -26,7 +26,8 @@ from kafka.structs import OffsetAndMetadata
 from jocko_py.admin import GroupAdmin
 from jocko_py.client import Client
 from jocko_py.console import fmt_bytes
-from jocko_py.embedded import EmbeddedBroker, free_port
+from jocko_py.embedded import EmbeddedBroker
+from tests.support.broker import free_port
 from tests.support.cluster import FAST, Cluster
 from tests.support.prereq import requires
 

@@ -72,15 +72,20 @@ SUFFIX = unique_suffix()
 
 @pytest.fixture(scope="session")
 def gokafka() -> Path:
-    """`go build` once per session (incremental: quick when nothing changed)."""
+    """`go build` once per session (incremental: quick when nothing changed). Built
+    beside and renamed into place: another xdist worker (or suite) may be running the
+    binary or building it at the same time."""
     GO_BIN.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, GOFLAGS="-mod=mod -buildvcs=false")
+    part = GO_BIN.with_name(f"{GO_BIN.name}.{os.getpid()}")
     proc = subprocess.run(
-        ["go", "build", "-o", str(GO_BIN), "."],
+        ["go", "build", "-o", str(part), "."],
         cwd=GO_MODULE, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     if proc.returncode != 0:
+        part.unlink(missing_ok=True)
         pytest.fail(f"go build in {GO_MODULE} failed:\n{proc.stdout}\n{proc.stderr}")
+    os.replace(part, GO_BIN)
     return GO_BIN
 
 

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.support.broker import free_port
+
 # Loopback timings: fast enough for a test, same shape as the defaults.
 TIMINGS = {
     "election-timeout-ms": 300,
@@ -24,12 +26,6 @@ TIMINGS = {
     "suspicion-mult": 4,
     "snapshot-every": 50,  # small, so snapshots, log truncation and FetchSnapshot run
 }
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class NodeProc:

@@ -20,8 +20,8 @@ from jocko_py.cluster.gossip.core import GossipConfig
 from jocko_py.cluster.linkauth import ClusterSecret, LinkSecurity
 from jocko_py.cluster.node import ClusterNode
 from jocko_py.cluster.raft.core import RaftConfig, Role
-from tests.cluster.loopback import free_port
 from tests.security.certs import TestPki, make_pki
+from tests.support.broker import free_port
 from tests.support.hostile import (
     FAKE_ID,
     SOURCE,

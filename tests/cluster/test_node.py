@@ -12,7 +12,7 @@ import pytest
 
 from jocko_py.cluster.node import EXIT_FATAL, ClusterNode, run_until_stopped
 from jocko_py.cluster.raft.core import RaftConfig
-from tests.cluster.loopback import free_port
+from tests.support.broker import free_port
 
 
 def _node(tmp_path: Path, node_id: int = 1) -> ClusterNode:

@@ -29,6 +29,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.broker import BrokerProcess, free_port
-from tests.support.cluster import FAST, free_udp_port
+from tests.support.cluster import FAST
 
 KAFKA_PORT, RAFT_PORT, GOSSIP_PORT = 9092, 9093, 9094
 PREFIX = "jf"
@@ -151,7 +152,8 @@ class Lab:
                 host, ports = f"{self.subnet}.{i}", (KAFKA_PORT, RAFT_PORT, GOSSIP_PORT)
                 ns: str | None = f"{self.bridge}-{i}"
             else:
-                host, ports, ns = "127.0.0.1", (free_port(), free_port(), free_udp_port()), None
+                host, ns = "127.0.0.1", None
+                ports = (free_port(), free_port(), free_port(socket.SOCK_DGRAM))
             self.brokers[i] = FaultBroker(self, i, host, ports, ns)
             if self.isolated:
                 self._mount_disk(self.brokers[i].disk)

@@ -40,10 +40,11 @@ from jocko_py.broker.security.http_access import (
     parse_basic,
 )
 from jocko_py.broker.security.scram import make_credential, verify_password
-from jocko_py.embedded import EmbeddedBroker, free_port
+from jocko_py.embedded import EmbeddedBroker
 from tests.broker.test_console import CHROMIUM
 from tests.security.certs import TestPki
 from tests.security.raw import Raw
+from tests.support.broker import free_port
 from tests.support.prereq import requires
 
 pytestmark = pytest.mark.timeout(120)

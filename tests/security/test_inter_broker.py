@@ -18,7 +18,7 @@ from jocko_py.protocol.errors import ErrorCode
 from tests.security.certs import TestPki
 from tests.security.raw import Raw
 from tests.support.broker import free_port
-from tests.support.cluster import FAST, ClusterBroker, free_udp_port
+from tests.support.cluster import Cluster, ClusterBroker
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -28,43 +28,36 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
 @pytest.fixture(scope="module")
 def secure_cluster(tmp_path_factory: pytest.TempPathFactory, pki: TestPki
                    ) -> Iterator[dict[int, tuple[ClusterBroker, int]]]:
-    tmp_path = tmp_path_factory.mktemp("secure-cluster")
-    ids = (1, 2)
-    raft = {i: free_port() for i in ids}
-    gossip = {i: free_udp_port() for i in ids}
-    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft.items())
-    brokers: dict[int, tuple[ClusterBroker, int]] = {}
-    for i in ids:
-        internal, client = free_port(), free_port()
-        props = dict(FAST) | {
-            "listeners": f"INTERNAL://127.0.0.1:{internal},CLIENT://127.0.0.1:{client}",
-            "listener.security.protocol.map": "INTERNAL:SASL_SSL,CLIENT:SASL_PLAINTEXT",
-            "inter.broker.listener.name": "INTERNAL",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-            "sasl.jaas.config": JAAS,
-            "ssl.keystore.location": str(pki.broker.both),
-            "ssl.truststore.location": str(pki.ca.cert),
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:broker;User:ANONYMOUS",
-            "offsets.topic.replication.factor": "2",
-            # sessions expire: brokers must re-authenticate among themselves too
-            "connections.max.reauth.ms": "1500",
-        }
-        join = ",".join(f"127.0.0.1:{gossip[j]}" for j in ids if j != i)
-        b = ClusterBroker(tmp_path / f"broker-{i}", i, voters, gossip[i], join, props,
-                          tmp_path / f"broker-{i}.log")
-        brokers[i] = (b, client)
+    clients: dict[int, int] = {}
+
+    def listeners(i: int) -> dict[str, str]:
+        internal, clients[i] = free_port(), free_port()
+        return {"listeners": f"INTERNAL://127.0.0.1:{internal},CLIENT://127.0.0.1:{clients[i]}"}
+
+    props = {
+        "listener.security.protocol.map": "INTERNAL:SASL_SSL,CLIENT:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "sasl.jaas.config": JAAS,
+        "ssl.keystore.location": str(pki.broker.both),
+        "ssl.truststore.location": str(pki.ca.cert),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:broker;User:ANONYMOUS",
+        "offsets.topic.replication.factor": "2",
+        # sessions expire: brokers must re-authenticate among themselves too
+        "connections.max.reauth.ms": "1500",
+    }
+    # started one by one (the test waits for both to register itself); a whole-cluster
+    # stop: both at once (no leadership to hand over)
+    c = Cluster(tmp_path_factory.mktemp("secure-cluster"), size=2, overrides=props,
+                per_broker=listeners)
     try:
-        for b, _ in brokers.values():
+        for b in c.brokers.values():
             b.start()
-        yield brokers
-    finally:  # a whole-cluster stop: both at once (no leadership to hand over)
-        for b, _ in brokers.values():
-            if b.proc is not None:
-                b.proc.terminate()
-        for b, _ in brokers.values():
-            b.stop(timeout=20)
+        yield {i: (b, clients[i]) for i, b in c.brokers.items()}
+    finally:
+        c.stop()
 
 
 def test_replication_runs_over_the_sasl_ssl_inter_broker_listener(

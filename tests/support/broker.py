@@ -19,13 +19,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from jocko_py.embedded import free_port as embedded_free_port
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A loopback port free for TCP (or UDP: ``kind=socket.SOCK_DGRAM``) when asked: the
+    one helper of the tests (the library's, which the pytest plugin uses). Free only when
+    picked: `BrokerProcess.start` picks again when its broker finds the port taken."""
+    return embedded_free_port(kind=kind)
 
 
 def free_port_block(offsets: tuple[int, ...], udp: tuple[int, ...] = (),
@@ -93,6 +96,9 @@ class BrokerProcess:
         log_path: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        # a port picked here may be taken by another process before the broker binds it
+        # (tests run in parallel, beside other suites): the first start picks again
+        self._port_picked = not port
         self.port = port or free_port()
         self.broker_id = broker_id
         self.overrides = dict(overrides or {})
@@ -118,7 +124,24 @@ class BrokerProcess:
             cmd += ["--override", f"{key}={value}"]
         return cmd
 
+    # the broker's one line when its Kafka port is taken (jocko_py/cli.py)
+    PORT_TAKEN = "address already in use"
+
     def start(self, timeout: float = 20.0) -> BrokerProcess:
+        """Start and wait (bounded) until the Kafka port accepts connections. On the
+        first start of a broker whose port was picked here, a port taken meanwhile by
+        another process is picked again (up to three times)."""
+        for attempt in range(3):
+            try:
+                return self._start(timeout)
+            except RuntimeError as e:
+                taken = self.PORT_TAKEN in str(e) and f":{self.port} " in str(e)
+                if not (taken and self._port_picked) or attempt == 2:
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -136,6 +159,7 @@ class BrokerProcess:
                     )
                 try:
                     wait_for_port(self.host, self.port, timeout=0.5)
+                    self._port_picked = False  # from now on the port is the broker's
                     return self
                 except TimeoutError:
                     if time.monotonic() > deadline:

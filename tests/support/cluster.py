@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,12 +31,6 @@ FAST = {
 }
 
 
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class ClusterBroker(BrokerProcess):
     def __init__(self, data_dir: Path, broker_id: int, voters: str, gossip_port: int,
                  join: str, overrides: dict[str, str], log_path: Path) -> None:
@@ -54,18 +48,23 @@ class ClusterBroker(BrokerProcess):
 
 
 class Cluster:
-    def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None):
+    """The tests' launcher of a jocko-py cluster: ``size`` brokers (ids 1..size), all
+    raft voters, with `FAST` timings, ``overrides`` for every broker and
+    ``per_broker(id)`` for one (its own listeners, say)."""
+
+    def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None,
+                 per_broker: Callable[[int], dict[str, str]] | None = None):
         self.root = root
         raft_ports = {i: free_port() for i in range(1, size + 1)}
-        gossip_ports = {i: free_udp_port() for i in range(1, size + 1)}
+        gossip_ports = {i: free_port(socket.SOCK_DGRAM) for i in range(1, size + 1)}
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft_ports.items())
         props = dict(FAST) | dict(overrides or {})
         self.brokers: dict[int, ClusterBroker] = {}
         for i in range(1, size + 1):
             join = ",".join(f"127.0.0.1:{gossip_ports[j]}" for j in gossip_ports if j != i)
             self.brokers[i] = ClusterBroker(
-                root / f"broker-{i}", i, voters, gossip_ports[i], join, props,
-                root / f"broker-{i}.log")
+                root / f"broker-{i}", i, voters, gossip_ports[i], join,
+                props | (per_broker(i) if per_broker else {}), root / f"broker-{i}.log")
 
     @property
     def bootstrap(self) -> str:
