@@ -34,9 +34,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from jocko_py.broker.config import DEFAULTS
 from tests.support import kafka44
 from tests.support.broker import REPO
-from tests.support.cluster import Cluster
+from tests.support.cluster import FAST, Cluster
 
 MODULE = "github.com/twmb/franz-go"
 VERSION = "v1.22.3"  # the newest release on the Go module proxy (2026-11-28)
@@ -111,7 +112,7 @@ def run_round(src: Path, env: dict[str, str], tests: list[str], timeout: str,
 
 
 def run_suite(src: Path, seeds: str, tests: list[str], timeout: str, log: Path,
-              rounds: int = 3) -> dict[str, tuple[str, float]]:
+              rounds: int) -> dict[str, tuple[str, float]]:
     env = dict(os.environ, KGO_SEEDS=seeds, KGO_TEST_RF="3")
     env.pop("KGO_TEST_RECORDS", None)
     env.pop("KGO_TEST_CHAOS", None)
@@ -132,7 +133,11 @@ def run_suite(src: Path, seeds: str, tests: list[str], timeout: str, log: Path,
 
 @contextmanager
 def jocko_cluster(root: Path) -> Iterator[str]:
-    c = Cluster(root, 3)
+    # Kafka's (and jocko-py's) default timings, as the Kafka nodes run with, not the
+    # loopback tests' fast ones: under a loaded machine a 3 s broker session fences
+    # brokers and fails CreateTopics with INVALID_REPLICATION_FACTOR.
+    timings = {k: DEFAULTS[k] for k in FAST if k in DEFAULTS}
+    c = Cluster(root, 3, overrides=timings | {"group.initial.rebalance.delay.ms": "0"})
     try:
         c.start()
         yield c.bootstrap
@@ -183,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--version", default=VERSION)
     ap.add_argument("--run", default=".", help="go test -run regular expression")
     ap.add_argument("--timeout", default="20m", help="go test -timeout for one round")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="go test runs at most, each over the tests a timeout left unstarted")
     ap.add_argument("--only", choices=("jocko", "kafka"))
     ap.add_argument("--out", type=Path,
                     default=REPO / "docs" / "results" / f"{datetime.now(UTC):%Y-%m-%d}-kgo-suite.md")
@@ -210,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.monotonic()
             with cluster(work / side) as seeds:
                 print(f"kgo-suite: {side} up at {seeds}; go test log in {log}", flush=True)
-                res[side] = run_suite(src, seeds, tests, args.timeout, log)
+                res[side] = run_suite(src, seeds, tests, args.timeout, log, args.rounds)
             seconds[side] = time.monotonic() - t0
             (logs / f"{side}-results.json").write_text(json.dumps({
                 "version": args.version, "run": args.run, "seconds": seconds[side],
