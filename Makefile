@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS))
 
-.PHONY: dist docs compat-matrix api-table chaos txn-soak streams-cluster scale-sim cluster run test test-fast test-durations venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
+.PHONY: dist docs compat-matrix api-table chaos txn-soak streams-cluster kgo-suite scale-sim cluster run test test-fast test-durations venv venv-test lint typecheck generate check-generated kcat chromium java-deps go-deps spark-deps pytest bench clean
 
 # setuptools' build-time notices (editable install layout) say nothing to a user
 PIP := PYTHONWARNINGS=ignore $(BIN)/pip
@@ -137,6 +137,15 @@ txn-soak: venv-test
 # prints PASS or FAIL with its seed.
 streams-cluster: venv-test java-deps
 	$(BIN)/python -m tests.groups.streams_cluster
+
+# franz-go's own kgo integration suite (its newest release, through the Go module proxy)
+# against three Apache Kafka 4.4.0 nodes and three jocko-py brokers, KGO_TEST_RF=3
+# (tests/kgo_suite.py); per-test report in docs/results/<date>-kgo-suite.md; fails when a
+# test passing against Kafka does not pass against jocko-py. KGO_RUN narrows -run.
+KGO_RUN ?= .
+kgo-suite: venv-test
+	$(MAKE) -C tests/java kafka-44
+	$(BIN)/python -m tests.kgo_suite --run '$(KGO_RUN)'
 
 sim-long: venv-test
 	JOCKO_SIM_SCHEDULES=$(SIM_SCHEDULES) $(BIN)/pytest -q -rs -p no:cacheprovider tests/cluster/test_simulation.py

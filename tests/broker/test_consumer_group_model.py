@@ -162,7 +162,24 @@ def test_regex_and_new_partitions_bump_the_group_epoch() -> None:
     grown = {**TOPICS, "b": TopicInfo(T2, 5), "__consumer_offsets": TopicInfo(uuid.uuid4(), 50)}
     g.refresh_topics(grown)
     assert g.group_epoch == epoch + 1
-    assert len(g.target["m"]) == 11  # internal topics never match a regex
+    assert len(g.target["m"]) == 11  # `[ab]` does not match `__consumer_offsets`
+
+
+def test_regex_matches_internal_topics_too() -> None:
+    """As Kafka's coordinator resolves a KIP-848 regex: a full match over every topic
+    name, internal ones included (franz-go's Test848RegexBrokerResolves)."""
+    g = ConsumerGroupModel("g")
+    offsets = uuid.uuid4()
+    topics = {**TOPICS, "__consumer_offsets": TopicInfo(offsets, 4)}
+    r = g.heartbeat(HeartbeatRequest("m", 0, subscribed_regex=".*(?:(?:a)|(?:__consumer_offsets)).*",
+                                     rebalance_timeout_ms=1, owned=[]), topics, 0, SESSION)
+    assert r.assignment is not None and set(r.assignment) == {T1, offsets}
+    assert g.subscribed_topics(g.members["m"], topics) == {"a", "__consumer_offsets"}
+    # a full match, not a search: `consumer` alone matches nothing
+    g2 = ConsumerGroupModel("g2")
+    r = g2.heartbeat(HeartbeatRequest("m", 0, subscribed_regex="consumer",
+                                      rebalance_timeout_ms=1, owned=[]), topics, 0, SESSION)
+    assert r.assignment is not None and not r.assignment
 
 
 def test_range_and_uniform_assignors() -> None:

@@ -567,3 +567,48 @@ def test_group_max_size_turns_away_the_last_to_rejoin(
     assert sorted(m.member_id for m in leader.members) == sorted([rb_.member_id, rc.member_id])
     # a full stable group turns new members away
     assert join(broker, g, version=3).error_code == E.GROUP_MAX_SIZE_REACHED
+
+
+def test_consumer_group_regex_matches_internal_topics_too(broker: BrokerProcess) -> None:
+    """KIP-848: the broker resolves ConsumerGroupHeartbeat v1's SubscribedTopicRegex as
+    Kafka's coordinator does, a full match over every topic name, internal topics
+    included (franz-go's Test848RegexBrokerResolves): the regex franz-go sends for
+    `rx-orders` and `__consumer_offsets` is assigned both, and `rx-orders-v2`, and
+    nothing else; a bare name fully matches only itself."""
+    import uuid
+
+    pfx = f"rx{uuid.uuid4().hex[:6]}-"
+    with Client(broker.bootstrap) as c:
+        for name in (pfx + "orders", pfx + "orders-v2", pfx + "other"):
+            c.create_topic(name, 1)
+        md = c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                               "include_topic_authorized_operations": False})
+        ids = {t.name: t.topic_id for t in md.topics}
+        assert "__consumer_offsets" in ids
+
+        def assigned(regex: str) -> set[str]:
+            group, mid = f"g-rx-{uuid.uuid4().hex[:6]}", str(uuid.uuid4())
+            req: dict[str, Any] = {
+                "group_id": group, "member_id": mid, "member_epoch": 0,
+                "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
+                "subscribed_topic_names": [], "subscribed_topic_regex": regex,
+                "server_assignor": None, "topic_partitions": []}
+            deadline = time.monotonic() + 15
+            while True:
+                hb = c.request(68, 1, req)
+                assert hb.error_code == 0, hb
+                names = {n for n, i in ids.items() for tp in
+                         (hb.assignment.topic_partitions if hb.assignment else [])
+                         if tp.topic_id == i}
+                if names or time.monotonic() > deadline:
+                    c.request(68, 1, {**req, "member_epoch": -1, "subscribed_topic_regex": None,
+                                      "rebalance_timeout_ms": -1, "topic_partitions": None})
+                    return names
+                req = {**req, "member_epoch": hb.member_epoch, "topic_partitions": []}
+                time.sleep(0.2)
+
+        franz = f".*(?:(?:{pfx}orders)|(?:__consumer_offsets)).*"
+        assert assigned(franz) == {pfx + "orders", pfx + "orders-v2", "__consumer_offsets"}
+        assert assigned("__consumer_offsets|" + pfx + "other") == {
+            "__consumer_offsets", pfx + "other"}
+        assert assigned(pfx + "orders") == {pfx + "orders"}

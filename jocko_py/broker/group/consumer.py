@@ -154,9 +154,6 @@ def _flat(a: Assignment) -> frozenset[TopicPartition]:
     return frozenset((tid, p) for tid, ps in a.items() for p in ps)
 
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-
-
 def compile_regex(pattern: str) -> re.Pattern[str] | None:
     try:
         return re.compile(pattern)
@@ -330,7 +327,9 @@ class ConsumerGroupModel:
         if m.subscribed_regex:
             rx = compile_regex(m.subscribed_regex)
             if rx is not None:
-                out |= {n for n in topics if n not in INTERNAL_TOPICS and rx.fullmatch(n)}
+                # As Kafka's coordinator: a full match over every topic name,
+                # internal topics (`__consumer_offsets`, ...) included.
+                out |= {n for n in topics if rx.fullmatch(n)}
         return out
 
     def _update_subscribed(self, topics: dict[str, TopicInfo]) -> bool:
