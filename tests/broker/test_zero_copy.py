@@ -151,6 +151,11 @@ async def test_a_segment_cut_while_being_sent_closes_the_connection(tmp_path: Pa
         conn.writer, conn.peer, conn.has_regions = writer, "test", True
         conn.broker = types.SimpleNamespace(stats=BrokerStats())  # type: ignore[assignment]
         conn.outs = [struct.pack(">i", region.size), region]
+        # small buffers: the send stalls far before the region's end, whatever the
+        # machine's defaults (with megabytes of buffer the whole region could be out
+        # before the cut)
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF,
+                                                   1 << 16)
         try:
             await conn.send()
             sent.set_result(None)
@@ -162,7 +167,11 @@ async def test_a_segment_cut_while_being_sent_closes_the_connection(tmp_path: Pa
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)  # before connect
+        client.connect(("127.0.0.1", port))
+        client.setblocking(False)
+        reader, writer = await asyncio.open_connection(sock=client)
         head = await reader.readexactly(4 + 1024)  # the send is under way, then stalls
         assert struct.unpack(">i", head[:4])[0] == region.size
         lg.truncate_to(20)  # a leader change cuts the log below the region's end
