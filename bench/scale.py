@@ -31,7 +31,6 @@ import resource
 import signal
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -44,8 +43,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+# the timing and /proc readings of the Metadata scale bench (run as a script: bench/ is
+# on sys.path)
+from metadata_scale import fd_count, rss_mib, timed_metadata  # noqa: E402
+
 from jocko_py.client import Client  # noqa: E402
-from jocko_py.protocol import codec  # noqa: E402
 from jocko_py.protocol.records import NewRecord, build_batch  # noqa: E402
 from tests.support.broker import free_port  # noqa: E402
 from tests.support.kafka44 import JARS, ApacheKafka44, missing  # noqa: E402
@@ -135,26 +137,6 @@ class Kafka(System):
 
 # --- the client side -------------------------------------------------------------------
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        buf += chunk
-    return bytes(buf)
-
-
-def _timed_metadata(sock: socket.socket, corr: int) -> tuple[float, int]:
-    req = codec.encode_request(3, 12, corr, "bench", {"topics": None,
-                                                      "allow_auto_topic_creation": False})
-    t0 = time.perf_counter()
-    sock.sendall(req)
-    (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-    _recv_exact(sock, size)
-    return time.perf_counter() - t0, size
-
-
 def _wait(cond: Callable[[], bool], deadline: float, what: str) -> None:
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -203,17 +185,6 @@ def _ready(sys_: System, names: list[str], n: int, t0: float, timeout: float) ->
     return time.monotonic() - t0
 
 
-def _fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def run_one(kind: type[System], n: int, reps: int, tmp: Path) -> dict[str, Any]:
     work = tmp / f"{kind.name}-{n}"
     work.mkdir()
@@ -256,15 +227,15 @@ def run_one(kind: type[System], n: int, reps: int, tmp: Path) -> dict[str, Any]:
                         time.sleep(0.1)
         with socket.create_connection(("127.0.0.1", s.port), timeout=600) as sock:
             for i in range(max(reps, 5)):  # the JVM's JIT warms up too
-                _timed_metadata(sock, i)
+                timed_metadata(sock, i)
             times = []
             size = 0
             for i in range(reps):
-                dt, size = _timed_metadata(sock, 100 + i)
+                dt, size = timed_metadata(sock, 100 + i)
                 times.append(dt * 1000)
         times.sort()
         assert s.proc is not None
-        fds, rss = _fds(s.proc.pid), _rss_mib(s.proc.pid)
+        fds, rss = fd_count(s.proc.pid), rss_mib(s.proc.pid)
         stop_s = s.stop()
         t0 = s.start()
         restart_s = _ready(s, names, n, t0, 900)
