@@ -599,15 +599,10 @@ class GroupShard:
         if g.consumer is not None:
             return self._result(self._classic_sync_consumer_group(g, member_id, generation_id))
         # Kafka's order: fenced instance, unknown member, generation, then protocol
-        if instance_id is not None:
-            cur = g.static_member_id(instance_id)
-            if cur is not None and cur != member_id:
-                return self._result(SyncResult(E.FENCED_INSTANCE_ID))
-        m = g.members.get(member_id)
-        if m is None:
-            return self._result(SyncResult(E.UNKNOWN_MEMBER_ID))
-        if generation_id != g.generation_id:
-            return self._result(SyncResult(E.ILLEGAL_GENERATION))
+        err = _member_check(g, member_id, generation_id, instance_id)
+        if err != E.NONE:
+            return self._result(SyncResult(err))
+        m = g.members[member_id]
         if (protocol_type is not None and protocol_type != g.protocol_type) or \
                 (protocol_name is not None and protocol_name != g.protocol_name):
             return self._result(SyncResult(E.INCONSISTENT_GROUP_PROTOCOL))
@@ -670,15 +665,10 @@ class GroupShard:
             return g.consumer.classic_heartbeat(member_id, generation_id, now)
         if g.is_(S.EMPTY):
             return E.UNKNOWN_MEMBER_ID
-        if instance_id is not None:
-            cur = g.static_member_id(instance_id)
-            if cur is not None and cur != member_id:
-                return E.FENCED_INSTANCE_ID
-        m = g.members.get(member_id)
-        if m is None:
-            return E.UNKNOWN_MEMBER_ID
-        if generation_id != g.generation_id:
-            return E.ILLEGAL_GENERATION
+        err = _member_check(g, member_id, generation_id, instance_id)
+        if err != E.NONE:
+            return err
+        m = g.members[member_id]
         m.last_heartbeat_ms = now
         if g.is_(S.PREPARING_REBALANCE):
             return E.REBALANCE_IN_PROGRESS
@@ -1087,15 +1077,10 @@ class GroupShard:
             # itself): Kafka accepts it into an Empty group whatever the member id
             pass
         elif generation_id >= 0 or member_id or instance_id is not None:
-            if instance_id is not None:
-                cur = g.static_member_id(instance_id)
-                if cur is not None and cur != member_id:
-                    return E.FENCED_INSTANCE_ID
-            m = g.members.get(member_id)
-            if m is None:
-                return E.UNKNOWN_MEMBER_ID
-            if generation_id != g.generation_id:
-                return E.ILLEGAL_GENERATION
+            err = _member_check(g, member_id, generation_id, instance_id)
+            if err != E.NONE:
+                return err
+            m = g.members[member_id]
             if g.is_(S.COMPLETING_REBALANCE):
                 return E.REBALANCE_IN_PROGRESS
             m.last_heartbeat_ms = now
@@ -1231,3 +1216,18 @@ def _encode_assignment(tps: frozenset[TopicPartition], names: dict[uuid.UUID, st
     body = messages.data_schema("ConsumerProtocolAssignment", 0).build(
         {"assigned_partitions": parts, "user_data": None})
     return struct.pack(">h", 0) + bytes(body)
+
+
+def _member_check(g: Group, member_id: str, generation_id: int,
+                  instance_id: str | None) -> ErrorCode:
+    """A classic member's checks in Kafka's order: a static instance now held by another
+    member id (FENCED_INSTANCE_ID), an unknown member, another generation."""
+    if instance_id is not None:
+        cur = g.static_member_id(instance_id)
+        if cur is not None and cur != member_id:
+            return E.FENCED_INSTANCE_ID
+    if member_id not in g.members:
+        return E.UNKNOWN_MEMBER_ID
+    if generation_id != g.generation_id:
+        return E.ILLEGAL_GENERATION
+    return E.NONE
