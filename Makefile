@@ -104,7 +104,7 @@ typecheck: venv-test
 	$(BIN)/mypy
 
 pytest: venv-test kcat chromium java-deps go-deps spark-deps
-	JOCKO_TEST_STRICT=1 $(BIN)/pytest -q -rs --durations=25 $(XDIST) $(PYTEST_ARGS)
+	JOCKO_TEST_STRICT=1 $(BIN)/pytest -q -rsfE --durations=25 $(XDIST) $(PYTEST_ARGS)
 
 test: venv-test kcat chromium java-deps go-deps check-generated lint typecheck pytest
 

@@ -282,3 +282,20 @@ def test_a_classic_member_reconciles_by_rejoining() -> None:
     _, _, got2 = beat(g, "n1", e2, set())
     assert got2 is not None and len(got2) == 3 and not got2 & m.assigned
     assert g.expired(10_001, SESSION) == [("c1", "no heartbeat for 10000 ms")]
+
+
+def test_a_stable_classic_member_rejoining_at_the_same_epoch_gets_its_partitions_back() -> None:
+    """Regression (CI 2026-11-28, test_classic_group_upgraded_in_place_and_back): an eager
+    classic member (kafka-python) rejoins having revoked everything while the assignment
+    epoch has not moved. It used to be answered 'stable at this epoch' with nothing, its
+    heartbeat then said REBALANCE_IN_PROGRESS (its target is free), and it rejoined every
+    heartbeat interval forever with 0 partitions."""
+    from jocko_py.broker.group.consumer import ClassicInfo
+    g = ConsumerGroupModel("g")
+    info = ClassicInfo([("range", b"")], 10_000, "range")
+    m = g.classic_join("c1", None, "c", "/h", ["a"], frozenset(), info, 30_000, TOPICS, 0)
+    assert m.member_epoch == 1 and len(m.assigned) == 6
+    for _ in range(3):
+        m = g.classic_join("c1", None, "c", "/h", ["a"], frozenset(), info, 30_000, TOPICS, 0)
+        assert m.member_epoch == 1 and len(m.assigned) == 6, m
+        assert g.classic_heartbeat("c1", 1, 0) == E.NONE

@@ -375,12 +375,16 @@ class ConsumerGroupModel:
         return held
 
     def _reconcile(self, m: ConsumerMember, owned: frozenset[TopicPartition] | None,
-                   now: int) -> None:
+                   now: int, *, full: bool = False) -> None:
+        """Move ``m`` toward its target. ``full`` (a classic member's JoinGroup, which may
+        have dropped what it held) skips the shortcut for a member already stable at this
+        epoch."""
         if m.state is MemberState.UNREVOKED_PARTITIONS:
             if owned is None or owned & m.revoking:
                 return  # still revoking
             m.revoking = frozenset()
-        if m.member_epoch == self.assignment_epoch and m.state is MemberState.STABLE:
+        if m.member_epoch == self.assignment_epoch and m.state is MemberState.STABLE \
+                and not full:
             return
         target = self.target.get(m.member_id, frozenset())
         revoke = m.assigned - target
@@ -450,7 +454,7 @@ class ConsumerGroupModel:
             self.group_epoch += 1
         if self.assignment_epoch < self.group_epoch:
             self._compute_target(topics)
-        self._reconcile(m, owned, now)
+        self._reconcile(m, owned, now, full=True)
         m.last_sent = (m.member_epoch, m.assigned)
         return m
 
