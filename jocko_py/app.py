@@ -225,8 +225,7 @@ def disk_retention(broker: Broker) -> int:
     committed: dict[tuple[str, int], int] | None = None
     if broker.config.bool("jocko.log.retention.disk.protect.committed.offsets"):
         committed = {}
-        gc = broker.services.get("groups")
-        for g in getattr(gc, "groups", {}).values():
+        for g in broker.groups.groups.values():
             for tp, om in g.offsets.items():
                 committed[tp] = min(committed.get(tp, om.offset), om.offset)
     return broker.replicas.apply_disk_retention(percent, committed)
@@ -368,8 +367,8 @@ async def _run_broker(config: BrokerConfig, stop: asyncio.Event | None,
             if isinstance(quorum, RaftQuorum):
                 bg.append(tg.create_task(heartbeat_loop(
                     broker, quorum, max(0.02, config.int("broker.heartbeat.interval.ms") / 1000))))
-            for starter in broker.services.get("background", []):
-                bg.append(tg.create_task(starter()))
+            for _name, job in broker.background_jobs():
+                bg.append(tg.create_task(job()))
             fatal = None
             if isinstance(quorum, RaftQuorum):
                 fatal = tg.create_task(quorum.node.wait_fatal())
@@ -399,9 +398,7 @@ async def _run_broker(config: BrokerConfig, stop: asyncio.Event | None,
         if console is not None:
             await console.stop()
         await server.stop()
-        txn = broker.services.get("transactions")
-        if txn is not None:
-            await txn.close()  # marker tasks and their inter-broker channels
+        await broker.transactions.close()  # marker tasks and their inter-broker channels
         await broker.replicas.shutdown_fetchers()
         await broker.topics.close()
         await quorum.close()

@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from jocko_py.broker.broker_configs import BrokerConfigView
 from jocko_py.broker.config import BrokerConfig
 from jocko_py.broker.controller_channel import ControllerChannel
 from jocko_py.broker.fetch_session import FetchSessionCache
+from jocko_py.broker.group.coordinator import GroupCoordinator
 from jocko_py.broker.metadata_cache import MetadataCache
 from jocko_py.broker.metadata_publisher import MetadataPublisher
 from jocko_py.broker.replica_manager import ReplicaManager
 from jocko_py.broker.security.session import SecurityManager
 from jocko_py.broker.stats import BrokerStats
+from jocko_py.broker.txn.coordinator import TransactionCoordinator
 from jocko_py.cluster.metadata import CONFIG_RESOURCE_BROKER, MetadataImage
 from jocko_py.cluster.quorum import MetadataQuorum
+from jocko_py.commitlog.cleaner import LogCleaner
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.fd_cache import HANDLES
 
@@ -62,8 +66,17 @@ class Broker:
         self.security = SecurityManager(config, lambda: quorum.image)
         self.replicas.channel_security = self.topics.channel_security = \
             self.security.broker_channel_security()
-        # extension point for services added by later layers (group coordinator, ...)
-        self.services: dict[str, Any] = {}
+        # the group coordinator: its shards load as this broker is elected leader of
+        # `__consumer_offsets` partitions (their timers run on the coordinator runtime)
+        self.groups = GroupCoordinator(self)
+        self.replicas.role_listeners.append(self.groups.on_partition_role)
+        # the transaction coordinator, for `__transaction_state` partitions; it verifies
+        # transactional produce (KIP-890 part 1)
+        self.transactions = TransactionCoordinator(self)
+        self.replicas.role_listeners.append(self.transactions.on_partition_role)
+        self.replicas.txn_verifier = self.transactions.verify
+        # compaction of the logs with cleanup.policy=compact
+        self.cleaner = LogCleaner(self.replicas.logs)
 
     @property
     def cluster_id(self) -> str:
@@ -74,11 +87,39 @@ class Broker:
     def start(self) -> None:
         """Load the logs (before any metadata delta is published) and the services."""
         self.replicas.start(self.quorum.image)
-        from jocko_py.broker.group import install as install_groups
-        from jocko_py.broker.txn import install as install_transactions
+        self.groups.load()
 
-        install_groups(self)
-        install_transactions(self)
+    def background_jobs(self) -> list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]]:
+        """The broker's periodic jobs, each (name, loop), for `app.py` to run until it
+        stops: the log cleaner (every `log.cleaner.backoff.ms`, unless
+        `log.cleaner.enable=false`) and the transaction timer (timed-out transactions,
+        every `transaction.abort.timed.out.transaction.cleanup.interval.ms`)."""
+        jobs: list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]] = []
+        if self.config.get("log.cleaner.enable").lower() != "false":
+            jobs.append(("log cleaner", self._log_cleaner))
+        jobs.append(("transaction timer", self._txn_timer))
+        return jobs
+
+    async def _log_cleaner(self) -> None:
+        backoff_raw = self.config.get("log.cleaner.backoff.ms")
+        backoff_s = max(0.05, (int(backoff_raw) if backoff_raw else 15000) / 1000)
+        while True:
+            await asyncio.sleep(backoff_s)
+            for tp in self.cleaner.compacted():
+                try:
+                    self.cleaner.clean_all(only=[tp])
+                except Exception:
+                    log.exception("log cleaner failed on %s-%d", *tp)
+                await asyncio.sleep(0)  # let requests in between logs
+
+    async def _txn_timer(self) -> None:
+        interval = self.transactions.config.abort_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.transactions.tick()
+            except Exception:
+                log.exception("transaction timer failed")
 
     def config_view(self, image: MetadataImage | None = None) -> BrokerConfigView:
         """This broker's configuration with the dynamic layers from the metadata log."""

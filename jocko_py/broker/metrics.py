@@ -263,9 +263,7 @@ class BrokerCollector:
     # -- consumer groups ------------------------------------------------------------
 
     def _groups(self) -> Iterator[Metric]:
-        gc = self.broker.services.get("groups")
-        if gc is None:
-            return
+        gc = self.broker.groups
         rm = self.broker.replicas
         lbl = ["consumergroup", "topic", "partition"]
         cur = _gauge("kafka_consumergroup_current_offset",

@@ -34,7 +34,6 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.features import GROUP_VERSION, level
-from jocko_py.broker.group import coordinator
 from jocko_py.broker.group.consumer import HeartbeatRequest, TopicPartition, group_assignment
 from jocko_py.broker.handlers.groups import AUTHORIZED_OPS_NOT_REQUESTED, client_host
 from jocko_py.broker.security.authz import authorize_group, denied_topics
@@ -43,7 +42,7 @@ from jocko_py.protocol.errors import ErrorCode
 
 @api(68, 0, 1)
 async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     interval = gc.config.consumer_heartbeat_interval_ms
 
     def error(code: ErrorCode, msg: str | None) -> dict[str, Any]:
@@ -107,7 +106,7 @@ def _topic_partitions(ctx: RequestContext, tps: frozenset[TopicPartition]
 
 @api(69, 0, 1)
 async def consumer_group_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     out = []
     for gid in req.group_ids:
         if not authorize_group(ctx, "DESCRIBE", gid):

@@ -30,7 +30,6 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
-from jocko_py.broker.group import coordinator
 from jocko_py.broker.group.streams import (
     CopartitionGroup,
     HeartbeatRequest,
@@ -104,7 +103,7 @@ def _task_list(tasks: frozenset[Task]) -> list[dict[str, Any]]:
 
 @api(88, 0, 1)
 async def streams_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     cfg = gc.streams.config
 
     def error(code: ErrorCode, msg: str | None) -> dict[str, Any]:
@@ -295,7 +294,7 @@ def _describe(ctx: RequestContext, sg: StreamsGroupModel) -> dict[str, Any]:
 
 @api(89, 0, 1)
 async def streams_group_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     want_description = ctx.version >= 1 and bool(
         getattr(req, "include_topology_description", False))
     out = []
@@ -347,7 +346,7 @@ async def streams_group_topology_description_update(ctx: RequestContext, req: An
                       "The streams group protocol is not enabled (streams.version is 0).")
     if not authorize_group(ctx, "READ", req.group_id):
         return answer(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     err, g = gc.describe(req.group_id)
     if err != ErrorCode.NONE:
         return answer(err)

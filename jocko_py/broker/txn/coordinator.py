@@ -186,7 +186,7 @@ async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, c
                                                 internal=True)
         for tp, r in zip(keys, results, strict=True):
             out[tp] = r.error
-    groups = broker.services.get("groups")
+    groups = broker.groups
     if groups is not None:
         for tp, err in out.items():
             if tp[0] == OFFSETS_TOPIC and err == E.NONE:
@@ -565,7 +565,7 @@ class TransactionCoordinator:
         return ch
 
     def offsets_partition(self, group_id: str) -> tuple[str, int] | None:
-        groups = self.broker.services.get("groups")
+        groups = self.broker.groups
         if groups is None or not groups.store.topic_exists():
             return None
         return OFFSETS_TOPIC, int(groups.store.partition_for(group_id))
