@@ -711,7 +711,7 @@ class Console:
 
     def overview(self, msg: str | None) -> Response:
         b = self.broker
-        img = b.quorum.image
+        img = b.image
         led: dict[int, int] = {}
         under = total = offline = 0
         for t in img.topics.values():
@@ -751,7 +751,7 @@ class Console:
         b = self.broker
         up = int(time.monotonic() - self.started)
         since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.started_wall))
-        mv = finalized(b.quorum.image.features).get(METADATA_VERSION, "-")
+        mv = finalized(b.image.features).get(METADATA_VERSION, "-")
         info = table(["", ""], [
             ["broker", esc(b.broker_id)], ["cluster id", f"<code>{esc(b.cluster_id)}</code>"],
             ["jocko-py version", f"<span id='version'>{esc(jocko_version())}</span>"],
@@ -806,7 +806,7 @@ class Console:
         if not isinstance(b.quorum, RaftQuorum):
             quorum = ("<p id='quorum'>Single node: no raft quorum. This broker is the "
                       f"controller and keeps the metadata in its own log ("
-                      f"{esc(b.quorum.image.records_applied)} records applied).</p>")
+                      f"{esc(b.image.records_applied)} records applied).</p>")
         else:
             quorum = await self._quorum()
         body = ("<h2>Broker</h2>" + info + "<h2>Disk</h2>" + disks + "<h2>Throughput</h2>"
@@ -853,7 +853,7 @@ class Console:
                    if t == topic)
 
     def topics(self, msg: str | None) -> Response:
-        img = self.broker.quorum.image
+        img = self.broker.image
         base = self.broker.log_config
         rows = []
         for name in sorted(img.topics):
@@ -885,7 +885,7 @@ class Console:
         return self.page("Topics", body, msg)
 
     def topic(self, name: str, msg: str | None) -> Response:
-        img = self.broker.quorum.image
+        img = self.broker.image
         self.require("DESCRIBE", TOPIC, name)
         t = img.topics.get(name)
         if t is None:
@@ -922,7 +922,7 @@ class Console:
         from jocko_py.client import KafkaError
 
         self.require("READ", TOPIC, name)
-        t = self.broker.quorum.image.topics.get(name)
+        t = self.broker.image.topics.get(name)
         if t is None:
             return self.not_found(f"Topic {name} does not exist.")
         q = req.query
@@ -1239,7 +1239,7 @@ class Console:
         value = f.get("value", "").encode()
         part_s = f.get("partition", "").strip()
         self.require("WRITE", TOPIC, topic)
-        if topic not in self.broker.quorum.image.topics and not self.may_create_topic(topic):
+        if topic not in self.broker.image.topics and not self.may_create_topic(topic):
             self.require("CREATE", TOPIC, topic)
 
         def run(c: Any) -> tuple[int, int]:

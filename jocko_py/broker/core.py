@@ -123,7 +123,7 @@ class Broker:
 
     def config_view(self, image: MetadataImage | None = None) -> BrokerConfigView:
         """This broker's configuration with the dynamic layers from the metadata log."""
-        img = image or self.quorum.image
+        img = image or self.image
         return BrokerConfigView(self.config, img.configs(CONFIG_RESOURCE_BROKER, ""),
                                 img.broker_configs(self.broker_id))
 
@@ -145,13 +145,18 @@ class Broker:
         self.replicas.set_base_config(cfg)
 
     @property
+    def image(self) -> MetadataImage:
+        """The metadata image this broker has applied (the one way to read it)."""
+        return self.quorum.image
+
+    @property
     def controller_id(self) -> int:
         return self.quorum.controller_id()
 
     def registered_broker_epoch(self) -> int:
         """The broker epoch this process is registered under in the metadata it applied,
         or -1 (not registered yet, or the registration is another process's)."""
-        b = self.quorum.image.brokers.get(self.broker_id)
+        b = self.image.brokers.get(self.broker_id)
         if b is None or b.incarnation_id != self.quorum.incarnation:
             return -1
         return b.broker_epoch

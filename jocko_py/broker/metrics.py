@@ -151,7 +151,7 @@ class BrokerCollector:
 
     def _partitions(self) -> Iterator[Metric]:
         rm = self.broker.replicas
-        image = self.broker.quorum.image
+        image = self.broker.image
         lbl = ["topic", "partition"]
         size = _gauge("kafka_log_log_size", "Log size in bytes", lbl)
         segs = _gauge("kafka_log_log_numlogsegments", "Segments in the log", lbl)

@@ -63,7 +63,7 @@ class GroupCoordinator:
 
     def _topics(self) -> dict[str, TopicInfo]:
         return {name: TopicInfo(t.topic_id, len(t.partitions))
-                for name, t in self.broker.topics.image.topics.items()}
+                for name, t in self.broker.image.topics.items()}
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -60,7 +60,7 @@ async def _add(ctx: RequestContext, tid: str, pid: int, epoch: int,
     if denied:
         return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied
                 else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted}
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     unknown = {tp for tp in wanted if image.partition(*tp) is None}
     if unknown:
         return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown

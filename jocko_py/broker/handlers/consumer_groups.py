@@ -50,7 +50,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, A
                 "member_id": None, "member_epoch": -1, "heartbeat_interval_ms": 0,
                 "assignment": None}
 
-    if level(ctx.broker.topics.image.features, GROUP_VERSION) < 1:
+    if level(ctx.broker.image.features, GROUP_VERSION) < 1:
         # the consumer protocol needs group.version 1, as Kafka answers without it
         return {**error(ErrorCode.UNSUPPORTED_VERSION, ""), "error_message": None,
                 "member_epoch": 0}
@@ -94,7 +94,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, A
 
 def _topic_partitions(ctx: RequestContext, tps: frozenset[TopicPartition]
                       ) -> list[dict[str, Any]]:
-    image = ctx.broker.topics.image  # by id: proportional to the answer, not the cluster
+    image = ctx.broker.image  # by id: proportional to the answer, not the cluster
 
     def name(tid: uuid.UUID) -> str:
         t = image.topic_by_id(tid)

@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return out0
     err, pid, epoch = await ctx.broker.transactions.end_txn_v(
         req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
-        bump_epoch=ctx.version >= 5 and txn_v2(ctx.broker.topics.image.features))
+        bump_epoch=ctx.version >= 5 and txn_v2(ctx.broker.image.features))
     out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": fenced_as(ctx.version, 2, err)}
     if ctx.version >= 5:
         ok = err == ErrorCode.NONE

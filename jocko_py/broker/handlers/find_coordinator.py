@@ -45,7 +45,7 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int
     if not gc.loaded:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     leader = gc.store.leader_of(key)
-    b = ctx.broker.topics.image.brokers.get(leader)
+    b = ctx.broker.image.brokers.get(leader)
     addr = None if b is None or b.fenced else ctx.address_of(b)
     if b is None or addr is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
@@ -64,7 +64,7 @@ async def _lookup_txn(ctx: RequestContext, key: str
     except KafkaError as e:
         log.warning("[txn=%s] cannot create the transaction state topic: %s", key, e.message)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
-    b = ctx.broker.topics.image.brokers.get(tc.leader_of(key))
+    b = ctx.broker.image.brokers.get(tc.leader_of(key))
     # the coordinator's address on the listener this request came in on, as for groups
     addr = None if b is None or b.fenced else ctx.address_of(b)
     if b is None or addr is None:

@@ -32,7 +32,7 @@ from jocko_py.protocol.errors import ErrorCode
 
 
 def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
-    t = ctx.broker.topics.image.topics.get(topic)
+    t = ctx.broker.image.topics.get(topic)
     return t is not None and partition in t.partitions
 
 
@@ -40,13 +40,13 @@ def _resolve(ctx: RequestContext, topics: Any, by_id: bool) -> list[str | None]:
     """Each request topic's name; at v10 its id looked up (None: an unknown id)."""
     if not by_id:
         return [t.name for t in topics]
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     return [None if (ti := image.topic_by_id(t.topic_id)) is None else ti.name
             for t in topics]
 
 
 def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID | None:
-    t = ctx.broker.topics.image.topics.get(name)
+    t = ctx.broker.image.topics.get(name)
     return None if t is None else t.topic_id
 
 

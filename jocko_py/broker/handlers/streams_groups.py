@@ -61,7 +61,7 @@ DESCRIPTION_NOT_REQUESTED, DESCRIPTION_UNAVAILABLE = 0, 1
 def streams_enabled(ctx: RequestContext) -> bool:
     from jocko_py.broker.features import finalized
 
-    return finalized(ctx.broker.topics.image.features).get(STREAMS_VERSION, 0) >= 1
+    return finalized(ctx.broker.image.features).get(STREAMS_VERSION, 0) >= 1
 
 
 def _tasks(items: Any) -> frozenset[Task] | None:
@@ -222,10 +222,10 @@ async def _create_internal_topics(ctx: RequestContext, topics: tuple[TopicInfo, 
                 break
         else:
             status.append((Status.MISSING_INTERNAL_TOPICS, msg))
-    live = sum(not b.fenced for b in broker.topics.image.brokers.values()) or 1
+    live = sum(not b.fenced for b in broker.image.brokers.values()) or 1
     default_rf = broker.config.int("default.replication.factor")
     for t in topics:
-        if t.name in unauthorized or t.name in broker.topics.image.topics:
+        if t.name in unauthorized or t.name in broker.image.topics:
             continue
         rf = t.replication_factor if t.replication_factor > 0 else min(default_rf, live)
         try:

@@ -57,7 +57,7 @@ async def _verify(ctx: RequestContext, req: Any, version: int) -> ErrorCode:
     if p is None or not p.is_leader or p.log.producer_state.in_transaction(
             req.producer_id, req.producer_epoch):
         return ErrorCode.NONE
-    add = version >= 5 and txn_v2(ctx.broker.topics.image.features)
+    add = version >= 5 and txn_v2(ctx.broker.image.features)
     token = p.log.producer_state.verification_token(req.producer_id)
     try:
         answers = await verifier(req.transactional_id, req.producer_id, req.producer_epoch, [tp],
@@ -80,7 +80,7 @@ async def _verify(ctx: RequestContext, req: Any, version: int) -> ErrorCode:
 @api(28, 0, 6)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     v = ctx.version
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     results: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], CommitRequest] = {}
     order: list[tuple[str, int]] = []
