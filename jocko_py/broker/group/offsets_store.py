@@ -61,7 +61,7 @@ from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from jocko_py.broker.coordinator.shell import ReplicaLog
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import CoordinatorHost
 
 log = logging.getLogger("jocko_py.broker.group.offsets_store")
 
@@ -298,7 +298,7 @@ def decode_group_value(group_id: str, data: bytes, now: int) -> Group:
 class OffsetsStore:
     """Reads and writes `__consumer_offsets` through the broker's partitions."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: CoordinatorHost) -> None:
         self.broker = broker
         self.num_partitions = max(1, broker.config.int("offsets.topic.num.partitions"))
         self.replication_factor = max(1, broker.config.int("offsets.topic.replication.factor"))

@@ -100,7 +100,7 @@ from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import TxnHost
     from jocko_py.broker.partition import Partition
 
 log = logging.getLogger("jocko_py.broker.txn")
@@ -134,7 +134,7 @@ class TxnConfig:
     expiry_interval_ms: int = 3600000
 
     @classmethod
-    def from_broker(cls, broker: Broker) -> TxnConfig:
+    def from_broker(cls, broker: TxnHost) -> TxnConfig:
         c = broker.config
         return cls(
             num_partitions=max(1, c.int("transaction.state.log.num.partitions")),
@@ -150,7 +150,7 @@ class TxnConfig:
         )
 
 
-async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, commit: bool,
+async def write_markers(broker: TxnHost, producer_id: int, producer_epoch: int, commit: bool,
                         coordinator_epoch: int, partitions: list[tuple[str, int]],
                         transaction_version: int = 0) -> dict[tuple[str, int], ErrorCode]:
     """Append one marker to each partition led here (WriteTxnMarkers, and the
@@ -195,7 +195,7 @@ async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, c
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: Broker, config: TxnConfig | None = None) -> None:
+    def __init__(self, broker: TxnHost, config: TxnConfig | None = None) -> None:
         self.broker = broker
         self.config = config or TxnConfig.from_broker(broker)
         self.num_partitions = self.config.num_partitions
