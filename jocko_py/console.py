@@ -71,7 +71,7 @@ import urllib.parse
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jocko_py.broker.http import HttpServer, Request, Response
 from jocko_py.broker.security.authz import CLUSTER, CLUSTER_NAME, GROUP, OPERATIONS, TOPIC
@@ -79,9 +79,50 @@ from jocko_py.broker.security.http_access import HttpAccess, console_read_only
 from jocko_py.broker.security.session import ANONYMOUS
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.config import BrokerConfig
+    from jocko_py.broker.replica_manager import ReplicaManager
+    from jocko_py.broker.security.session import SecurityManager
+    from jocko_py.broker.stats import BrokerStats
+    from jocko_py.cluster.metadata import MetadataImage
+    from jocko_py.cluster.quorum import MetadataQuorum
+    from jocko_py.commitlog.config import LogConfig
 
 log = logging.getLogger("jocko_py.console")
+
+
+class ConsoleHost(Protocol):
+    """What the console shows and uses of its broker (it changes nothing but through
+    the Kafka protocol, as a client)."""
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def controller_id(self) -> int: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def log_config(self) -> LogConfig: ...
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def quorum(self) -> MetadataQuorum: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def security(self) -> SecurityManager: ...
+
+    @property
+    def stats(self) -> BrokerStats: ...
 
 _POST_FORM = re.compile(r"<form[^>]*method=['\"]post['\"][^>]*>")
 # the request being served (each connection is its own task): its principal and peer
@@ -506,7 +547,7 @@ def describe_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
 
 
 class Console:
-    def __init__(self, broker: Broker, host: str, port: int,
+    def __init__(self, broker: ConsoleHost, host: str, port: int,
                  read_only: bool | None = None) -> None:
         self.broker = broker
         cfg = broker.config

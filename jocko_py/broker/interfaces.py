@@ -13,10 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from jocko_py.broker.broker_configs import BrokerConfigView
     from jocko_py.broker.config import BrokerConfig
     from jocko_py.broker.controller_channel import ControllerChannel
     from jocko_py.broker.replica_manager import ReplicaManager
     from jocko_py.cluster.metadata import MetadataImage
+    from jocko_py.commitlog.config import LogConfig
 
 
 class CoordinatorHost(Protocol):
@@ -63,3 +65,16 @@ class TxnHost(CoordinatorHost, Protocol):
 
     @property
     def groups(self) -> TxnOffsets: ...
+
+
+class ConfigHost(Protocol):
+    """What describing and validating configs reads: the image (topic configs), the
+    log defaults and this broker's configuration with its dynamic layers."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def log_config(self) -> LogConfig: ...
+
+    def config_view(self, image: MetadataImage | None = None) -> BrokerConfigView: ...

@@ -36,7 +36,7 @@ from jocko_py.commitlog.config import TOPIC_CONFIGS, TOPIC_TO_BROKER, LogConfig
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import ConfigHost
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
@@ -51,7 +51,7 @@ BROKER_THROTTLES = frozenset({"leader.replication.throttled.rate",
                               "replica.alter.log.dirs.io.max.bytes.per.second"})
 
 
-def validate_topic_configs(broker: Broker, configs: Mapping[str, str | None]) -> None:
+def validate_topic_configs(broker: ConfigHost, configs: Mapping[str, str | None]) -> None:
     try:
         LogConfig.from_properties(
             {k: v for k, v in configs.items() if v is not None}, broker.log_config
@@ -61,7 +61,7 @@ def validate_topic_configs(broker: Broker, configs: Mapping[str, str | None]) ->
 
 
 def describe_topic_configs(
-    broker: Broker, topic: str, keys: list[str] | None, *, extra: dict[str, str] | None = None
+    broker: ConfigHost, topic: str, keys: list[str] | None, *, extra: dict[str, str] | None = None
 ) -> list[dict[str, Any]]:
     overrides = dict(broker.image.topic_configs(topic))
     overrides.update(extra or {})
@@ -99,7 +99,7 @@ def describe_topic_configs(
     return out
 
 
-def describe_broker_configs(broker: Broker, name: str,
+def describe_broker_configs(broker: ConfigHost, name: str,
                             keys: list[str] | None) -> list[dict[str, Any]]:
     return broker.config_view().describe(keys, per_broker=name != "")
 

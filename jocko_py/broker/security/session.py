@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jocko_py.broker.config import BrokerConfig, ConfigError, Listener
-from jocko_py.broker.inter_broker import ClientSecurity
 from jocko_py.broker.security.authz import (
     AUTHORIZER_NAMES,
     CLUSTER,
@@ -36,6 +35,7 @@ from jocko_py.broker.security.authz import (
     Authorizer,
     Principal,
 )
+from jocko_py.broker.security.client import ClientSecurity
 from jocko_py.broker.security.cluster_auth import ClusterAuthServer, NonceCache, derive_key
 from jocko_py.broker.security.quotas import QuotaManager
 from jocko_py.broker.security.sasl import (
