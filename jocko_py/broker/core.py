@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -31,6 +32,19 @@ from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.fd_cache import HANDLES
 
 log = logging.getLogger("jocko_py.broker")
+
+
+async def every(interval_s: float, fn: Callable[[], object], what: str) -> None:
+    """Call ``fn`` (awaiting what it returns, if a coroutine) every ``interval_s``; a
+    failure is logged and the next round runs."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            r = fn()
+            if asyncio.iscoroutine(r):
+                await r
+        except Exception:
+            log.exception("background task %s failed", what)
 
 
 class Broker:
@@ -90,15 +104,50 @@ class Broker:
         self.groups.load()
 
     def background_jobs(self) -> list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]]:
-        """The broker's periodic jobs, each (name, loop), for `app.py` to run until it
-        stops: the log cleaner (every `log.cleaner.backoff.ms`, unless
-        `log.cleaner.enable=false`) and the transaction timer (timed-out transactions,
-        every `transaction.abort.timed.out.transaction.cleanup.interval.ms`)."""
-        jobs: list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]] = []
-        if self.config.get("log.cleaner.enable").lower() != "false":
+        """Every periodic job of the broker, each (name, loop): `app.py` runs them all
+        under one TaskGroup until the broker stops. Flushes (`log.flush.scheduler.
+        interval.ms`), retention by time and size and by share of disk (`log.retention.
+        check.interval.ms`), recovery-point checkpoints (`log.flush.offset.checkpoint.
+        interval.ms`), ISR expiration, certificate reload (with TLS listeners), the log
+        cleaner (unless `log.cleaner.enable=false`) and the transaction timer."""
+        cfg = self.config
+        flush_s = max(0.01, cfg.int("log.flush.scheduler.interval.ms") / 1000)
+        retention_s = max(0.1, cfg.int("log.retention.check.interval.ms") / 1000)
+        checkpoint_s = max(0.1, cfg.int("log.flush.offset.checkpoint.interval.ms") / 1000)
+        logs = self.replicas.logs
+        jobs: list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]] = [
+            ("flush", lambda: every(flush_s, self.replicas.flush_due, "flush")),
+            ("retention", lambda: every(
+                retention_s, lambda: logs.apply_retention_all(int(time.time() * 1000)),
+                "retention")),
+            ("retention by share of disk", lambda: every(
+                retention_s, self.disk_retention, "retention by share of disk")),
+            ("checkpoint", lambda: every(
+                checkpoint_s, logs.checkpoint_recovery_points, "checkpoint")),
+            ("ISR expiration", self.replicas.isr_expiration_loop),
+        ]
+        if self.security.tls:
+            reload_s = max(0.05, cfg.int("jocko.ssl.reload.check.interval.ms") / 1000)
+            jobs.append(("certificate reload", lambda: every(
+                reload_s, self.security.check_certificates, "certificate reload")))
+        if cfg.get("log.cleaner.enable").lower() != "false":
             jobs.append(("log cleaner", self._log_cleaner))
         jobs.append(("transaction timer", self._txn_timer))
         return jobs
+
+    def disk_retention(self) -> int:
+        """Retention by share of disk (`jocko.log.retention.disk.percent`), protecting the
+        offsets committed by the groups this broker coordinates when asked to."""
+        percent = self.config.int("jocko.log.retention.disk.percent")
+        if percent < 0:
+            return 0
+        committed: dict[tuple[str, int], int] | None = None
+        if self.config.bool("jocko.log.retention.disk.protect.committed.offsets"):
+            committed = {}
+            for g in self.groups.groups.values():
+                for tp, om in g.offsets.items():
+                    committed[tp] = min(committed.get(tp, om.offset), om.offset)
+        return self.replicas.apply_disk_retention(percent, committed)
 
     async def _log_cleaner(self) -> None:
         backoff_raw = self.config.get("log.cleaner.backoff.ms")
