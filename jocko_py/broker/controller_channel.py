@@ -78,11 +78,12 @@ def is_forwarded(ctx: Request) -> bool:
 
 
 class ControllerChannel:
-    def __init__(self, quorum: MetadataQuorum, broker_id: int) -> None:
+    def __init__(self, quorum: MetadataQuorum, broker_id: int,
+                 channel_security: ClientSecurity | None = None) -> None:
         self.quorum = quorum
         self.broker_id = broker_id
         self._channels: dict[int, BrokerChannel] = {}
-        self.channel_security: ClientSecurity | None = None  # set by the Broker
+        self.channel_security = channel_security
         self._pid_next = 0
         self._pid_limit = 0
         self._pid_lock = asyncio.Lock()

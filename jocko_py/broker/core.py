@@ -56,17 +56,21 @@ class Broker:
         self.log_config = LogConfig.from_broker_properties(config.properties)
         HANDLES.configure(config.int("jocko.log.max.open.files"))
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        self.topics = ControllerChannel(quorum, config.broker_id)
+        # TLS contexts, SASL settings, principals, ACLs (raises ConfigError)
+        self.security = SecurityManager(config, lambda: quorum.image)
+        # how this broker dials the others (the controller, leaders it follows)
+        channel_security = self.security.broker_channel_security()
+        self.topics = ControllerChannel(quorum, config.broker_id, channel_security)
         # what the broker counts as it serves (requests, bytes, ...): see broker/metrics.py
         self.stats = BrokerStats()
         self.replicas = ReplicaManager(
             config.data_dir, self.log_config, config.broker_id, lambda: quorum.image,
             config.get, self.stats, config.extra_log_dirs,
+            channel_security=channel_security, alter_partition=self.topics.alter_partition,
+            incarnation=str(quorum.incarnation),
+            # in a cluster a failed data dir takes this broker out (others lead instead)
+            offline_on_failure=bool(config.voters),
         )
-        self.replicas.alter_partition = self.topics.alter_partition
-        # in a cluster a failed data dir takes this broker out (others lead instead)
-        self.replicas.logs.offline_on_failure = bool(config.voters)
-        self.replicas.incarnation = str(quorum.incarnation)
         # encoded Metadata topic entries, kept up to date by the publisher
         self.metadata_cache = MetadataCache()
         # set once the metadata publisher is live (caught up): requests wait for it
@@ -76,10 +80,6 @@ class Broker:
         # incremental fetch sessions (KIP-227) of the clients fetching from this broker
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots"))
-        # TLS contexts, SASL settings, principals, ACLs (raises ConfigError)
-        self.security = SecurityManager(config, lambda: quorum.image)
-        self.replicas.channel_security = self.topics.channel_security = \
-            self.security.broker_channel_security()
         # the group coordinator: its shards load as this broker is elected leader of
         # `__consumer_offsets` partitions (their timers run on the coordinator runtime)
         self.groups = GroupCoordinator(self)
