@@ -11,8 +11,7 @@ line for the same mistake. The two JVMs of one command run side by side; a JVM t
 1-2 s, so each test makes only a few calls.
 
 What Kafka 4.4.0 answers differently on purpose here is named in the test that meets it
-(`kraft.version` 1 and `share.version` are not implemented by jocko-py: the README's
-"not implemented").
+(`kraft.version` 1 is not implemented by jocko-py: the README's "not implemented").
 """
 
 from __future__ import annotations
@@ -186,7 +185,7 @@ def test_kafka_streams_groups(both, data: None) -> None:  # type: ignore[no-unty
 
 def test_kafka_features(both) -> None:  # type: ignore[no-untyped-def]
     """describe: the same features at the same levels but kraft.version (jocko-py's
-    quorum is static: 0) and share.version (queues not implemented); an unsupported
+    quorum is static: 0); an unsupported
     level is refused with Kafka's words (the controller's id aside)."""
     theirs, ours = both(kt.FEATURES, "describe")
     assert theirs.rc == ours.rc == 0, (theirs, ours)
@@ -196,7 +195,7 @@ def test_kafka_features(both) -> None:  # type: ignore[no-untyped-def]
         return {line.split()[1]: line.split()[2:8] for line in a.out.splitlines()
                 if line.startswith("Feature:")}
 
-    known = {"kraft.version", "share.version"}
+    known = {"kraft.version"}
     assert {k: v for k, v in rows(theirs).items() if k not in known} == \
         {k: v for k, v in rows(ours).items() if k not in known}
     theirs, ours = both(kt.FEATURES, "upgrade", "--feature", "transaction.version=3")
