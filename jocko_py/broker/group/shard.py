@@ -282,7 +282,8 @@ class GroupShard:
                 self._loading_consumer.pop(k.group, None)
         else:
             recs[(k.kind, k.member_id)] = decode_consumer_value(k.kind, rec.value)
-        self._group_for_replay(k.group)
+            # (a tombstone makes no group: a deleted group's records follow its own)
+            self._group_for_replay(k.group)
 
     def _group_for_replay(self, group_id: str) -> Group:
         g = self.groups.get(group_id)
