@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 GROUP_RESOURCE = 32  # the config resource type of a group
 # DescribeConfigs config types and sources (Kafka's ConfigType / ConfigSource)
-TYPE_STRING, TYPE_INT = 2, 3
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LIST = 1, 2, 3, 7
 SOURCE_DEFAULT, SOURCE_GROUP = 5, 8
 
 
@@ -68,6 +68,23 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     _int("share.partition.max.record.locks", "group.share.partition.max.record.locks", 2000,
          ("group.share.min.partition.max.record.locks", 100),
          ("group.share.max.partition.max.record.locks", 4000)),
+    _int("consumer.assignment.interval.ms", "group.consumer.assignment.interval.ms", 1000,
+         ("group.consumer.min.assignment.interval.ms", 0),
+         ("group.consumer.max.assignment.interval.ms", 15000)),
+    _int("share.assignment.interval.ms", "group.share.assignment.interval.ms", 1000,
+         ("group.share.min.assignment.interval.ms", 0),
+         ("group.share.max.assignment.interval.ms", 15000)),
+    _int("streams.assignment.interval.ms", "group.streams.assignment.interval.ms", 1000,
+         ("group.streams.min.assignment.interval.ms", 0),
+         ("group.streams.max.assignment.interval.ms", 15000)),
+    _int("streams.initial.rebalance.delay.ms", "group.streams.initial.rebalance.delay.ms",
+         3000, ("", 0), None),
+    GroupConfigDef("streams.assignor.name", "group.streams.assignors", "sticky", TYPE_STRING),
+    GroupConfigDef("streams.rack.aware.assignment.tags",
+                   "group.streams.rack.aware.assignment.tags", "", TYPE_LIST),
+    GroupConfigDef("share.renew.acknowledge.enable", "", "true", TYPE_BOOLEAN),
+    GroupConfigDef("errors.deadletterqueue.topic.name", "", "", TYPE_STRING),
+    GroupConfigDef("errors.deadletterqueue.copy.record.enable", "", "false", TYPE_BOOLEAN),
     GroupConfigDef("share.auto.offset.reset", "", "latest", TYPE_STRING),
     GroupConfigDef("share.isolation.level", "", "read_uncommitted", TYPE_STRING),
     _int("streams.session.timeout.ms", "group.streams.session.timeout.ms", 45000,
@@ -138,6 +155,10 @@ def validate(get: BrokerLookup, configs: Mapping[str, str | None]) -> None:
                 if v > hi:
                     raise GroupConfigError(
                         f"{name} must be less than or equal to {d.hi[0]} ({hi})")
+        elif d.config_type == TYPE_BOOLEAN:
+            if value.lower() not in ("true", "false"):
+                raise GroupConfigError(f"Invalid value {value} for configuration {name}: "
+                                       "Expected value to be either true or false")
         elif name == "share.auto.offset.reset":
             if value.lower() not in ("latest", "earliest") and not _DURATION.match(value):
                 raise GroupConfigError(
@@ -199,7 +220,8 @@ def describe(get: BrokerLookup, overrides: Mapping[str, str], keys: list[str] | 
         synonyms: list[dict[str, object]] = []
         if dynamic:
             synonyms.append({"name": name, "value": overrides[name], "source": SOURCE_GROUP})
-        synonyms.append({"name": name, "value": default, "source": SOURCE_DEFAULT})
+        synonyms.append({"name": d.broker_default or name, "value": default,
+                         "source": SOURCE_DEFAULT})
         out.append({
             "name": name, "value": overrides[name] if dynamic else default,
             "read_only": False, "is_default": not dynamic,
