@@ -12,6 +12,7 @@ from typing import Any
 from jocko_py.broker.coordinator.runtime import CoordinatorRuntime, LogRecord, Record
 from jocko_py.broker.group.consumer import TopicInfo
 from jocko_py.broker.group.offsets_store import decode_key
+from jocko_py.broker.group.shard import GroupConfig, GroupShard
 from jocko_py.broker.group.share import (
     HeartbeatRequest,
     InitRequest,
@@ -20,7 +21,6 @@ from jocko_py.broker.group.share import (
     simple_assign,
 )
 from jocko_py.broker.group.share_service import MemberLeft
-from jocko_py.broker.group.shard import GroupConfig, GroupShard
 from jocko_py.protocol.errors import ErrorCode as E
 
 G = "sg"

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from jocko_py.broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime
 from jocko_py.broker.coordinator.shell import CoordinatorShell, ReplicaLog, SystemClock
+from jocko_py.broker.group import group_configs
 from jocko_py.broker.group.consumer import HeartbeatRequest, HeartbeatResult, TopicInfo
 from jocko_py.broker.group.offsets import CommitRequest
 from jocko_py.broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
-from jocko_py.broker.group import group_configs
+from jocko_py.broker.group.shard import GroupConfig, GroupShard
 from jocko_py.broker.group.share import HeartbeatRequest as ShareHeartbeatRequest
 from jocko_py.broker.group.share import HeartbeatResult as ShareHeartbeatResult
 from jocko_py.broker.group.share import InitRequest, ShareConfig
 from jocko_py.broker.group.share_service import MemberLeft
-from jocko_py.broker.group.shard import GroupConfig, GroupShard
 from jocko_py.broker.group.state import Group, GroupState, JoinResult, OffsetAndMetadata, SyncResult
 from jocko_py.broker.group.streams import HeartbeatRequest as StreamsHeartbeatRequest
 from jocko_py.broker.group.streams import HeartbeatResult as StreamsHeartbeatResult

@@ -70,6 +70,10 @@ from jocko_py.broker.group.offsets_store import (
     group_key,
     group_value,
 )
+from jocko_py.broker.group.share import HeartbeatRequest as ShareHeartbeatRequest
+from jocko_py.broker.group.share import HeartbeatResult as ShareHeartbeatResult
+from jocko_py.broker.group.share import ShareConfig
+from jocko_py.broker.group.share_service import GroupTimeouts, ShareGroups
 from jocko_py.broker.group.state import (
     Group,
     GroupState,
@@ -81,10 +85,6 @@ from jocko_py.broker.group.state import (
 from jocko_py.broker.group.streams import HeartbeatRequest as StreamsHeartbeatRequest
 from jocko_py.broker.group.streams import HeartbeatResult as StreamsHeartbeatResult
 from jocko_py.broker.group.streams import StreamsConfig
-from jocko_py.broker.group.share import HeartbeatRequest as ShareHeartbeatRequest
-from jocko_py.broker.group.share import HeartbeatResult as ShareHeartbeatResult
-from jocko_py.broker.group.share import ShareConfig
-from jocko_py.broker.group.share_service import GroupTimeouts, ShareGroups
 from jocko_py.broker.group.streams_service import StreamsGroups
 from jocko_py.protocol import messages
 from jocko_py.protocol.errors import ErrorCode

@@ -38,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from jocko_py.broker.group.consumer import TopicInfo, TopicPartition
 from jocko_py.protocol.errors import ErrorCode
@@ -445,12 +445,3 @@ def partitions_by_topic(tps: Iterable[TopicPartition]) -> dict[uuid.UUID, list[i
         out.setdefault(tid, []).append(p)
     return out
 
-
-@dataclass
-class ShareGroupView:
-    """What ShareGroupDescribe shows of one group (built by the shard)."""
-    group_id: str
-    state: str
-    group_epoch: int
-    assignment_epoch: int
-    members: list[ShareMember] = field(default_factory=list)
