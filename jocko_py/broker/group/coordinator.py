@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from jocko_py.broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime
@@ -76,7 +76,7 @@ class GroupCoordinator:
                           streams_config=self.streams.config, share_config=self.share.config,
                           group_configs=self.group_overrides)
 
-    def group_overrides(self, group_id: str) -> Mapping[str, str]:
+    def group_overrides(self, group_id: str) -> dict[str, str]:
         """The group configs set on ``group_id`` (GROUP config resources, type 32)."""
         return self.broker.topics.image.configs(group_configs.GROUP_RESOURCE, group_id)
 
