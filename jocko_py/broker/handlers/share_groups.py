@@ -47,7 +47,7 @@ def _invalid(req: Any) -> str | None:
     if not req.group_id:
         return "GroupId can't be empty."
     if not req.member_id:
-        return "MemberId can't be empty."
+        return ""  # Kafka 4.4.0 says INVALID_REQUEST without a message
     if req.rack_id is not None and not req.rack_id:
         return "RackId can't be empty."
     if req.member_epoch == 0 and not req.subscribed_topic_names:
@@ -77,7 +77,7 @@ async def share_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]
                          f"Unauthorized to DESCRIBE on topics {', '.join(sorted(denied))}.")
     why = _invalid(req)
     if why is not None:
-        return error(ErrorCode.INVALID_REQUEST, why)
+        return error(ErrorCode.INVALID_REQUEST, why or None)
     hreq = HeartbeatRequest(
         member_id=req.member_id, member_epoch=req.member_epoch, rack_id=req.rack_id,
         subscribed=None if req.subscribed_topic_names is None
