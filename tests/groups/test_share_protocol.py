@@ -199,4 +199,10 @@ def test_group_configs_on_the_wire(broker: BrokerProcess) -> None:
     assert alter(c, "cg", {"consumer.session.timeout.ms": "50000"}).error_code == 0
     assert group_configs(c, "cg")["consumer.session.timeout.ms"] == ("50000", 8)
     assert alter(c, "cg", {"consumer.session.timeout.ms": "1"}).error_code == E.INVALID_CONFIG
+    assert alter(c, "cg", {"consumer.heartbeat.interval.ms": "7000"}).error_code == 0
+    c.request(10, 3, {"key": "cg", "key_type": 0})
+    r = c.request(68, 1, {"group_id": "cg", "member_id": "c1", "member_epoch": 0,
+                          "rebalance_timeout_ms": 1000, "subscribed_topic_names": ["work"],
+                          "topic_partitions": []})
+    assert (r.error_code, r.heartbeat_interval_ms) == (0, 7000)
     c.close()
