@@ -42,11 +42,7 @@ def install(broker: Broker) -> GroupCoordinator:
     gc.load()
     broker.replicas.role_listeners.append(gc.on_partition_role)
     broker.services["groups"] = gc
-    # the share partitions (broker/share/manager.py) read a share group's configs
-    # (share.record.lock.duration.ms, delivery count limit, isolation, auto reset) here
-    m = broker.services.get("share_partitions")
-    if m is not None and hasattr(m, "group_config"):
-        m.group_config = gc.group_overrides
+    gc.share.wire()  # if the share partitions are installed already
     backoff_raw = broker.config.get("log.cleaner.backoff.ms")
     backoff_s = max(0.05, (int(backoff_raw) if backoff_raw else 15000) / 1000)
     cleaner = LogCleaner(broker.replicas.logs)

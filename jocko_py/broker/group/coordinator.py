@@ -325,16 +325,27 @@ class ShareEntry:
         self.gc = gc
         self.config = share_config_from(gc.broker)
         self._tasks: set[asyncio.Task[None]] = set()
+        # THE persister of this broker, ``broker.services["share_persister"]`` (the share
+        # partitions take the same one): the in-memory one until the share
+        # coordinator's RPC persister is installed there
+        gc.broker.services.setdefault("share_persister", InMemoryPersister())
+        self._wired = False
 
     @property
     def persister(self) -> SharePersister:
-        """THE persister of this broker (the share partitions use the same one): the
-        in-memory one until the share coordinator's RPC persister is installed there."""
-        p = self.gc.broker.services.get("share_persister")
-        if p is None:
-            p = self.gc.broker.services["share_persister"] = InMemoryPersister()
-        out: SharePersister = p
+        out: SharePersister = self.gc.broker.services["share_persister"]
         return out
+
+    def wire(self) -> None:
+        """Hand the share partitions (``broker.services["share_partitions"]``, installed
+        after the group coordinator) the group configs they read (lock duration,
+        delivery count limit, isolation, auto offset reset); once."""
+        if self._wired:
+            return
+        m = self.gc.broker.services.get("share_partitions")
+        if m is not None and hasattr(m, "group_config"):
+            m.group_config = self.gc.group_overrides
+            self._wired = True
 
     def group_config(self, group_id: str) -> group_configs.ShareGroupConfig:
         """A share group's settings (its group configs over the broker's)."""
@@ -349,6 +360,7 @@ class ShareEntry:
                     err, f"the group's records were not replicated: {err.name}")
             return ShareHeartbeatResult(err)
 
+        self.wire()
         return await self.gc._write(
             group_id, lambda s, now: s.share_heartbeat(now, group_id, req), error)
 
