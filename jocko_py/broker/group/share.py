@@ -300,6 +300,8 @@ class ShareGroupModel:
             return False
         self.target.pop(member_id, None)
         self._bump(topics)
+        if not self.members:  # the last one: nothing to assign, as Kafka records it
+            self.assignment_epoch = self.group_epoch
         return True
 
     def expired(self, now: int, session_timeout_ms: int) -> list[str]:
