@@ -19,10 +19,12 @@ from jocko_py.broker.config import BrokerConfig
 from jocko_py.broker.controller_channel import ControllerChannel
 from jocko_py.broker.fetch_session import FetchSessionCache
 from jocko_py.broker.group.coordinator import GroupCoordinator
+from jocko_py.broker.interfaces import SharePartitionsHook
 from jocko_py.broker.metadata_cache import MetadataCache
 from jocko_py.broker.metadata_publisher import MetadataPublisher
 from jocko_py.broker.replica_manager import ReplicaManager
 from jocko_py.broker.security.session import SecurityManager
+from jocko_py.broker.share.persister import InMemoryPersister, SharePersister
 from jocko_py.broker.stats import BrokerStats
 from jocko_py.broker.txn.coordinator import TransactionCoordinator
 from jocko_py.cluster.metadata import CONFIG_RESOURCE_BROKER, MetadataImage
@@ -80,6 +82,11 @@ class Broker:
         # incremental fetch sessions (KIP-227) of the clients fetching from this broker
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots"))
+        # the durable state of share partitions (KIP-932): share groups initialize and
+        # delete it, the share partitions read and write it
+        self.share_persister: SharePersister = InMemoryPersister()
+        # this broker's share partitions (set when they are built)
+        self.share_partitions: SharePartitionsHook | None = None
         # the group coordinator: its shards load as this broker is elected leader of
         # `__consumer_offsets` partitions (their timers run on the coordinator runtime)
         self.groups = GroupCoordinator(self)
