@@ -18,7 +18,6 @@ import argparse
 import random
 import re
 import shutil
-import struct
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 from jocko_py.client import Client
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode, KafkaError
-from tests.groups.test_streams_app import StreamsApp, streams_groups
+from tests.groups.test_streams_app import StreamsApp, committed_counts, streams_groups
 from tests.support.cluster import Cluster
 
 OVERRIDES = {
@@ -85,19 +84,10 @@ def read_counts(c: Client, topic: str) -> dict[str, int]:
             while True:
                 [pr] = lc.fetch_partitions(topic, {p: offset}, max_wait_ms=50,
                                            isolation_level=1)
-                data = memoryview(pr.records or b"")
-                aborted = {a.producer_id for a in (pr.aborted_transactions or [])}
-                moved = False
-                for pos, h in rb.iter_batches(data, validate_crc=True, allow_partial_tail=True):
-                    offset = max(offset, h.next_offset)
-                    moved = True
-                    if h.is_control or (h.is_transactional and h.producer_id in aborted):
-                        continue
-                    for rec in rb.decode_records(data[pos:pos + h.size]):
-                        if rec.key is not None and rec.value is not None:
-                            out[rec.key.decode()] = struct.unpack(">q", rec.value)[0]
-                if not moved:
+                nxt = committed_counts(pr, out)
+                if nxt <= offset:
                     break
+                offset = nxt
         finally:
             if lc is not c:
                 lc.close()
