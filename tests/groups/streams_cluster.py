@@ -166,6 +166,7 @@ def run(seed: int, rounds: int, lines: int, root: Path, settle: float = 240,
     """One run; the problems found (empty when the counts are exact and the tool shows
     both members). A miscount names every word that differs, (got, expected)."""
     rnd = random.Random(seed)
+    t0 = time.monotonic()
     cluster = Cluster(root, 3, OVERRIDES)
     apps: list[StreamsApp] = []
     problems: list[str] = []
@@ -196,10 +197,12 @@ def run(seed: int, rounds: int, lines: int, root: Path, settle: float = 240,
                     victim = apps[1]
                     victim.proc.kill()
                     victim.proc.wait(10)
-                    print(f"round {i}: SIGKILLed instance b (states {victim.states()}); "
+                    print(f"{time.monotonic() - t0:.0f}s round {i}: SIGKILLed instance b "
+                          f"(states {victim.states()}); "
                           "starting it again", flush=True)
                     apps[1] = start("b")
-            print(f"{sum(expected.values())} words produced; waiting for the counts",
+            print(f"{time.monotonic() - t0:.0f}s: {sum(expected.values())} words produced; "
+                  "waiting for the counts",
                   flush=True)
             deadline = time.monotonic() + settle
             got: dict[str, int] = {}
@@ -223,7 +226,8 @@ def run(seed: int, rounds: int, lines: int, root: Path, settle: float = 240,
             if len(rows) == 2 and all("ACTIVE:" in r for r in rows):
                 break
             time.sleep(1)
-        print(out)
+        print(f"{time.monotonic() - t0:.0f}s: counts {'exact' if not problems else 'wrong'}"
+              f"; kafka-streams-groups --describe --members:\n{out}")
         rows = [ln for ln in out.splitlines() if ln.startswith("wc ")]
         if len(rows) != 2:
             problems.append(f"kafka-streams-groups does not show two members:\n{out}")
