@@ -19,6 +19,10 @@ of a group (set: GROUP_CONFIG, else DEFAULT_CONFIG from the broker's `group.*` s
 set with Alter/IncrementalAlterConfigs as ConfigRecords through the controller,
 validated against the broker's `group.consumer.*` / `group.share.*` / `group.streams.*`
 limits (INVALID_CONFIG); ACLs DESCRIBE_CONFIGS / ALTER_CONFIGS on the group.
+While `eligible.leader.replicas.version` is finalized at 1, a broker-level
+`min.insync.replicas` and the removal of the cluster-level one are refused
+(INVALID_CONFIG, Kafka 4.x's words), and setting the cluster-level one, even to its
+value, is written (the controller clears every ELR with it, cluster/controller.py).
 Client-metrics resources: INVALID_REQUEST.
 """
 
@@ -36,6 +40,7 @@ from jocko_py.broker.broker_configs import (
     validate_dynamic_change,
 )
 from jocko_py.broker.controller_channel import is_forwarded
+from jocko_py.broker.features import ELR_VERSION, level
 from jocko_py.broker.group import group_configs
 from jocko_py.broker.security.authz import authorize_cluster, authorize_group, authorize_topic
 from jocko_py.commitlog.config import TOPIC_CONFIGS, TOPIC_TO_BROKER, LogConfig
@@ -47,6 +52,7 @@ if TYPE_CHECKING:
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+MIN_ISR = "min.insync.replicas"
 # Replication throttles are not implemented; removing them (what
 # kafka-reassign-partitions --verify does after every reassignment) is accepted as
 # the no-op it is, setting them is refused.
@@ -221,10 +227,21 @@ async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
     if throttles:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"Replication throttles are not supported: {', '.join(throttles)}")
+    elr = level(broker.topics.image.features, ELR_VERSION) >= 1
+    if MIN_ISR in changes and elr:
+        # Kafka 4.x's ConfigurationControlManager: with ELR the cluster-level value rules
+        if name != "":
+            raise KafkaError(ErrorCode.INVALID_CONFIG, "Broker-level min.insync.replicas "
+                             "cannot be altered while ELR is enabled.")
+        if changes[MIN_ISR] is None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, "Cluster-level min.insync.replicas "
+                             "cannot be removed while ELR is enabled.")
     validate_dynamic_change(current, changes, view)  # raises BrokerConfigError
     if validate_only:
         return
-    changes = {k: v for k, v in changes.items() if current.get(k) != v}
+    # a cluster-level min.insync.replicas set to its value still clears every ELR (Kafka)
+    changes = {k: v for k, v in changes.items()
+               if current.get(k) != v or (elr and k == MIN_ISR and name == "")}
     if changes:
         await broker.topics.set_configs(
             BROKER, name, changes, forwarded=is_forwarded(ctx))
