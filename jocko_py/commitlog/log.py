@@ -871,6 +871,7 @@ class Log:
     def flush(self) -> None:
         """fsync every segment with unflushed data; the recovery point moves to the end."""
         leo = self.log_end_offset
+        self.leader_epochs.sync()
         for seg in reversed(self.segments):
             if seg.dirty:
                 seg.flush()
@@ -894,6 +895,7 @@ class Log:
                 fds.extend(seg.begin_flush())
             elif seg.next_offset <= self._recovery_point:
                 break
+        fds.extend(self.leader_epochs.sync_paths())
         ticket = FlushTicket(self, self.log_end_offset, fds)
         HANDLES.flush_started([fd for fd in fds if isinstance(fd, int)])
         self.unflushed_messages = 0
@@ -907,6 +909,7 @@ class Log:
         if ticket.error is not None:
             for seg in self.segments:  # flush everything again next time
                 seg.dirty = True
+            self.leader_epochs.unsynced = True
             raise KafkaStorageError(f"fsync of {self.name} failed: {ticket.error}")
         self._recovery_point = max(self._recovery_point, min(ticket.log_end_offset,
                                                              self.log_end_offset))
@@ -933,6 +936,10 @@ class Log:
         """Flush and close every segment; writes the producer snapshot first."""
         if self._loaded and self.segments:
             self.save_producer_state()
+        try:
+            self.leader_epochs.sync()
+        except KafkaStorageError:
+            logger.exception("[log=%s] leader-epoch checkpoint fsync on close failed", self.name)
         for seg in self.segments:
             try:
                 seg.flush()
