@@ -79,6 +79,9 @@ class Broker:
 
         install_groups(self)
         install_transactions(self)
+        from jocko_py.broker.share import install as install_share_partitions
+
+        install_share_partitions(self)
 
     def config_view(self, image: MetadataImage | None = None) -> BrokerConfigView:
         """This broker's configuration with the dynamic layers from the metadata log."""

@@ -5,3 +5,34 @@ coordinator that keeps their state durable on ``__share_group_state``.
 
 The share partition and the share coordinator meet only through ``persister.py``.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jocko_py.broker.core import Broker
+    from jocko_py.broker.share.manager import SharePartitionManager
+
+
+def share_partitions(broker: Broker) -> SharePartitionManager:
+    from jocko_py.broker.share.manager import SharePartitionManager
+
+    m = broker.services["share_partitions"]
+    assert isinstance(m, SharePartitionManager)
+    return m
+
+
+def install(broker: Broker) -> SharePartitionManager:
+    """Build the share partition manager of this broker (`broker.services["share_partitions"]`)
+    and register it for leadership changes."""
+    from jocko_py.broker.share.manager import SharePartitionManager
+    from jocko_py.broker.share.persister import InMemoryPersister, SharePersister
+
+    # THE persister choice: the in-memory one keeps share state only while this process
+    # runs (one broker, until the share coordinator's RPC persister replaces it here)
+    persister: SharePersister = broker.services.get("share_persister") or InMemoryPersister()
+    m = SharePartitionManager(broker.replicas, persister, broker.config.get, broker.broker_id)
+    broker.replicas.role_listeners.append(m.on_partition_role)
+    broker.services["share_partitions"] = m
+    return m
