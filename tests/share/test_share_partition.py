@@ -156,8 +156,11 @@ def test_delivery_count_limit_archives_on_release_and_expiry() -> None:
 def test_available_record_at_the_limit_is_archived_not_acquired() -> None:
     state = ShareState(start_offset=0, batches=(StateBatch(0, 0, DeliveryState.AVAILABLE, 3),))
     p = SharePartition.from_state(SharePartitionConfig(delivery_count_limit=3), state)
-    assert p.acquire("m1", 0, batches((0, 1)), 100, now=0) == [AcquiredRange(1, 1, 1)]
-    assert p.start_offset == 1
+    assert p.start_offset == 1 and p.dirty  # archived on load
+    q = SharePartition.from_state(SharePartitionConfig(delivery_count_limit=9), state)
+    q.config = SharePartitionConfig(delivery_count_limit=3)  # the group's limit lowered
+    assert q.acquire("m1", 0, batches((0, 1)), 100, now=0) == [AcquiredRange(1, 1, 1)]
+    assert q.start_offset == 1
 
 
 def test_release_member_releases_only_its_records() -> None:

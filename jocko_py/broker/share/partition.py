@@ -15,8 +15,8 @@ Rules (Kafka's `SharePartition.java`, followed here)
   their delivery count and locks them for the lock duration to the member. New records
   are taken only while `end_offset - start_offset` stays within
   `group.share.partition.max.record.locks`. An AVAILABLE record whose count already
-  reached the delivery count limit is archived instead (it may come back so from the
-  persisted state of an older leader).
+  reached the delivery count limit is archived instead (it comes back so from the
+  persisted state of an older leader that wrote it while acquired; loading archives it).
 - read_committed: records of aborted transactions are archived when first met, never
   acquired. Offsets without a data record (control records, compacted holes) are acquired
   like any other; the client acknowledges them as GAP (type 0), which archives them.
@@ -158,8 +158,14 @@ class SharePartition:
                 sp.records[off] = InFlight(st, b.delivery_count)
             sp.end_offset = max(sp.end_offset, b.last_offset + 1)
         for off in range(sp.start_offset, sp.end_offset):
-            if off not in sp.records:
+            r = sp.records.get(off)
+            if r is None:
                 sp.records[off] = InFlight(RecordState.AVAILABLE, 0)
+            elif r.state is RecordState.AVAILABLE and \
+                    r.delivery_count >= config.delivery_count_limit:
+                # delivered the last time by an older leader (written while acquired)
+                r.state = RecordState.ARCHIVED
+                sp.dirty = True
         sp._advance_start()
         return sp
 
