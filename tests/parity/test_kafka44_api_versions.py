@@ -40,8 +40,6 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
     64: (None, "UnregisterBroker"),
     76: (None, "share groups (KIP-932)"),
     77: (None, "share groups (KIP-932)"),
-    78: (None, "share groups (KIP-932)"),
-    79: (None, "share groups (KIP-932)"),
     80: (None, "AddRaftVoter: the quorum is not reconfigurable (KIP-853)"),
     81: (None, "RemoveRaftVoter: the quorum is not reconfigurable (KIP-853)"),
     83: (None, "share group state (KIP-932)"),

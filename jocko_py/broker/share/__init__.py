@@ -29,9 +29,17 @@ def install(broker: Broker) -> SharePartitionManager:
     from jocko_py.broker.share.manager import SharePartitionManager
     from jocko_py.broker.share.persister import InMemoryPersister, SharePersister
 
-    # THE persister choice: the in-memory one keeps share state only while this process
-    # runs (one broker, until the share coordinator's RPC persister replaces it here)
-    persister: SharePersister = broker.services.get("share_persister") or InMemoryPersister()
+    def persister() -> SharePersister:
+        # THE persister of this broker, shared with the group coordinator (which
+        # initializes the state of assigned partitions): whoever needs it first builds
+        # it. The in-memory one keeps share state only while this process runs (one
+        # broker); the share coordinator's RPC persister replaces it here.
+        p = broker.services.get("share_persister")
+        if p is None:
+            p = broker.services["share_persister"] = InMemoryPersister()
+        out: SharePersister = p
+        return out
+
     m = SharePartitionManager(broker.replicas, persister, broker.config.get, broker.broker_id)
     broker.replicas.role_listeners.append(m.on_partition_role)
     broker.services["share_partitions"] = m

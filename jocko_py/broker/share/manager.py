@@ -17,7 +17,8 @@ asyncio shell around `partition.py` (the decisions) and `session.py` (share sess
 - Acquisition locks expire on a timer per share partition; a member's records are
   released when its share session closes or when it leaves the group (`member_left`).
 
-The persister is chosen once, in `install` (see `share/__init__.py`).
+The persister is chosen in one place, `install` (see `share/__init__.py`): the broker's
+`services["share_persister"]`, shared with the group coordinator.
 """
 
 from __future__ import annotations
@@ -99,10 +100,10 @@ class _Entry:
 
 
 class SharePartitionManager:
-    def __init__(self, replicas: ReplicaManager, persister: SharePersister,
+    def __init__(self, replicas: ReplicaManager, persister: Callable[[], SharePersister],
                  prop: Callable[[str], str], broker_id: int = -1) -> None:
         self.replicas = replicas
-        self.persister = persister
+        self._persister = persister
         self._prop = prop
         self.broker_id = broker_id
         self.sessions = ShareSessionCache(self.int_prop("group.share.max.share.sessions"))
@@ -111,6 +112,10 @@ class SharePartitionManager:
         # group configs of a share group (share-group's hook): {name: value}
         self.group_config: Callable[[str], dict[str, str]] = lambda _g: {}
         self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def persister(self) -> SharePersister:
+        return self._persister()
 
     def int_prop(self, key: str) -> int:
         raw = self._prop(key)
