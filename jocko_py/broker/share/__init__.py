@@ -27,6 +27,7 @@ def install(broker: Broker) -> SharePartitionManager:
     """Build the share partition manager of this broker (`broker.services["share_partitions"]`)
     and register it for leadership changes."""
     from jocko_py.broker.share.manager import SharePartitionManager
+    from jocko_py.broker.share.partition import SharePartitionConfig
     from jocko_py.broker.share.persister import InMemoryPersister, SharePersister
 
     def persister() -> SharePersister:
@@ -41,6 +42,17 @@ def install(broker: Broker) -> SharePartitionManager:
         return out
 
     m = SharePartitionManager(broker.replicas, persister, broker.config.get, broker.broker_id)
+    share_groups = getattr(broker.services.get("groups"), "share", None)
+    if share_groups is not None and hasattr(share_groups, "group_config"):
+        def config_of(group_id: str) -> tuple[SharePartitionConfig, str]:
+            c = share_groups.group_config(group_id)  # the group's configs over the broker's
+            return SharePartitionConfig(
+                max_in_flight=c.partition_max_record_locks,
+                delivery_count_limit=c.delivery_count_limit,
+                lock_duration_ms=c.record_lock_duration_ms,
+                read_committed=c.isolation_level == "read_committed"), c.auto_offset_reset
+
+        m.config_source = config_of
     broker.replicas.role_listeners.append(m.on_partition_role)
     broker.services["share_partitions"] = m
     return m

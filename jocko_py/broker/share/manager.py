@@ -109,8 +109,8 @@ class SharePartitionManager:
         self.sessions = ShareSessionCache(self.int_prop("group.share.max.share.sessions"))
         self.entries: dict[tuple[str, str, int], _Entry] = {}
         self._loading: dict[tuple[str, str, int], asyncio.Future[None]] = {}
-        # group configs of a share group (share-group's hook): {name: value}
-        self.group_config: Callable[[str], dict[str, str]] = lambda _g: {}
+        # a share group's settings (the group coordinator's, see `share.install`)
+        self.config_source: Callable[[str], tuple[SharePartitionConfig, str]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -127,26 +127,15 @@ class SharePartitionManager:
     # ------------------------------------------------------------------ config
 
     def partition_config(self, group_id: str) -> tuple[SharePartitionConfig, str]:
-        g = self.group_config(group_id)
-
-        def gint(name: str, broker_key: str) -> int:
-            try:
-                return int(g[name]) if name in g else self.int_prop(broker_key)
-            except ValueError:
-                return self.int_prop(broker_key)
-
-        lock = gint("share.record.lock.duration.ms", "group.share.record.lock.duration.ms")
-        lock = max(self.int_prop("group.share.min.record.lock.duration.ms"),
-                   min(self.int_prop("group.share.max.record.lock.duration.ms"), lock)) \
-            if "share.record.lock.duration.ms" in g else lock
-        cfg = SharePartitionConfig(
+        """The share partition settings of `group_id` and its `share.auto.offset.reset`:
+        the group's configs (the share group's hook, `config_source`) over the broker's
+        `group.share.*` defaults."""
+        if self.config_source is not None:
+            return self.config_source(group_id)
+        return SharePartitionConfig(
             max_in_flight=self.int_prop("group.share.partition.max.record.locks"),
-            delivery_count_limit=gint("share.delivery.count.limit",
-                                      "group.share.delivery.count.limit"),
-            lock_duration_ms=lock,
-            read_committed=g.get("share.isolation.level", "read_uncommitted")
-            == "read_committed")
-        return cfg, g.get("share.auto.offset.reset", "latest")
+            delivery_count_limit=self.int_prop("group.share.delivery.count.limit"),
+            lock_duration_ms=self.int_prop("group.share.record.lock.duration.ms")), "latest"
 
     def lock_duration_ms(self, group_id: str) -> int:
         return self.partition_config(group_id)[0].lock_duration_ms
