@@ -5,6 +5,8 @@ and their rollback, start offset movement and the persisted snapshot."""
 
 from __future__ import annotations
 
+import time
+
 from jocko_py.broker.share.partition import (
     AckBatch,
     AcquiredRange,
@@ -267,3 +269,14 @@ def test_log_start_moved_archives_below() -> None:
     assert p.start_offset == 2
     p.log_start_moved(9)
     assert p.start_offset == 9 and p.end_offset == 9
+
+
+def test_huge_acknowledgement_ranges_are_refused_without_iterating() -> None:
+    p = sp()
+    p.acquire("m", 0, batches((0, 4)), 100, now=0)
+    t0 = time.monotonic()
+    assert p.acknowledge("m", [AckBatch(0, 2**62, (1,))], 1).error == E.INVALID_REQUEST
+    assert p.acknowledge("m", [AckBatch(-2**62, 2, (1,))], 1).error == E.INVALID_RECORD_STATE
+    assert time.monotonic() - t0 < 0.5
+    p.log_start_moved(2**40)  # retention far past everything: no entry per offset
+    assert p.start_offset == p.end_offset == 2**40 and not p.records

@@ -259,6 +259,13 @@ class SharePartition:
         for b in batches:
             if b.last_offset < b.first_offset or not b.types:
                 return AckResult(E.INVALID_REQUEST, "invalid acknowledgement batch")
+            # bounds first: a range is never iterated past what was acquired
+            if b.last_offset >= self.end_offset:
+                return AckResult(E.INVALID_REQUEST,
+                                 f"offset {b.last_offset} is past the acquired records")
+            if b.first_offset < self.start_offset:
+                return AckResult(E.INVALID_RECORD_STATE,
+                                 f"offset {b.first_offset} is not in the acquired state")
             n = b.last_offset - b.first_offset + 1
             if len(b.types) not in (1, n):
                 return AckResult(E.INVALID_REQUEST,
@@ -347,10 +354,10 @@ class SharePartition:
             r = self.records.get(off)
             if r is not None and not r.pending:
                 r.state, r.member_id, r.deadline = RecordState.ARCHIVED, "", NO_DEADLINE
-        if log_start_offset > self.end_offset:
-            for off in range(self.end_offset, log_start_offset):
-                self.records[off] = InFlight(RecordState.ARCHIVED, 0)
-            self.end_offset = log_start_offset
+        if log_start_offset > self.end_offset and not self._pending:
+            # nothing in flight is left: start afresh there (never one entry per offset)
+            self.records.clear()
+            self.start_offset = self.end_offset = log_start_offset
         self.dirty = True
         self._advance_start()
 
