@@ -25,7 +25,7 @@ from jocko_py.broker.share.partition import (
 )
 from jocko_py.broker.share.persister import DeliveryState, StateBatch
 from tests.cluster.sim_seed import BASE_SEED
-from tests.share.sim_share import InvariantViolation, run_schedule
+from tests.share_partition.sim_share import InvariantViolation, run_schedule
 
 N = int(os.environ.get("JOCKO_SIM_SHARE_SCHEDULES", "60"))
 ONLY = os.environ.get("JOCKO_SIM_SEED")
@@ -54,7 +54,7 @@ def test_share_partition_schedules() -> None:
     if failures:
         pytest.fail(
             f"share: failing schedule(s) of the run with base seed {BASE_SEED}; replay one "
-            "with JOCKO_SIM_SEED=<seed> pytest tests/share/test_share_sim.py -k schedules\n"
+            "with JOCKO_SIM_SEED=<seed> pytest tests/share_partition/test_share_sim.py -k schedules\n"
             + "\n".join(f[:4000] for f in failures))
 
 
