@@ -32,8 +32,9 @@ Rules (Kafka's `SharePartition.java`, followed here)
   to the client waits (`complete_write`). A failed write rolls the pending changes back
   (the records are ACQUIRED by the member again; their lock may then expire).
 - `start_offset` moves up over done records; what is written is the whole state in
-  batches of equal (state, count): offsets from `start_offset` to `end_offset`, those
-  AVAILABLE with count 0 left out; ACQUIRED is written AVAILABLE with its count.
+  batches of equal (state, count): offsets from the start offset (as it will be once the
+  write's pending acknowledgements commit) to `end_offset`, those AVAILABLE with count 0
+  left out; ACQUIRED is written AVAILABLE with its count.
 """
 
 from __future__ import annotations
@@ -364,10 +365,15 @@ class SharePartition:
     # ------------------------------------------------------------------ durability
 
     def begin_write(self) -> StateWrite:
-        """The whole state as of now, to write; it covers the pending acknowledgements."""
+        """The whole state as of now, to write; it covers the pending acknowledgements.
+        Its start offset is where the start offset moves once they commit (the write
+        succeeding is what commits them), so the durable start offset is never behind."""
         self.dirty = False
+        start = self.start_offset
+        while start < self.end_offset and self.records[start].state.done:
+            start += 1
         out: list[StateBatch] = []
-        for off in range(self.start_offset, self.end_offset):
+        for off in range(start, self.end_offset):
             r = self.records[off]
             st = DeliveryState.AVAILABLE if r.state is RecordState.ACQUIRED \
                 else DeliveryState(int(r.state))
@@ -379,7 +385,7 @@ class SharePartition:
                 out[-1] = StateBatch(last.first_offset, off, st, r.delivery_count)
             else:
                 out.append(StateBatch(off, off, st, r.delivery_count))
-        return StateWrite(self.start_offset, tuple(out), frozenset(self._pending))
+        return StateWrite(start, tuple(out), frozenset(self._pending))
 
     def complete_write(self, write: StateWrite, error: ErrorCode) -> dict[int, ErrorCode]:
         """The outcome of `write`: each pending acknowledgement it covered is answered
