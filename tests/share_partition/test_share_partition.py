@@ -223,6 +223,7 @@ def test_snapshot_batches_and_reload() -> None:
     assert p.start_offset == 12
     w2 = p.begin_write()
     assert w2 == replace(w, covers=frozenset())
+    assert w2.delivery_complete_count == 2  # 13-14 archived
     assert w2.batches == (
         StateBatch(12, 12, DeliveryState.AVAILABLE, 1),  # acquired: written available
         StateBatch(13, 14, DeliveryState.ARCHIVED, 1),

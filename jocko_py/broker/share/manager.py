@@ -247,7 +247,8 @@ class SharePartitionManager:
             w = sp.begin_write()
             try:
                 err = await self.persister.write(e.key, sp.state_epoch, e.leader_epoch,
-                                                 w.start_offset, w.batches)
+                                                 w.start_offset, w.batches,
+                                                 w.delivery_complete_count)
             except Exception as exc:
                 log.warning("[share partition %s] state write failed: %r", e.key, exc)
                 err = E.COORDINATOR_NOT_AVAILABLE

@@ -126,6 +126,9 @@ class StateWrite:
     start_offset: int
     batches: tuple[StateBatch, ...]
     covers: frozenset[int]
+    # KIP-1226: records at or past the start offset already done (acknowledged or
+    # archived), from which the group's lag is computed
+    delivery_complete_count: int = 0
 
 
 @dataclass(slots=True)
@@ -385,7 +388,9 @@ class SharePartition:
                 out[-1] = StateBatch(last.first_offset, off, st, r.delivery_count)
             else:
                 out.append(StateBatch(off, off, st, r.delivery_count))
-        return StateWrite(start, tuple(out), frozenset(self._pending))
+        done = sum(b.last_offset - b.first_offset + 1 for b in out
+                   if b.delivery_state in (DeliveryState.ACKNOWLEDGED, DeliveryState.ARCHIVED))
+        return StateWrite(start, tuple(out), frozenset(self._pending), done)
 
     def complete_write(self, write: StateWrite, error: ErrorCode) -> dict[int, ErrorCode]:
         """The outcome of `write`: each pending acknowledgement it covered is answered
