@@ -35,8 +35,7 @@ from jocko_py.broker import features
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.leader_discovery import LEADER_HINT_ERRORS, current_leader, node_endpoints
 from jocko_py.broker.security.authz import authorize_group, denied_topics
-from jocko_py.broker.share import share_partitions as share_manager
-from jocko_py.broker.share.manager import FetchRequestPartition
+from jocko_py.broker.share.manager import FetchRequestPartition, SharePartitionManager
 from jocko_py.broker.share.partition import AckBatch
 from jocko_py.protocol.errors import ErrorCode
 
@@ -46,6 +45,12 @@ RECORD_LIMIT = 1  # ShareAcquireMode
 
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def share_manager(ctx: RequestContext) -> SharePartitionManager:
+    m = ctx.broker.share_partitions
+    assert isinstance(m, SharePartitionManager)
+    return m
 
 
 def _disabled(ctx: RequestContext) -> bool:
@@ -118,7 +123,7 @@ async def share_fetch(ctx: RequestContext, req: Any) -> dict[str, Any]:
                           acquisition_lock_timeout_ms=0)
     if not authorize_group(ctx, "READ", req.group_id):
         return _top_error(E.GROUP_AUTHORIZATION_FAILED, acquisition_lock_timeout_ms=0)
-    mgr = share_manager(ctx.broker)
+    mgr = share_manager(ctx)
     group, member = req.group_id, req.member_id
     lock_ms = mgr.lock_duration_ms(group)
     resolved = _Resolved(ctx, req.topics)
@@ -189,7 +194,7 @@ async def share_acknowledge(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return _top_error(E.INVALID_REQUEST, "group id and member id are required", **extra)
     if not authorize_group(ctx, "READ", req.group_id):
         return _top_error(E.GROUP_AUTHORIZATION_FAILED, **extra)
-    mgr = share_manager(ctx.broker)
+    mgr = share_manager(ctx)
     group, member = req.group_id, req.member_id
     if v >= 2:
         extra = {"acquisition_lock_timeout_ms": mgr.lock_duration_ms(group)}

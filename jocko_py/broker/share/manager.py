@@ -17,8 +17,8 @@ asyncio shell around `partition.py` (the decisions) and `session.py` (share sess
 - Acquisition locks expire on a timer per share partition; a member's records are
   released when its share session closes or when it leaves the group (`member_left`).
 
-The persister is chosen in one place, `install` (see `share/__init__.py`): the broker's
-`services["share_persister"]`, shared with the group coordinator.
+The persister is the broker's (`Broker.share_persister`, shared with the group
+coordinator), read on every use.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jocko_py.broker.share.partition import (
     AckBatch,
@@ -51,15 +51,30 @@ if TYPE_CHECKING:
 log = logging.getLogger("jocko_py.broker.share")
 E = ErrorCode
 
-# broker-level defaults (group configs, when set, win: see `group_config`)
+# broker-level settings of the share partitions that are not group configs
 BROKER_DEFAULTS = {
-    "group.share.partition.max.record.locks": "2000",
-    "group.share.delivery.count.limit": "5",
-    "group.share.record.lock.duration.ms": "30000",
-    "group.share.min.record.lock.duration.ms": "15000",
-    "group.share.max.record.lock.duration.ms": "60000",
     "group.share.max.share.sessions": "2000",
 }
+
+
+class ShareGroupSettings(Protocol):
+    """A share group's settings as the group side resolves them (its group configs over
+    the broker's `group.share.*`, within their limits)."""
+
+    @property
+    def record_lock_duration_ms(self) -> int: ...
+
+    @property
+    def delivery_count_limit(self) -> int: ...
+
+    @property
+    def partition_max_record_locks(self) -> int: ...
+
+    @property
+    def isolation_level(self) -> str: ...
+
+    @property
+    def auto_offset_reset(self) -> str: ...
 
 
 def now_ms() -> int:
@@ -101,16 +116,19 @@ class _Entry:
 
 class SharePartitionManager:
     def __init__(self, replicas: ReplicaManager, persister: Callable[[], SharePersister],
-                 prop: Callable[[str], str], broker_id: int = -1) -> None:
+                 prop: Callable[[str], str],
+                 settings: Callable[[dict[str, str]], ShareGroupSettings],
+                 broker_id: int = -1) -> None:
         self.replicas = replicas
+        self._settings = settings
         self._persister = persister
         self._prop = prop
         self.broker_id = broker_id
         self.sessions = ShareSessionCache(self.int_prop("group.share.max.share.sessions"))
         self.entries: dict[tuple[str, str, int], _Entry] = {}
         self._loading: dict[tuple[str, str, int], asyncio.Future[None]] = {}
-        # a share group's settings (the group coordinator's, see `share.install`)
-        self.config_source: Callable[[str], tuple[SharePartitionConfig, str]] | None = None
+        # the group configs set on a share group (the group coordinator's hook)
+        self.group_config: Callable[[str], dict[str, str]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -128,14 +146,15 @@ class SharePartitionManager:
 
     def partition_config(self, group_id: str) -> tuple[SharePartitionConfig, str]:
         """The share partition settings of `group_id` and its `share.auto.offset.reset`:
-        the group's configs (the share group's hook, `config_source`) over the broker's
-        `group.share.*` defaults."""
-        if self.config_source is not None:
-            return self.config_source(group_id)
+        the group's configs (`group_config`, set by the group coordinator) over the
+        broker's `group.share.*` defaults, as the share group reads them."""
+        c = self._settings(self.group_config(group_id)
+                           if self.group_config is not None else {})
         return SharePartitionConfig(
-            max_in_flight=self.int_prop("group.share.partition.max.record.locks"),
-            delivery_count_limit=self.int_prop("group.share.delivery.count.limit"),
-            lock_duration_ms=self.int_prop("group.share.record.lock.duration.ms")), "latest"
+            max_in_flight=c.partition_max_record_locks,
+            delivery_count_limit=c.delivery_count_limit,
+            lock_duration_ms=c.record_lock_duration_ms,
+            read_committed=c.isolation_level == "read_committed"), c.auto_offset_reset
 
     def lock_duration_ms(self, group_id: str) -> int:
         return self.partition_config(group_id)[0].lock_duration_ms
