@@ -15,8 +15,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from jocko_py.client import Client
 from jocko_py.protocol import records as rb
 from tests.support.broker import BrokerProcess, terminate
