@@ -16,7 +16,9 @@ Checked after every step (one checker each; `InvariantViolation` names the seed)
 - limit: no acquisition carries a delivery count past the limit, and no record rests
   AVAILABLE with the limit reached (it is archived);
 - accepted: a record whose accept was answered NONE to the client is never acquired
-  again, across failovers.
+  again, across failovers;
+- durable: once a write succeeded and nothing changed since, the durable start offset
+  is the leader's (the share group's lag is computed from it).
 A final phase without faults drains the partition: every record ends accepted or
 archived (liveness).
 """
@@ -216,6 +218,8 @@ class ShareSim:
 
     def begin_write(self) -> None:
         sp = self.sp
+        if self.writes:  # one write of a share partition at a time (the manager's lock)
+            return
         if not sp.dirty and not sp.pending_ids():
             return
         w = sp.begin_write()
@@ -224,8 +228,6 @@ class ShareSim:
                                   self.rnd.random() < 0.08))
 
     def complete_writes(self, everything: bool = False) -> None:
-        # in issue order (one write in flight at a time per share partition, as the
-        # manager serializes them)
         while self.writes and (everything or self.writes[0].due <= self.now):
             w = self.writes.pop(0)
             self._finish(w, E.COORDINATOR_NOT_AVAILABLE if w.fail else None)
@@ -246,6 +248,13 @@ class ShareSim:
                 self.accepted |= {o for o, t in types.items() if t is AckType.ACCEPT}
             else:
                 self._count("ack_failed")
+        if err == E.NONE and not self.sp.dirty and not self.sp.pending_ids():
+            # what is durable is what the leader has: the start offset (the group's lag)
+            # is not left behind
+            durable = self.persister.states[KEY].start_offset
+            if durable != self.sp.start_offset:
+                self.fail("durable", f"durable start offset {durable}, the leader's "
+                          f"{self.sp.start_offset}")
 
     def tick(self) -> None:
         self.now += self.rnd.randint(1, max(1, self.lock_ms // 4))

@@ -124,6 +124,13 @@ class _VolatileAccept(SharePartition):
         return replace(w, start_offset=self._first, batches=done + kept)
 
 
+class _StaleStart(SharePartition):
+    """Broken: a write carries the start offset from before its acknowledgements."""
+
+    def begin_write(self) -> StateWrite:
+        return replace(super().begin_write(), start_offset=self.start_offset)
+
+
 def _caught(cls: type[SharePartition], check: str) -> int:
     for seed in range(60):
         try:
@@ -138,6 +145,7 @@ def _caught(cls: type[SharePartition], check: str) -> int:
     (_DoubleAcquire, "owner"),
     (_NoLimit, "limit"),
     (_VolatileAccept, "accepted"),
+    (_StaleStart, "durable"),
 ])
 def test_each_invariant_catches_a_broken_core(core: type[SharePartition], check: str) -> None:
     seed = _caught(core, check)
