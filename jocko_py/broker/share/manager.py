@@ -29,7 +29,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jocko_py.broker.share.partition import (
@@ -209,7 +209,6 @@ class SharePartitionManager:
         if p.leader_epoch != epoch:
             return None, E.NOT_LEADER_OR_FOLLOWER, None
         if state.start_offset < 0:
-            from dataclasses import replace
             state = replace(state, start_offset=self._reset_offset(p, reset), batches=())
             sp = SharePartition.from_state(cfg, state)
             sp.dirty = True
