@@ -102,6 +102,7 @@ class Broker:
         manager = SharePartitionManager(
             self.replicas, lambda: self.share_persister, config.get,
             lambda overrides: share_group_config(config.get, overrides), config.broker_id)
+        manager.group_config = self.groups.group_overrides  # the groups' configs (type 32)
         self.replicas.role_listeners.append(manager.on_partition_role)
         self.share_partitions = manager
         # compaction of the logs with cleanup.policy=compact

@@ -140,3 +140,29 @@ def test_session_and_topic_errors(broker: BrokerProcess) -> None:
         assert share_fetch(c, "", 0, tid).error_code == E.INVALID_REQUEST
     finally:
         c.close()
+
+
+def test_closing_the_connection_releases_the_sessions_records(broker: BrokerProcess) -> None:
+    group = "sg-conn"
+    admin = Client(broker.bootstrap)
+    c1 = Client(broker.bootstrap)
+    c2 = Client(broker.bootstrap)
+    try:
+        tid = admin.create_topic("q3", 1, 1).topic_id
+        # a long lock (60 s): what comes back below was released by the close, not expired
+        r = admin.request(44, 1, {"resources": [{
+            "resource_type": 32, "resource_name": group, "configs": [{
+                "name": "share.record.lock.duration.ms", "config_operation": 0,
+                "value": "60000"}]}], "validate_only": False})
+        assert [x.error_code for x in r.responses] == [0], r
+        assert acquired(share_fetch(c1, "m1", 0, tid, group=group)) == []
+        admin.produce("q3", 0, rb.build_batch([rb.NewRecord(None, b"x")]))
+        r = share_fetch(c1, "m1", 1, tid, max_wait_ms=2000, group=group)
+        assert acquired(r) == [(0, 0, 1)] and r.acquisition_lock_timeout_ms == 60000
+        assert acquired(share_fetch(c2, "m2", 0, tid, group=group)) == []
+        c1.close()
+        r = share_fetch(c2, "m2", 1, tid, max_wait_ms=10000, group=group)
+        assert acquired(r) == [(0, 0, 2)]
+    finally:
+        for c in (admin, c1, c2):
+            c.close()

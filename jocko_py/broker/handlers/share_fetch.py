@@ -8,7 +8,8 @@ to `max_wait_ms` while nothing can be acquired. A partition's answer carries the
 read from the log and `acquired_records` (first/last offset, delivery count): the client
 hands out only acquired offsets, and acknowledges the acquired offsets without a data
 record as GAP. Epoch -1 closes the session: acknowledgements are applied, nothing is
-fetched, the member's remaining records are released. ShareAcknowledge applies
+fetched, the member's remaining records are released (as when the connection the session
+was opened on closes). ShareAcknowledge applies
 acknowledgements alone (epoch 0 is INVALID_SHARE_SESSION_EPOCH).
 
 ACLs as Kafka checks them: READ on the group (else GROUP_AUTHORIZATION_FAILED for the

@@ -15,7 +15,8 @@ asyncio shell around `partition.py` (the decisions) and `session.py` (share sess
   one share partition are serialized, and each writes the whole state as of its start
   (acknowledgements arriving meanwhile ride the next write).
 - Acquisition locks expire on a timer per share partition; a member's records are
-  released when its share session closes or when it leaves the group (`member_left`).
+  released when its share session closes (epoch -1, or the connection it was opened on
+  closes) or when it leaves the group (`member_left`).
 
 The persister is the broker's (`Broker.share_persister`, shared with the group
 coordinator), read on every use.
@@ -339,6 +340,12 @@ class SharePartitionManager:
             if e.sp.release_member(member_id):
                 self._changed(e)
                 await self._flush(e)
+
+    def connection_closed(self, connection: str) -> None:
+        """The share sessions opened on `connection` end: their members' records are
+        released (Kafka 4.x releases them when the client's connection drops)."""
+        for s in self.sessions.close_connection(connection):
+            self._spawn(self.release_member(s.group_id, s.member_id))
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """The share group's hook: `member_id` left `group_id` (or was fenced)."""
