@@ -87,3 +87,13 @@ def test_sessions_are_per_group_and_member_and_die_with_their_connection() -> No
 
 def test_epoch_wraps_to_one() -> None:
     assert next_epoch(MAX_EPOCH) == 1 and next_epoch(5) == 6
+
+
+def test_by_duration_parses_iso_8601_durations() -> None:
+    from jocko_py.broker.share.manager import _iso_duration_ms
+
+    assert _iso_duration_ms("PT1H") == 3_600_000
+    assert _iso_duration_ms("P1DT2M3.5S") == 86_400_000 + 120_000 + 3_500
+    assert _iso_duration_ms("PT0S") == 0
+    for bad in ("P", "PT", "1H", "PT1X", ""):
+        assert _iso_duration_ms(bad) is None
