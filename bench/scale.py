@@ -486,6 +486,8 @@ def main() -> int:
                     help="comma-separated JSON files of earlier runs: only write their "
                          "joint table and curves")
     args = ap.parse_args()
+    # SIGTERM ends the run through the `finally`s: the brokers it started are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.tables_from:
         results: list[dict[str, Any]] = []
         for f in args.tables_from.split(","):
