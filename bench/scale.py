@@ -296,12 +296,27 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+class _Progress(dict):  # type: ignore[type-arg]
+    """The figures of one run; each one also printed (stderr) as it is measured, so
+    an interrupted run still shows what it measured."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        if key != "system" and not key.endswith("_load"):
+            print(f"# {self.get('system')} {self.get('partitions')}x{self.get('brokers')}: "
+                  f"{key}={value} (load {_load()})", file=sys.stderr, flush=True)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+
 def run_one(kind: type[System], n: int, reps: int, tmp: Path, nodes: int = 1,
             ) -> dict[str, Any]:
     work = tmp / f"{kind.name}-{n}-{nodes}"
     work.mkdir()
     s = kind(work, nodes)
-    out: dict[str, Any] = {"system": s.name, "partitions": n, "brokers": nodes}
+    out: dict[str, Any] = _Progress(system=s.name, partitions=n, brokers=nodes)
     names = [f"t{i:05d}" for i in range(n // 100)]
     try:
         s.prepare()
@@ -314,16 +329,25 @@ def run_one(kind: type[System], n: int, reps: int, tmp: Path, nodes: int = 1,
         t0 = time.monotonic()
         with Client(s.bootstrap, timeout=900) as c:
             for i in range(0, len(names), 10):
-                s.check()
-                r = c.request(19, 7, {"topics": [
-                    {"name": t, "num_partitions": 100, "replication_factor": 1,
-                     "assignments": [], "configs": []} for t in names[i:i + 10]],
-                    "timeout_ms": 600000, "validate_only": False})
-                # TOPIC_ALREADY_EXISTS: a broker's forward to the controller retried
-                # after a leader change and its first attempt had been committed
-                bad = [t.error_code for t in r.topics if t.error_code not in (0, 36)]
-                if bad:
-                    raise RuntimeError(f"{s.name}: CreateTopics failed {bad[:3]}")
+                todo = names[i:i + 10]
+                deadline = time.monotonic() + 600
+                while todo:
+                    s.check()
+                    r = c.request(19, 7, {"topics": [
+                        {"name": t, "num_partitions": 100, "replication_factor": 1,
+                         "assignments": [], "configs": []} for t in todo],
+                        "timeout_ms": 600000, "validate_only": False})
+                    # TOPIC_ALREADY_EXISTS: a broker's forward to the controller retried
+                    # after a leader change and its first attempt had been committed;
+                    # NOT_CONTROLLER, REQUEST_TIMED_OUT: retried, as an admin client does
+                    bad = [t.error_code for t in r.topics if t.error_code not in (0, 36, 7, 41)]
+                    if bad:
+                        raise RuntimeError(f"{s.name}: CreateTopics failed {bad[:3]}")
+                    todo = [t.name for t in r.topics if t.error_code in (7, 41)]
+                    if todo and time.monotonic() > deadline:
+                        raise RuntimeError(f"{s.name}: CreateTopics kept failing over")
+                    if todo:
+                        time.sleep(0.5)
         _wait(lambda: _all_led(s.bootstrap, names, n), t0 + 1800, f"{s.name} leaders",
               s.check)
         out["create_s"] = round(time.monotonic() - t0, 2)
@@ -361,7 +385,7 @@ def run_one(kind: type[System], n: int, reps: int, tmp: Path, nodes: int = 1,
         s.kill()
         for i in s.ids:  # the logs stay (beside --out-dir's tables when asked for)
             shutil.rmtree(s.data(i), ignore_errors=True)
-    return out
+    return dict(out)
 
 
 FIGURES = [("create_s", "create (s)"), ("metadata_median_ms", "full Metadata (ms)"),
@@ -388,7 +412,7 @@ def table(results: list[dict[str, Any]]) -> str:
             j, k = by.get((Jocko.name, n, nodes)), by.get((Kafka.name, n, nodes))
             jv = j.get(key) if j else None
             kv = k.get(key) if k else None
-            ratio = f"{jv / kv:.2f}" if jv is not None and kv else "-"
+            ratio = f"{jv / kv:.3g}" if jv is not None and kv else "-"
             (jc, jl), (kc, kl) = _cell(j, key), _cell(k, key)
             lines.append(f"| {label} | {n:,} | {nodes} | {jc} | {jl} | {kc} | {kl} | {ratio} |")
     errors = [f"- {r['system']} at {r['partitions']:,} partitions on {r.get('brokers', 1)} "
@@ -462,6 +486,8 @@ def main() -> int:
                     help="comma-separated JSON files of earlier runs: only write their "
                          "joint table and curves")
     args = ap.parse_args()
+    # SIGTERM ends the run through the `finally`s: the brokers it started are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.tables_from:
         results: list[dict[str, Any]] = []
         for f in args.tables_from.split(","):

@@ -55,6 +55,7 @@ from pathlib import Path
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.dirs import fsync_path
 from jocko_py.commitlog.errors import KafkaStorageError
+from jocko_py.commitlog.fd_cache import HANDLES
 from jocko_py.commitlog.log import FlushTicket, Log, run_flush
 
 __all__ = ["LogManager", "previous_broker_epoch", "read_clean_shutdown_epoch",
@@ -442,31 +443,33 @@ class LogManager:
         `SHUTDOWN_FLUSH_THREADS` threads (Kafka closes its logs on a pool too): one fsync
         after another cost a clean stop seconds per thousand partitions. The tickets are
         taken and settled on this thread (descriptors and recovery points are the owner's);
-        only fsyncs and the snapshot files run on the pool. False if any failed."""
+        only fsyncs and the snapshot files run on the pool. Logs go in batches of at most
+        a quarter of the open-file bound: a ticket holds its descriptors until its fsync
+        is done, and all logs' at once would pass the bound (and the OS's limit) when
+        there are more logs than it. False if any failed."""
         ok = True
-        tickets: list[FlushTicket] = []
-        for tp, lg in self.logs.items():
-            try:
-                tickets.append(lg.begin_flush())
-            except KafkaStorageError:
-                ok = False
-                logger.exception("[partition=%s-%d] flush on shutdown failed", *tp)
-        logs = [lg for lg in self.logs.values() if lg.segments]
-        if len(tickets) + len(logs) > 1:
-            with ThreadPoolExecutor(SHUTDOWN_FLUSH_THREADS,
-                                    thread_name_prefix="log-shutdown") as pool:
+        logs = list(self.logs.values())
+        step = max(1, min(1000, HANDLES.limit // 4))
+        with ThreadPoolExecutor(SHUTDOWN_FLUSH_THREADS,
+                                thread_name_prefix="log-shutdown") as pool:
+            for i in range(0, len(logs), step):
+                batch = logs[i:i + step]
+                tickets: list[FlushTicket] = []
+                for lg in batch:
+                    try:
+                        tickets.append(lg.begin_flush())
+                    except KafkaStorageError:
+                        ok = False
+                        logger.exception("[log=%s] flush on shutdown failed", lg.name)
                 list(pool.map(run_flush, tickets))
-                list(pool.map(Log.save_producer_state, logs))
-        else:
-            for t in tickets:
-                run_flush(t)
-        for t in tickets:
-            try:
-                t.log.end_flush(t)
-            except KafkaStorageError:
-                ok = False
-                logger.exception("[log=%s] flush on shutdown failed", t.log.name)
-        for lg in self.logs.values():  # what the tickets did not cover (nothing, normally)
+                list(pool.map(Log.save_producer_state, [lg for lg in batch if lg.segments]))
+                for t in tickets:
+                    try:
+                        t.log.end_flush(t)
+                    except KafkaStorageError:
+                        ok = False
+                        logger.exception("[log=%s] flush on shutdown failed", t.log.name)
+        for lg in logs:  # what the tickets did not cover (nothing, normally)
             try:
                 lg.flush()
             except KafkaStorageError:

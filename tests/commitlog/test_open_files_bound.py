@@ -194,3 +194,30 @@ def test_zero_copy_sends_count_against_the_bound(tmp_path: Path) -> None:
     for lg in logs:
         lg.close()
     assert segment_fds(tmp_path) == []
+
+
+def test_clean_stop_of_more_logs_than_the_bound_stays_under_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """close_all flushes on a pool of threads (manager.py) in batches: each ticket holds
+    its descriptor until its fsync is done, so taking every log's at once would pass the
+    bound (and, with more partitions than ulimit -n, the OS's limit: EMFILE)."""
+    from jocko_py.commitlog.manager import LogManager
+    m = LogManager(tmp_path, LogConfig())
+    for i in range(5 * LIMIT):
+        m.get_or_create("t", i).append(batch(1, ts=NOW), 0, now_ms=NOW)
+    peak = [0]
+    real_run = run_flush
+
+    def watched(ticket: object) -> None:
+        # .log files: a pool thread's fsync of an index or checkpoint opens it briefly
+        peak[0] = max(peak[0], sum(f.endswith(".log") for f in segment_fds(tmp_path)))
+        real_run(ticket)  # type: ignore[arg-type]
+
+    from jocko_py.commitlog import manager as manager_mod
+    monkeypatch.setattr(manager_mod, "run_flush", watched)
+    with caplog.at_level(logging.WARNING, logger="jocko_py.commitlog.fd_cache"):
+        m.close_all(1)
+    assert peak[0] <= LIMIT, f"{peak[0]} segment files open during the stop, bound {LIMIT}"
+    assert "more than" not in caplog.text
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
