@@ -61,3 +61,27 @@ def test_every_periodic_job_is_listed_once(tmp_path: Path) -> None:
         assert "log cleaner" not in [name for name, _ in off.background_jobs()]
     finally:
         _close(off)
+
+
+def test_the_image_has_one_accessor() -> None:
+    """Everything above the controller channel and the publisher reads the metadata
+    image as `broker.image` (or through the image getter it was given), never through
+    `.topics.image` or `.quorum.image`: one way to reach it, found by one search."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "jocko_py"
+    # the quorum's own users: the broker (which defines the accessor), the process
+    # around it, the controller channel and the publisher (which apply the quorum)
+    owners = {"broker/core.py", "app.py", "broker/controller_channel.py",
+              "broker/metadata_publisher.py"}
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel in owners or rel.startswith(("cluster/", "protocol/messages/_generated/")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if (isinstance(node, ast.Attribute) and node.attr == "image"
+                    and isinstance(node.value, ast.Attribute)
+                    and node.value.attr in ("topics", "quorum")):
+                found.append(f"{rel}:{node.lineno}: .{node.value.attr}.image")
+    assert not found, "read the image as broker.image:\n" + "\n".join(found)
