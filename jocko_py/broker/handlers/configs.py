@@ -165,7 +165,7 @@ async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
                            error_message="Group name must not be empty")
             else:
                 res["configs"] = group_configs.describe(
-                    broker.config.get, broker.topics.image.configs(GROUP, r.resource_name),
+                    broker.config.get, broker.image.configs(GROUP, r.resource_name),
                     keys)
         else:
             res.update(error_code=ErrorCode.INVALID_REQUEST,
@@ -227,7 +227,7 @@ async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
     if throttles:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"Replication throttles are not supported: {', '.join(throttles)}")
-    elr = level(broker.topics.image.features, ELR_VERSION) >= 1
+    elr = level(broker.image.features, ELR_VERSION) >= 1
     if MIN_ISR in changes and elr:
         # Kafka 4.x's ConfigurationControlManager: with ELR the cluster-level value rules
         if name != "":
@@ -254,7 +254,7 @@ async def _apply_group(ctx: RequestContext, r: Any, incremental: bool,
     name = r.resource_name
     if not name:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
-    current = broker.topics.image.configs(GROUP, name)
+    current = broker.image.configs(GROUP, name)
     new: dict[str, str | None] = dict(current)
     if incremental:
         for c in r.configs:

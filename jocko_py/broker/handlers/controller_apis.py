@@ -44,7 +44,7 @@ async def alter_partition(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "topics": []}
     if not topics.quorum.is_active_controller():
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
-    b = topics.image.brokers.get(req.broker_id)
+    b = ctx.broker.image.brokers.get(req.broker_id)
     if b is None or b.broker_epoch != req.broker_epoch:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.STALE_BROKER_EPOCH, "topics": []}
     out = []
@@ -56,7 +56,7 @@ async def alter_partition(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 p.partition_epoch, *_isr_and_epochs(ctx.version, p), forwarded=True)
             if code == ErrorCode.NOT_CONTROLLER:
                 return {"throttle_time_ms": 0, "error_code": code, "topics": []}
-            ti = topics.image.topic_by_id(t.topic_id)
+            ti = ctx.broker.image.topic_by_id(t.topic_id)
             cur = None if ti is None else ti.partitions.get(p.partition_index)
             parts.append({
                 "partition_index": p.partition_index, "error_code": code,

@@ -56,7 +56,7 @@ def share_manager(ctx: RequestContext) -> SharePartitionManager:
 
 def _disabled(ctx: RequestContext) -> bool:
     return "share.version" in features.SUPPORTED and \
-        features.level(ctx.broker.topics.image.features, "share.version") < 1
+        features.level(ctx.broker.image.features, "share.version") < 1
 
 
 def _top_error(code: ErrorCode, msg: str | None = None, **extra: int) -> dict[str, Any]:
@@ -68,7 +68,7 @@ class _Resolved:
     """The request's partitions: known and allowed ones, and those answered with an error."""
 
     def __init__(self, ctx: RequestContext, topics: Any) -> None:
-        image = ctx.broker.topics.image
+        image = ctx.broker.image
         self.ok: list[FetchRequestPartition] = []
         self.errors: list[tuple[uuid.UUID, str, int, ErrorCode]] = []
         named: list[tuple[uuid.UUID, str | None, Any]] = []
@@ -94,12 +94,12 @@ class _Resolved:
 
 
 def _names(ctx: RequestContext) -> dict[uuid.UUID, str]:
-    return {t.topic_id: name for name, t in ctx.broker.topics.image.topics.items()}
+    return {t.topic_id: name for name, t in ctx.broker.image.topics.items()}
 
 
 def _build(ctx: RequestContext, parts: dict[tuple[uuid.UUID, int], dict[str, Any]],
            topic_of: dict[uuid.UUID, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
     leaders: list[int] = []
     for (tid, p), out in parts.items():
@@ -128,7 +128,7 @@ async def share_fetch(ctx: RequestContext, req: Any) -> dict[str, Any]:
     group, member = req.group_id, req.member_id
     lock_ms = mgr.lock_duration_ms(group)
     resolved = _Resolved(ctx, req.topics)
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     forgotten = []
     for ft in req.forgotten_topics_data:
         forgotten += [(ft.topic_id, p) for p in ft.partitions]

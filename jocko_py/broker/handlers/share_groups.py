@@ -38,7 +38,7 @@ SHARE_VERSION = "share.version"
 
 
 def share_enabled(ctx: RequestContext) -> bool:
-    return level(ctx.broker.topics.image.features, SHARE_VERSION) >= 1
+    return level(ctx.broker.image.features, SHARE_VERSION) >= 1
 
 
 def _invalid(req: Any) -> str | None:
@@ -97,7 +97,7 @@ async def share_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]
 
 
 def _described(ctx: RequestContext, tps: frozenset[TopicPartition]) -> dict[str, Any]:
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
 
     def name(tid: uuid.UUID) -> str:
         t = image.topic_by_id(tid)
@@ -137,7 +137,7 @@ async def share_group_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         topics: set[str] = set()
         for m in sg.members.values():
             topics |= m.subscribed
-        image = ctx.broker.topics.image
+        image = ctx.broker.image
         for m in sg.members.values():
             for tid, _p in m.assigned:
                 t = image.topic_by_id(tid)
