@@ -79,6 +79,9 @@ class Broker:
 
         install_groups(self)
         install_transactions(self)
+        from jocko_py.broker.share.coordinator import install as install_share_coordinator
+
+        install_share_coordinator(self)
 
     def config_view(self, image: MetadataImage | None = None) -> BrokerConfigView:
         """This broker's configuration with the dynamic layers from the metadata log."""
