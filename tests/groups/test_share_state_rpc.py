@@ -1,0 +1,191 @@
+"""The share coordinator of real broker processes, reached as a broker reaches it: the
+RPC persister (broker/share/rpc_persister.py) over an inter-broker channel that proves
+the cluster secret (read from the broker's metadata log, as only a broker can).
+
+A plain client is refused the state RPCs 83-87 and FindCoordinator key type 2
+(CLUSTER_AUTHORIZATION_FAILED, nothing written); the state written survives a broker
+restart; on three brokers it moves with the leadership of its `__share_group_state`
+partition (the leader is stopped: the persister finds the new one and reads the same
+state)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jocko_py.broker.inter_broker import BrokerChannel, ClientSecurity
+from jocko_py.broker.security.cluster_auth import derive_key
+from jocko_py.broker.share.persister import DeliveryState as D
+from jocko_py.broker.share.persister import SharePartitionKey, StateBatch
+from jocko_py.broker.share.rpc_persister import RpcPersister
+from jocko_py.client import Client
+from jocko_py.protocol.errors import ErrorCode as E
+from tests.security.raw import cluster_secret
+from tests.support.broker import BrokerProcess
+from tests.support.cluster import running_cluster
+
+pytestmark = pytest.mark.timeout(120)
+
+STATE_TOPIC = "__share_group_state"
+
+
+def _security(broker_id: int, data_dir: Path) -> ClientSecurity:
+    key = derive_key(cluster_secret(data_dir))
+    return ClientSecurity(cluster_broker_id=broker_id, cluster_key=lambda: key)
+
+
+def persister_for(addrs: list[tuple[str, int]], security: ClientSecurity) -> RpcPersister:
+    """A persister that finds coordinators as any broker's client would: FindCoordinator
+    (v6, key type 2) to whichever of ``addrs`` answers."""
+
+    async def locate(key: str) -> tuple[E, tuple[str, int] | None]:
+        for host, port in addrs:
+            ch = BrokerChannel(host, port, "test-locate", security=security)
+            try:
+                r = await ch.request(10, 6, {"key_type": 2, "coordinator_keys": [key]}, 5)
+            except (ConnectionError, TimeoutError, OSError):
+                continue
+            finally:
+                await ch.close()
+            c = r.coordinators[0]
+            if c.error_code:
+                return E.of(c.error_code), None
+            return E.NONE, (c.host, c.port)
+        return E.COORDINATOR_NOT_AVAILABLE, None
+
+    return RpcPersister(locate, security, "test-persister", deadline_ms=30000,
+                        request_timeout_ms=5000)
+
+
+def _topic(c: Client, name: str, partitions: int = 2, rf: int = 1) -> uuid.UUID:
+    c.create_topic(name, partitions, rf)
+    md = c.metadata([name])
+    return uuid.UUID(str(md.topics[0].topic_id))
+
+
+BATCHES = (StateBatch(5, 9, D.ACKNOWLEDGED, 1), StateBatch(10, 10, D.ARCHIVED, 5),
+           StateBatch(11, 12, D.AVAILABLE, 2))
+
+
+async def _write_state(p: RpcPersister, key: SharePartitionKey) -> None:
+    assert await p.initialize(key, 1, 5) == E.NONE
+    r = await p.read(key, 3)
+    assert (r.error, r.state_epoch, r.start_offset, r.batches) == (E.NONE, 1, 5, ())
+    assert await p.write(key, 1, 3, 5, BATCHES[:2], 6) == E.NONE
+    assert await p.write(key, 1, 3, -1, BATCHES[2:]) == E.NONE
+
+
+async def _check_state(p: RpcPersister, key: SharePartitionKey, leader_epoch: int) -> None:
+    r = await p.read(key, leader_epoch)
+    assert (r.error, r.state_epoch, r.start_offset, r.batches) == (E.NONE, 1, 5, BATCHES)
+    s = await p.read_summary(key, leader_epoch)
+    assert (s.error, s.state_epoch, s.start_offset, s.leader_epoch) == \
+        (E.NONE, 1, 5, leader_epoch)
+
+
+def _refused(c: Client, tid: uuid.UUID) -> None:
+    part = {"partition": 0}
+    bodies: dict[int, tuple[int, dict[str, Any]]] = {
+        83: (0, {"state_epoch": 9, "start_offset": 0}),
+        84: (0, {"leader_epoch": 99}),
+        85: (1, {"state_epoch": 9, "leader_epoch": 99, "start_offset": 0,
+                 "delivery_complete_count": -1, "state_batches": []}),
+        86: (0, {}),
+        87: (1, {"leader_epoch": 99}),
+    }
+    for api_key, (version, extra) in bodies.items():
+        r = c.request(api_key, version, {"group_id": "g", "topics": [
+            {"topic_id": tid, "partitions": [part | extra]}]})
+        assert r.results[0].partitions[0].error_code == E.CLUSTER_AUTHORIZATION_FAILED, \
+            api_key
+    r = c.request(10, 6, {"key_type": 2, "coordinator_keys": [f"g:{tid}:0"]})
+    assert r.coordinators[0].error_code == E.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_state_rpcs_refused_to_clients_and_state_survives_restart(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "b", overrides={
+        "share.coordinator.state.topic.num.partitions": "3"}).start()
+    try:
+        with Client(b.bootstrap, timeout=10) as c:
+            tid = _topic(c, "orders")
+            _refused(c, tid)
+            # a client's attempts wrote nothing (and created no state topic)
+            assert not [t for t in c.metadata([STATE_TOPIC]).topics if not t.error_code]
+        key = SharePartitionKey("g", tid, 1)
+        addr = [("127.0.0.1", b.port)]
+
+        async def before() -> None:
+            p = persister_for(addr, _security(b.broker_id, b.data_dir))
+            try:
+                await _write_state(p, key)
+                await _check_state(p, key, 3)
+                # a stale share-partition leader is fenced; reads of unknown state are
+                # the contract's UNKNOWN_TOPIC_OR_PARTITION
+                assert await p.write(key, 1, 2, 5, ()) == E.FENCED_LEADER_EPOCH
+                assert await p.write(key, 0, 3, 5, ()) == E.FENCED_STATE_EPOCH
+                other = SharePartitionKey("g", tid, 0)
+                assert (await p.read(other, 0)).error == E.UNKNOWN_TOPIC_OR_PARTITION
+            finally:
+                await p.close()
+
+        asyncio.run(before())
+        with Client(b.bootstrap, timeout=10) as c:
+            md = c.metadata([STATE_TOPIC]).topics[0]
+            assert md.is_internal and len(md.partitions) == 3
+        b.restart()
+
+        async def after() -> None:
+            p = persister_for(addr, _security(b.broker_id, b.data_dir))
+            try:
+                await _check_state(p, key, 3)
+                assert await p.delete(key) == E.NONE
+                assert (await p.read(key, 3)).error == E.UNKNOWN_TOPIC_OR_PARTITION
+            finally:
+                await p.close()
+
+        asyncio.run(after())
+    finally:
+        b.stop()
+
+
+def test_state_moves_with_the_state_partition_leader(tmp_path: Path) -> None:
+    with running_cluster(tmp_path, 3, {
+            "share.coordinator.state.topic.num.partitions": "1"}) as cl:
+        b1 = cl.brokers[1]
+        with Client(b1.bootstrap, timeout=10) as c:
+            tid = _topic(c, "jobs", 1, 3)
+        key = SharePartitionKey("workers", tid, 0)
+        sec = _security(1, b1.data_dir)
+
+        async def write() -> None:
+            p = persister_for([("127.0.0.1", b.port) for b in cl.brokers.values()], sec)
+            try:
+                await _write_state(p, key)
+                await _check_state(p, key, 3)
+            finally:
+                await p.close()
+
+        asyncio.run(write())
+        leader, isr, _ = cl.wait_for("the state partition fully replicated", lambda: (
+            (s := cl.partition_state(STATE_TOPIC, 0)) and len(s[1]) == 3 and s))
+        assert leader in cl.brokers
+        cl.brokers[leader].stop()
+        survivors = [b for i, b in cl.brokers.items() if i != leader]
+        cl.wait_for("a new state partition leader", lambda: cl.partition_state(
+            STATE_TOPIC, 0, survivors[0])[0] not in (-1, leader))
+
+        async def read() -> None:
+            p = persister_for([("127.0.0.1", b.port) for b in survivors],
+                              _security(survivors[0].broker_id, survivors[0].data_dir))
+            try:
+                # the new leader replayed the partition: same state, same fencing
+                await _check_state(p, key, 3)
+                assert await p.write(key, 1, 2, 5, ()) == E.FENCED_LEADER_EPOCH
+            finally:
+                await p.close()
+
+        asyncio.run(read())
