@@ -41,6 +41,7 @@ MODULES = [
     "list_transactions",
     "list_config_resources",
     "share_state",
+    "share_offsets",
 ]
 
 

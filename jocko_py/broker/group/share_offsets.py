@@ -1,0 +1,195 @@
+"""The share groups' offsets as the admin APIs see them (KIP-932, Kafka 4.4's
+GroupCoordinatorService): DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91)
+and DeleteShareGroupOffsets (92), answered by the group's coordinator through the
+share-state persister (``broker/share/``).
+
+A share group's "offset" of a partition is the start offset of its share-partition
+state. Describe reads it with ``read_summary`` (the requested topics, or with no topics
+every partition the group has state for); a partition without state answers start
+offset -1. Alter and Delete need the group to be a share group with no members
+(NON_EMPTY_GROUP): Alter initializes the state of each given partition at the given
+start offset (state epoch: the group epoch), creating an empty share group when there
+is none, as Kafka does; Delete deletes the state of every partition of each given topic
+the group has state for. A topic unknown to the metadata, or a partition outside it,
+gets UNKNOWN_TOPIC_OR_PARTITION. What the group is (share, other, absent; empty; its
+epoch; which partitions have state) is asked of one function, ``share_group``, the
+hook to the share group model of ``group/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jocko_py.broker.group.state import GroupState
+from jocko_py.broker.share.persister import SharePartitionKey, SharePersister
+from jocko_py.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from jocko_py.broker.core import Broker
+
+E = ErrorCode
+
+
+@dataclass(frozen=True)
+class ShareGroupInfo:
+    empty: bool
+    group_epoch: int
+    # topic id -> (name, partitions with share state, initialized or initializing)
+    partitions: dict[uuid.UUID, tuple[str, frozenset[int]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GroupLookup:
+    """``error`` NONE with ``info`` None: no group has that id."""
+    error: ErrorCode = E.NONE
+    message: str | None = None
+    info: ShareGroupInfo | None = None
+
+
+def share_group(broker: Broker, group_id: str) -> GroupLookup:
+    """The share group ``group_id`` as its coordinator (this broker, else
+    NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS) knows it; a group of another type is
+    GROUP_ID_NOT_FOUND, as Kafka answers."""
+    from jocko_py.broker.group import coordinator
+
+    err, g = coordinator(broker).describe(group_id)
+    if err != E.NONE:
+        return GroupLookup(err)
+    if g is None or g.is_(GroupState.DEAD):
+        return GroupLookup()
+    # the share group model (group/share.py) hangs off the group as ``share``
+    share = getattr(g, "share", None)
+    if share is None:
+        return GroupLookup(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+    return GroupLookup(info=ShareGroupInfo(not share.members, share.group_epoch,
+                                           dict(share.state_partitions())))
+
+
+def _topic(broker: Broker, name: str) -> tuple[uuid.UUID, int] | None:
+    t = broker.topics.image.topics.get(name)
+    return None if t is None else (t.topic_id, len(t.partitions))
+
+
+# -- DescribeShareGroupOffsets ------------------------------------------------------------
+
+async def describe(broker: Broker, persister: SharePersister, group_id: str,
+                   topics: list[tuple[str, list[int]]] | None,
+                   denied: set[str]) -> dict[str, Any]:
+    """One group's entry of the response (``topics`` None: every partition with
+    state)."""
+    if topics is None:
+        look = share_group(broker, group_id)
+        if look.error != E.NONE or look.info is None:
+            err = look.error if look.error != E.NONE else E.GROUP_ID_NOT_FOUND
+            return {"group_id": group_id, "topics": [], "error_code": err,
+                    "error_message": look.message or f"Group {group_id} not found."}
+        topics = [(name, sorted(ps)) for _tid, (name, ps) in
+                  sorted(look.info.partitions.items(), key=lambda kv: kv[1][0])
+                  if name not in denied]
+    else:
+        status = share_group(broker, group_id).error
+        if status in (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS):
+            return {"group_id": group_id, "topics": [], "error_code": status,
+                    "error_message": None}
+    out_topics: list[dict[str, Any]] = []
+    jobs: list[tuple[dict[str, Any], Any]] = []
+    for name, parts in topics:
+        t = _topic(broker, name)
+        entries: list[dict[str, Any]] = []
+        out_topics.append({"topic_name": name,
+                           "topic_id": t[0] if t else uuid.UUID(int=0),
+                           "partitions": entries})
+        for p in parts:
+            e = _desc_error(p, E.NONE)
+            entries.append(e)
+            if name in denied:
+                e["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+            elif t is None or not 0 <= p < t[1]:
+                e["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                jobs.append((e, persister.read_summary(SharePartitionKey(group_id, t[0], p),
+                                                       -1)))
+    for (e, _), s in zip(jobs, await asyncio.gather(*(j for _, j in jobs)), strict=True):
+        if s.error == E.NONE:
+            e["start_offset"], e["leader_epoch"] = s.start_offset, s.leader_epoch
+        elif s.error != E.UNKNOWN_TOPIC_OR_PARTITION:  # no state: start offset -1
+            e["error_code"] = s.error
+    return {"group_id": group_id, "topics": out_topics, "error_code": E.NONE,
+            "error_message": None}
+
+
+def _desc_error(p: int, err: ErrorCode) -> dict[str, Any]:
+    return {"partition_index": p, "start_offset": -1, "leader_epoch": -1, "lag": -1,
+            "error_code": err, "error_message": None}
+
+
+# -- AlterShareGroupOffsets ---------------------------------------------------------------
+
+async def alter(broker: Broker, persister: SharePersister, group_id: str,
+                topics: list[tuple[str, list[tuple[int, int]]]], denied: set[str]
+                ) -> tuple[ErrorCode, str | None, list[dict[str, Any]]]:
+    look = share_group(broker, group_id)
+    if look.error != E.NONE:
+        return look.error, look.message, []
+    info = look.info or ShareGroupInfo(True, 0)  # none yet: Kafka creates an empty one
+    if not info.empty:
+        return E.NON_EMPTY_GROUP, f"The group {group_id} is not empty.", []
+    out: list[dict[str, Any]] = []
+    jobs: list[tuple[dict[str, Any], Any]] = []
+    for name, parts in topics:
+        t = _topic(broker, name)
+        entries: list[dict[str, Any]] = []
+        out.append({"topic_name": name, "topic_id": t[0] if t else uuid.UUID(int=0),
+                    "partitions": entries})
+        for p, start in parts:
+            e: dict[str, Any] = {"partition_index": p, "error_code": E.NONE,
+                                 "error_message": None}
+            entries.append(e)
+            if name in denied:
+                e["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+            elif t is None or not 0 <= p < t[1]:
+                e["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                jobs.append((e, persister.initialize(SharePartitionKey(group_id, t[0], p),
+                                                     info.group_epoch, start)))
+    for (e, _), err in zip(jobs, await asyncio.gather(*(j for _, j in jobs)), strict=True):
+        e["error_code"] = err
+    return E.NONE, None, out
+
+
+# -- DeleteShareGroupOffsets --------------------------------------------------------------
+
+async def delete(broker: Broker, persister: SharePersister, group_id: str,
+                 topics: list[str], denied: set[str]
+                 ) -> tuple[ErrorCode, str | None, list[dict[str, Any]]]:
+    look = share_group(broker, group_id)
+    if look.error != E.NONE:
+        return look.error, look.message, []
+    if look.info is None:
+        return E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", []
+    if not look.info.empty:
+        return E.NON_EMPTY_GROUP, f"The group {group_id} is not empty.", []
+    out: list[dict[str, Any]] = []
+    jobs: list[tuple[dict[str, Any], Any]] = []
+    for name in topics:
+        t = _topic(broker, name)
+        e: dict[str, Any] = {"topic_name": name, "topic_id": t[0] if t else uuid.UUID(int=0),
+                             "error_code": E.NONE, "error_message": None}
+        out.append(e)
+        if name in denied:
+            e["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+            continue
+        held = look.info.partitions.get(t[0]) if t is not None else None
+        if t is None or held is None:
+            e["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        keys = [SharePartitionKey(group_id, t[0], p) for p in sorted(held[1])]
+        jobs.append((e, asyncio.gather(*(persister.delete(k) for k in keys))))
+    for (e, _), errs in zip(jobs, await asyncio.gather(*(j for _, j in jobs)), strict=True):
+        bad = [x for x in errs if x != E.NONE]
+        if bad:
+            e["error_code"] = bad[0]
+    return E.NONE, None, out
