@@ -41,6 +41,8 @@ def combine(so_far: Iterable[StateBatch], new: Iterable[StateBatch], start_offse
     if len(batches) < 2:
         return tuple(batches)
     batches.sort(key=lambda b: b.first_offset)
+    if all(a.last_offset < b.first_offset for a, b in zip(batches, batches[1:], strict=False)):
+        return _coalesce(batches)  # no overlap (the usual case): no sweep needed
     points = sorted({b.first_offset for b in batches} | {b.last_offset + 1 for b in batches})
     heap: list[tuple[int, int, int, int, StateBatch]] = []  # (-count, -state, seq, last, b)
     out: list[StateBatch] = []
@@ -63,4 +65,17 @@ def combine(so_far: Iterable[StateBatch], new: Iterable[StateBatch], start_offse
             out[-1] = StateBatch(prev.first_offset, hi, prev.delivery_state, prev.delivery_count)
         else:
             out.append(StateBatch(lo, hi, top.delivery_state, top.delivery_count))
+    return tuple(out)
+
+
+def _coalesce(batches: list[StateBatch]) -> tuple[StateBatch, ...]:
+    out: list[StateBatch] = []
+    for b in batches:
+        prev = out[-1] if out else None
+        if prev is not None and prev.last_offset + 1 == b.first_offset \
+                and _priority(prev) == _priority(b):
+            out[-1] = StateBatch(prev.first_offset, b.last_offset, prev.delivery_state,
+                                 prev.delivery_count)
+        else:
+            out.append(b)
     return tuple(out)
