@@ -275,3 +275,17 @@ def test_combine_matches_offset_by_offset_priority() -> None:
             assert not (a.last_offset + 1 == b.first_offset and
                         (a.delivery_count, a.delivery_state) ==
                         (b.delivery_count, b.delivery_state))
+
+
+def test_state_of_a_deleted_topic_goes_at_the_next_prune() -> None:
+    c = Coord()
+    c.init()
+    c.write((B(0, 3),))
+    del_key = SharePartitionKey("g1", GONE, 0)
+    c.shard.states[del_key] = c.shard.states[KEY]  # as if GONE existed when written
+    c.shard.snapshot_offsets[del_key] = 0
+    c.now += 1000
+    c.rt.fire_due(c.now)
+    c.rt.committed(0, len(c.log.records))
+    assert del_key not in c.shard.states and KEY in c.shard.states
+    assert c.kinds()[-1] == "tomb"

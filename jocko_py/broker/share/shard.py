@@ -32,7 +32,8 @@ latest snapshot; every record below the smallest of them is redundant. A timer e
 ``Prune``) for the log's start offset to move up; a timer every
 ``share.coordinator.cold.partition.snapshot.interval.ms`` rewrites as a snapshot each
 key whose latest snapshot is older than that and not the partition's last record, so a
-share partition nobody writes to does not hold the log back forever.
+share partition nobody writes to does not hold the log back forever. The prune timer
+also drops (tombstones) the state of share partitions whose topic was deleted.
 """
 
 from __future__ import annotations
@@ -283,12 +284,6 @@ class ShareCoordinatorShard:
     def keys(self) -> list[SharePartitionKey]:
         return list(self.states)
 
-    def delete_topics(self, now: int, topic_ids: set[uuid.UUID]) -> CoordinatorResult[None]:
-        """Topics deleted: their share partitions' state goes (tombstones)."""
-        recs: list[Record] = [(records.key(records.SNAPSHOT, k), None)
-                              for k in self.states if k.topic_id in topic_ids]
-        return CoordinatorResult(None, recs, replay=True)
-
     # -- records ---------------------------------------------------------------------
 
     def _snapshot(self, key: SharePartitionKey, s: ShareGroupOffset) -> Record:
@@ -323,10 +318,19 @@ class ShareCoordinatorShard:
         return min(self.snapshot_offsets.values())
 
     def prune(self, now: int) -> CoordinatorResult[None]:
-        off = self.redundant_offset()
+        """The prune timer: the state of share partitions whose topic was deleted goes
+        (Kafka's maybeCleanupShareState), then the redundant offset is handed out."""
+        gone = {k.topic_id for k in self.states if self.topic_partitions(k.topic_id) is None}
+        recs: list[Record] = [(records.key(records.SNAPSHOT, k), None)
+                              for k in self.states if k.topic_id in gone]
+        if recs:
+            log.info("[partition=%d] dropping the share state of %d partition(s) of "
+                     "deleted topics", self.partition, len(recs))
+        kept = [o for k, o in self.snapshot_offsets.items() if k.topic_id not in gone]
+        off = min(kept) if kept else None
         timers = [Timer(PRUNE_TIMER, now + self.config.prune_interval_ms, _prune_op)]
         effects: list[object] = [Prune(off)] if off is not None and off > 0 else []
-        return CoordinatorResult(None, timers=timers, effects=effects)
+        return CoordinatorResult(None, recs, replay=True, timers=timers, effects=effects)
 
     def snapshot_cold(self, now: int) -> CoordinatorResult[None]:
         recs: list[Record] = []
