@@ -129,6 +129,15 @@ def test_state_rpcs_refused_to_clients_and_state_survives_restart(tmp_path: Path
                 assert await p.write(key, 0, 3, 5, ()) == E.FENCED_STATE_EPOCH
                 other = SharePartitionKey("g", tid, 0)
                 assert (await p.read(other, 0)).error == E.UNKNOWN_TOPIC_OR_PARTITION
+                # a broker asking for the coordinator of a malformed key
+                ch = BrokerChannel("127.0.0.1", b.port, "t",
+                                   security=_security(b.broker_id, b.data_dir))
+                try:
+                    r = await ch.request(10, 6, {"key_type": 2,
+                                                 "coordinator_keys": ["g:nope:0"]}, 5)
+                finally:
+                    await ch.close()
+                assert r.coordinators[0].error_code == E.INVALID_REQUEST
             finally:
                 await p.close()
 
