@@ -289,3 +289,29 @@ def test_state_of_a_deleted_topic_goes_at_the_next_prune() -> None:
     c.rt.committed(0, len(c.log.records))
     assert del_key not in c.shard.states and KEY in c.shard.states
     assert c.kinds()[-1] == "tomb"
+
+
+def test_rpc_persister_gives_up_after_its_deadline() -> None:
+    """No coordinator to be found: the persister retries with a growing backoff, then
+    answers COORDINATOR_NOT_AVAILABLE within its deadline."""
+    import asyncio
+    import time
+
+    from jocko_py.broker.share.rpc_persister import RpcPersister
+
+    calls: list[float] = []
+
+    async def locate(key: str) -> tuple[E, tuple[str, int] | None]:
+        calls.append(time.monotonic())
+        return E.COORDINATOR_LOAD_IN_PROGRESS, None
+
+    async def main() -> E:
+        p = RpcPersister(locate, None, "t", retry_backoff_ms=10, max_backoff_ms=80,
+                         deadline_ms=400)
+        return await p.initialize(KEY, 0, 0)
+
+    t0 = time.monotonic()
+    assert asyncio.run(main()) == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert time.monotonic() - t0 < 1.5
+    gaps = [b - a for a, b in zip(calls, calls[1:], strict=False)]
+    assert len(calls) >= 4 and gaps[-1] > gaps[0]

@@ -275,8 +275,8 @@ class ShareCoordinatorShard:
         cur = self.states.get(key)
         if cur is None:
             return Answer()
-        return Answer(E.NONE, None, cur.state_epoch, self.leader_epochs.get(key, -1),
-                      cur.start_offset, (), cur.delivery_complete_count)
+        return Answer(E.NONE, None, cur.state_epoch, cur.leader_epoch, cur.start_offset, (),
+                      cur.delivery_complete_count)
 
     def state(self, key: SharePartitionKey) -> ShareGroupOffset | None:
         return self.states.get(key)
