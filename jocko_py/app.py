@@ -398,9 +398,9 @@ async def _run_broker(config: BrokerConfig, stop: asyncio.Event | None,
             await metrics.stop()
         if console is not None:
             await console.stop()
-        persister = broker.services.get("share_persister")
-        if persister is not None:
-            await persister.close()  # its inter-broker channels
+        close_persister = getattr(broker.services.get("share_persister"), "close", None)
+        if close_persister is not None:
+            await close_persister()  # the share persister's inter-broker channels
         await server.stop()
         txn = broker.services.get("transactions")
         if txn is not None:

@@ -177,7 +177,13 @@ def coordinator(broker: Broker) -> ShareCoordinator:
 
 
 def install(broker: Broker) -> ShareCoordinator:
+    """The share coordinator of this broker, and the broker's one persister
+    (``services["share_persister"]``, which the share partitions and the group
+    coordinator use) sending the state RPCs to it."""
+    from jocko_py.broker.share.rpc_persister import make_persister
+
     sc = ShareCoordinator(broker)
     broker.replicas.role_listeners.append(sc.on_partition_role)
     broker.services["share_coordinator"] = sc
+    broker.services["share_persister"] = make_persister(broker)
     return sc

@@ -33,6 +33,7 @@ from jocko_py.broker.inter_broker import BrokerChannel, ClientSecurity
 from jocko_py.broker.share.persister import (
     DeliveryState,
     SharePartitionKey,
+    SharePersister,
     ShareState,
     ShareStateSummary,
     StateBatch,
@@ -166,7 +167,8 @@ class RpcPersister:
 
 def make_persister(broker: Broker) -> RpcPersister:
     """The persister a broker's share partitions and group coordinator use: the one
-    place it is built (``broker.services["share_persister"]`` once installed)."""
+    place it is built; ``share.coordinator.install`` puts it in
+    ``broker.services["share_persister"]`` when the broker starts."""
     from jocko_py.broker.share.coordinator import coordinator
 
     sc = coordinator(broker)
@@ -188,10 +190,9 @@ def make_persister(broker: Broker) -> RpcPersister:
                         deadline_ms=max(1000, 3 * sc.config.write_timeout_ms))
 
 
-def persister(broker: Broker) -> RpcPersister:
-    """The broker's persister, built on first use."""
+def persister(broker: Broker) -> SharePersister:
+    """The broker's persister (built here if the broker did not install one)."""
     p = broker.services.get("share_persister")
     if p is None:
         p = broker.services["share_persister"] = make_persister(broker)
-    assert isinstance(p, RpcPersister)
     return p
