@@ -129,6 +129,9 @@ def test_state_rpcs_refused_to_clients_and_state_survives_restart(tmp_path: Path
                 assert await p.write(key, 0, 3, 5, ()) == E.FENCED_STATE_EPOCH
                 other = SharePartitionKey("g", tid, 0)
                 assert (await p.read(other, 0)).error == E.UNKNOWN_TOPIC_OR_PARTITION
+                # no group id: no answer to retry
+                assert await p.initialize(SharePartitionKey("", tid, 0), 0, 0) \
+                    == E.INVALID_REQUEST
                 # a broker asking for the coordinator of a malformed key
                 ch = BrokerChannel("127.0.0.1", b.port, "t",
                                    security=_security(b.broker_id, b.data_dir))

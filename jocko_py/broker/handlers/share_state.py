@@ -8,7 +8,8 @@ by the share coordinator shard of its ``__share_group_state`` partition
 (``broker/share/``): NOT_COORDINATOR when this broker does not lead that partition,
 COORDINATOR_LOAD_IN_PROGRESS while it loads it, else the shard's answer (see
 ``share/shard.py`` for fencing). WriteShareGroupState v1 and
-ReadShareGroupStateSummary v1 carry the delivery-complete count (KIP-1226).
+ReadShareGroupStateSummary v1 carry the delivery-complete count (KIP-1226). A request
+without a group id gets no results, as from Kafka.
 
 Inter-broker only, as Kafka serves them: advertised (Kafka 4.4 lists them in ApiVersions)
 but each needs CLUSTER_ACTION on the cluster (``security/authz.py``: a broker of this
@@ -45,6 +46,8 @@ async def _each(ctx: RequestContext, req: Any,
     """Run ``fn`` for every partition of the request (concurrently: keys on different
     shards do not wait for each other) and answer in the request's order."""
     allowed = authorize_cluster(ctx, "CLUSTER_ACTION")
+    if allowed and not req.group_id:
+        return {"results": []}  # as Kafka answers a request without a group id
     jobs: list[tuple[Any, Any, Awaitable[Answer] | None]] = []
     for t in req.topics:
         for p in t.partitions:

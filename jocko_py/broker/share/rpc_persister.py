@@ -99,11 +99,13 @@ class RpcPersister:
                 try:
                     resp = await self._channel(addr).request(
                         api_key, _VERSIONS[api_key], body, self.request_timeout_ms / 1000)
+                    if not resp.results or not resp.results[0].partitions:
+                        return E.INVALID_REQUEST, None  # refused whole (no group id)
                     part = resp.results[0].partitions[0]
                     err = E.of(part.error_code)
                     if err not in RETRIABLE:
                         return err, part
-                except (ConnectionError, TimeoutError, OSError, IndexError) as e:
+                except (ConnectionError, TimeoutError, OSError) as e:
                     log.debug("[key=%s] %s to %s:%d failed: %s", ck, api_key, addr[0],
                               addr[1], e)
                     err = E.COORDINATOR_NOT_AVAILABLE
