@@ -6,7 +6,8 @@ A plain client is refused the state RPCs 83-87 and FindCoordinator key type 2
 (CLUSTER_AUTHORIZATION_FAILED, nothing written); the state written survives a broker
 restart; on three brokers it moves with the leadership of its `__share_group_state`
 partition (the leader is stopped: the persister finds the new one and reads the same
-state)."""
+state); the offsets admin APIs (90-92) through the broker's own persister, before and
+after a restart."""
 
 from __future__ import annotations
 
@@ -106,9 +107,14 @@ def _refused(c: Client, tid: uuid.UUID) -> None:
     assert r.coordinators[0].error_code == E.CLUSTER_AUTHORIZATION_FAILED
 
 
-def test_state_rpcs_refused_to_clients_and_state_survives_restart(tmp_path: Path) -> None:
+def test_state_rpcs_and_offsets_admin_on_one_broker_across_a_restart(tmp_path: Path
+                                                                     ) -> None:
+    """Clients refused the state RPCs; a broker's persister initializing, reading,
+    writing (fenced when stale) and deleting state; the offsets admin APIs; all of it
+    read back after a restart."""
     b = BrokerProcess(tmp_path / "b", overrides={
-        "share.coordinator.state.topic.num.partitions": "3"}).start()
+        "share.coordinator.state.topic.num.partitions": "3",
+        "offsets.topic.num.partitions": "2"}).start()
     try:
         with Client(b.bootstrap, timeout=10) as c:
             tid = _topic(c, "orders")
@@ -148,7 +154,9 @@ def test_state_rpcs_refused_to_clients_and_state_survives_restart(tmp_path: Path
         with Client(b.bootstrap, timeout=10) as c:
             md = c.metadata([STATE_TOPIC]).topics[0]
             assert md.is_internal and len(md.partitions) == 3
+        _admin_before(b)
         b.restart()
+        _admin_after(b)
 
         async def after() -> None:
             p = persister_for(addr, _security(b.broker_id, b.data_dir))
@@ -211,64 +219,60 @@ def _describe(c: Client, group: str, topics: list[tuple[str, list[int]]] | None,
     return r.groups[0]
 
 
-def test_share_group_offsets_admin(tmp_path: Path) -> None:
+def _admin_before(b: BrokerProcess) -> None:
     """DescribeShareGroupOffsets / AlterShareGroupOffsets / DeleteShareGroupOffsets from
     a plain client, through the broker's own RPC persister."""
-    b = BrokerProcess(tmp_path / "b", overrides={
-        "share.coordinator.state.topic.num.partitions": "2",
-        "offsets.topic.num.partitions": "2"}).start()
-    try:
-        with Client(b.bootstrap, timeout=20) as c:
-            tid = _topic(c, "events", 2)
-            # the group's coordinator (FindCoordinator key type 0) is this broker
-            assert c.request(10, 6, {"key_type": 0, "coordinator_keys": ["sg"]}) \
-                .coordinators[0].error_code == 0
-            # no state yet: start offset -1
-            g = _describe(c, "sg", [("events", [0, 1])])
-            assert g.error_code == 0
-            assert [(p.partition_index, p.start_offset, p.error_code)
-                    for p in g.topics[0].partitions] == [(0, -1, 0), (1, -1, 0)]
-            # Alter: no group yet, so an empty share group's offsets are set
-            r = c.request(91, 0, {"group_id": "sg", "topics": [
-                {"topic_name": "events", "partitions": [
-                    {"partition_index": 0, "start_offset": 42},
-                    {"partition_index": 1, "start_offset": 7},
-                    {"partition_index": 5, "start_offset": 7}]},
-                {"topic_name": "nope", "partitions": [
-                    {"partition_index": 0, "start_offset": 1}]}]})
-            assert r.error_code == 0
-            got = {(t.topic_name, p.partition_index): p.error_code
-                   for t in r.responses for p in t.partitions}
-            assert got == {("events", 0): 0, ("events", 1): 0,
-                           ("events", 5): E.UNKNOWN_TOPIC_OR_PARTITION,
-                           ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
-            assert uuid.UUID(str(r.responses[0].topic_id)) == tid
-            g = _describe(c, "sg", [("events", [0, 1]), ("nope", [0])])
-            assert [(p.partition_index, p.start_offset, p.lag)
-                    for p in g.topics[0].partitions] == [(0, 42, -1), (1, 7, -1)]
-            assert g.topics[1].partitions[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
-            # v0 has no lag; the answer is the same otherwise
-            g0 = _describe(c, "sg", [("events", [0])], version=0)
-            assert g0.topics[0].partitions[0].start_offset == 42
-            # a consumer group is not a share group
-            c.request(8, 8, {"group_id": "cg", "generation_id_or_member_epoch": -1,
-                             "member_id": "", "group_instance_id": None,
-                             "retention_time_ms": -1, "topics": [
-                                 {"name": "events", "partitions": [{
-                                     "partition_index": 0, "committed_offset": 3,
-                                     "committed_leader_epoch": -1,
-                                     "committed_metadata": ""}]}]})
-            r = c.request(91, 0, {"group_id": "cg", "topics": [
-                {"topic_name": "events", "partitions": [
-                    {"partition_index": 0, "start_offset": 1}]}]})
-            assert r.error_code == E.GROUP_ID_NOT_FOUND
-            r = c.request(92, 0, {"group_id": "nobody", "topics": [{"topic_name": "events"}]})
-            assert r.error_code == E.GROUP_ID_NOT_FOUND
-            r = c.request(91, 0, {"group_id": "", "topics": []})
-            assert r.error_code == E.INVALID_GROUP_ID
-        b.restart()
-        with Client(b.bootstrap, timeout=20) as c:
-            g = _describe(c, "sg", [("events", [0, 1])])
-            assert [p.start_offset for p in g.topics[0].partitions] == [42, 7]
-    finally:
-        b.stop()
+    with Client(b.bootstrap, timeout=20) as c:
+        tid = _topic(c, "events", 2)
+        # the group's coordinator (FindCoordinator key type 0) is this broker
+        assert c.request(10, 6, {"key_type": 0, "coordinator_keys": ["sg"]}) \
+            .coordinators[0].error_code == 0
+        # no state yet: start offset -1
+        g = _describe(c, "sg", [("events", [0, 1])])
+        assert g.error_code == 0
+        assert [(p.partition_index, p.start_offset, p.error_code)
+                for p in g.topics[0].partitions] == [(0, -1, 0), (1, -1, 0)]
+        # Alter: no group yet, so an empty share group's offsets are set
+        r = c.request(91, 0, {"group_id": "sg", "topics": [
+            {"topic_name": "events", "partitions": [
+                {"partition_index": 0, "start_offset": 42},
+                {"partition_index": 1, "start_offset": 7},
+                {"partition_index": 5, "start_offset": 7}]},
+            {"topic_name": "nope", "partitions": [
+                {"partition_index": 0, "start_offset": 1}]}]})
+        assert r.error_code == 0
+        got = {(t.topic_name, p.partition_index): p.error_code
+               for t in r.responses for p in t.partitions}
+        assert got == {("events", 0): 0, ("events", 1): 0,
+                       ("events", 5): E.UNKNOWN_TOPIC_OR_PARTITION,
+                       ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+        assert uuid.UUID(str(r.responses[0].topic_id)) == tid
+        g = _describe(c, "sg", [("events", [0, 1]), ("nope", [0])])
+        assert [(p.partition_index, p.start_offset, p.lag)
+                for p in g.topics[0].partitions] == [(0, 42, -1), (1, 7, -1)]
+        assert g.topics[1].partitions[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+        # v0 has no lag; the answer is the same otherwise
+        g0 = _describe(c, "sg", [("events", [0])], version=0)
+        assert g0.topics[0].partitions[0].start_offset == 42
+        # a consumer group is not a share group
+        c.request(8, 8, {"group_id": "cg", "generation_id_or_member_epoch": -1,
+                         "member_id": "", "group_instance_id": None,
+                         "retention_time_ms": -1, "topics": [
+                             {"name": "events", "partitions": [{
+                                 "partition_index": 0, "committed_offset": 3,
+                                 "committed_leader_epoch": -1,
+                                 "committed_metadata": ""}]}]})
+        r = c.request(91, 0, {"group_id": "cg", "topics": [
+            {"topic_name": "events", "partitions": [
+                {"partition_index": 0, "start_offset": 1}]}]})
+        assert r.error_code == E.GROUP_ID_NOT_FOUND
+        r = c.request(92, 0, {"group_id": "nobody", "topics": [{"topic_name": "events"}]})
+        assert r.error_code == E.GROUP_ID_NOT_FOUND
+        r = c.request(91, 0, {"group_id": "", "topics": []})
+        assert r.error_code == E.INVALID_GROUP_ID
+
+
+def _admin_after(b: BrokerProcess) -> None:
+    with Client(b.bootstrap, timeout=20) as c:
+        g = _describe(c, "sg", [("events", [0, 1])])
+        assert [p.start_offset for p in g.topics[0].partitions] == [42, 7]
