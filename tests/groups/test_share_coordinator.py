@@ -291,27 +291,30 @@ def test_state_of_a_deleted_topic_goes_at_the_next_prune() -> None:
     assert c.kinds()[-1] == "tomb"
 
 
-def test_rpc_persister_gives_up_after_its_deadline() -> None:
-    """No coordinator to be found: the persister retries with a growing backoff, then
-    answers COORDINATOR_NOT_AVAILABLE within its deadline."""
+def test_rpc_persister_gives_up_after_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No coordinator to be found: the persister retries with a doubling backoff capped
+    at its maximum, then gives the last error once the next wait would pass its deadline
+    (on a fake clock: the waits are what the persister asks for)."""
     import asyncio
-    import time
+    import types
 
-    from jocko_py.broker.share.rpc_persister import RpcPersister
+    from jocko_py.broker.share import rpc_persister
 
-    calls: list[float] = []
+    clock = [100.0]
+    waits: list[float] = []
+
+    async def sleep(s: float) -> None:
+        waits.append(s)
+        clock[0] += s
+
+    monkeypatch.setattr(rpc_persister, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(rpc_persister, "asyncio", types.SimpleNamespace(sleep=sleep))
 
     async def locate(key: str) -> tuple[E, tuple[str, int] | None]:
-        calls.append(time.monotonic())
         return E.COORDINATOR_LOAD_IN_PROGRESS, None
 
-    async def main() -> E:
-        p = RpcPersister(locate, None, "t", retry_backoff_ms=10, max_backoff_ms=80,
-                         deadline_ms=400)
-        return await p.initialize(KEY, 0, 0)
-
-    t0 = time.monotonic()
-    assert asyncio.run(main()) == E.COORDINATOR_LOAD_IN_PROGRESS
-    assert time.monotonic() - t0 < 1.5
-    gaps = [b - a for a, b in zip(calls, calls[1:], strict=False)]
-    assert len(calls) >= 4 and gaps[-1] > gaps[0]
+    p = rpc_persister.RpcPersister(locate, None, "t", retry_backoff_ms=10,
+                                   max_backoff_ms=80, deadline_ms=400)
+    assert asyncio.run(p.initialize(KEY, 0, 0)) == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert waits == [0.01, 0.02, 0.04, 0.08, 0.08, 0.08, 0.08]
+    assert sum(waits) <= 0.4
