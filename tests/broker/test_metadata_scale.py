@@ -56,7 +56,7 @@ def add_topic(image: MetadataImage, name: str, partitions: int,
 
 def make_ctx(image: MetadataImage, cache: MetadataCache, version: int) -> RequestContext:
     broker: Any = types.SimpleNamespace(
-        topics=types.SimpleNamespace(image=image), metadata_cache=cache,
+        image=image, metadata_cache=cache,
         config=types.SimpleNamespace(auto_create_topics=False), cluster_id="c",
         controller_id=0, security=types.SimpleNamespace(authorizer=None))
     return RequestContext(RequestHeader(3, version, 7, "t"), broker, "peer", None)

@@ -209,7 +209,7 @@ def test_describe_topic_partitions_reports_the_elr() -> None:
     from jocko_py.broker.handlers import describe_topic_partitions as dtp
     k, leader, a, b = _leader_first()
     k.shrink_to(leader)
-    ctx = SimpleNamespace(broker=SimpleNamespace(topics=SimpleNamespace(image=k.img)))
+    ctx = SimpleNamespace(broker=SimpleNamespace(image=k.img))
     req = SimpleNamespace(topics=[SimpleNamespace(name="t")], response_partition_limit=10,
                           cursor=None)
     out: dict[str, Any] = asyncio.run(dtp.handle(ctx, req))  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ from jocko_py.broker.group.streams_service import config_from
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import CoordinatorHost
 
 __all__ = ["CommitRequest", "GroupConfig", "GroupCoordinator"]
 
@@ -43,7 +43,7 @@ Offsets = dict[tuple[str, int], ErrorCode]
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Broker, config: GroupConfig | None = None) -> None:
+    def __init__(self, broker: CoordinatorHost, config: GroupConfig | None = None) -> None:
         self.broker = broker
         self.config = config or GroupConfig.from_broker(broker)
         self.store = OffsetsStore(broker)
@@ -63,7 +63,7 @@ class GroupCoordinator:
 
     def _topics(self) -> dict[str, TopicInfo]:
         return {name: TopicInfo(t.topic_id, len(t.partitions))
-                for name, t in self.broker.topics.image.topics.items()}
+                for name, t in self.broker.image.topics.items()}
 
     # -- lifecycle -------------------------------------------------------------------
 

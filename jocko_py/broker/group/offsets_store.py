@@ -61,7 +61,7 @@ from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from jocko_py.broker.coordinator.shell import ReplicaLog
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import CoordinatorHost
 
 log = logging.getLogger("jocko_py.broker.group.offsets_store")
 
@@ -298,7 +298,7 @@ def decode_group_value(group_id: str, data: bytes, now: int) -> Group:
 class OffsetsStore:
     """Reads and writes `__consumer_offsets` through the broker's partitions."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: CoordinatorHost) -> None:
         self.broker = broker
         self.num_partitions = max(1, broker.config.int("offsets.topic.num.partitions"))
         self.replication_factor = max(1, broker.config.int("offsets.topic.replication.factor"))
@@ -306,7 +306,7 @@ class OffsetsStore:
         self.pinned = False
 
     def topic_exists(self) -> bool:
-        t = self.broker.topics.image.topics.get(OFFSETS_TOPIC)
+        t = self.broker.image.topics.get(OFFSETS_TOPIC)
         if t is not None and not self.pinned:
             # read once, as Kafka does: partitions added later must not move groups
             self.num_partitions = len(t.partitions)
@@ -319,7 +319,7 @@ class OffsetsStore:
         if self.topic_exists():
             return
         t0 = time.monotonic()
-        live = sum(not b.fenced for b in self.broker.topics.image.brokers.values())
+        live = sum(not b.fenced for b in self.broker.image.brokers.values())
         try:
             await self.broker.topics.create_topic(
                 OFFSETS_TOPIC, self.num_partitions,
@@ -344,7 +344,7 @@ class OffsetsStore:
 
     def leader_of(self, group_id: str) -> int:
         """The broker leading the group's partition (its coordinator), or -1."""
-        img = self.broker.topics.image.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        img = self.broker.image.partition(OFFSETS_TOPIC, self.partition_for(group_id))
         return img.leader if img is not None else -1
 
     def read(self, log_: ReplicaLog, wanted: list[int]) -> dict[int, list[LogRecord]]:
@@ -357,7 +357,7 @@ class OffsetsStore:
         out: dict[int, list[LogRecord]] = {i: [] for i in wanted}
         if not self.topic_exists():
             return out
-        t = self.broker.topics.image.topics.get(OFFSETS_TOPIC)
+        t = self.broker.image.topics.get(OFFSETS_TOPIC)
         count = max(self.num_partitions, len(t.partitions) if t is not None else 0)
         streams = [log_.read(idx) for idx in range(count)]
         for _ts, offset, rec in heapq.merge(*streams, key=lambda r: r[0]):

@@ -83,7 +83,7 @@ from jocko_py.protocol import messages
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import CoordinatorHost
 
 log = logging.getLogger("jocko_py.broker.group")
 
@@ -110,7 +110,7 @@ class GroupConfig:
     migration_policy: str = "bidirectional"
 
     @classmethod
-    def from_broker(cls, broker: Broker) -> GroupConfig:
+    def from_broker(cls, broker: CoordinatorHost) -> GroupConfig:
         c = broker.config
 
         def num(key: str, default: int) -> int:

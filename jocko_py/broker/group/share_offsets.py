@@ -21,16 +21,28 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jocko_py.broker.group.state import GroupState
 from jocko_py.broker.share.persister import SharePartitionKey, SharePersister
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.group.coordinator import GroupCoordinator
+    from jocko_py.cluster.metadata import MetadataImage
 
 E = ErrorCode
+
+
+class ShareOffsetsHost(Protocol):
+    """What the share offsets APIs use of the broker: the metadata image (topic ids
+    and partitions) and the group coordinator (the group, its kind and members)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def groups(self) -> GroupCoordinator: ...
 
 
 @dataclass(frozen=True)
@@ -49,13 +61,11 @@ class GroupLookup:
     info: ShareGroupInfo | None = None
 
 
-def share_group(broker: Broker, group_id: str) -> GroupLookup:
+def share_group(broker: ShareOffsetsHost, group_id: str) -> GroupLookup:
     """The share group ``group_id`` as its coordinator (this broker, else
     NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS) knows it; a group of another type is
     GROUP_ID_NOT_FOUND, as Kafka answers."""
-    from jocko_py.broker.group import coordinator
-
-    err, g = coordinator(broker).describe(group_id)
+    err, g = broker.groups.describe(group_id)
     if err != E.NONE:
         return GroupLookup(err)
     if g is None or g.is_(GroupState.DEAD):
@@ -68,14 +78,14 @@ def share_group(broker: Broker, group_id: str) -> GroupLookup:
                                            dict(share.state_partitions())))
 
 
-def _topic(broker: Broker, name: str) -> tuple[uuid.UUID, int] | None:
-    t = broker.topics.image.topics.get(name)
+def _topic(broker: ShareOffsetsHost, name: str) -> tuple[uuid.UUID, int] | None:
+    t = broker.image.topics.get(name)
     return None if t is None else (t.topic_id, len(t.partitions))
 
 
 # -- DescribeShareGroupOffsets ------------------------------------------------------------
 
-async def describe(broker: Broker, persister: SharePersister, group_id: str,
+async def describe(broker: ShareOffsetsHost, persister: SharePersister, group_id: str,
                    topics: list[tuple[str, list[int]]] | None,
                    denied: set[str]) -> dict[str, Any]:
     """One group's entry of the response (``topics`` None: every partition with
@@ -128,7 +138,7 @@ def _desc_error(p: int, err: ErrorCode) -> dict[str, Any]:
 
 # -- AlterShareGroupOffsets ---------------------------------------------------------------
 
-async def alter(broker: Broker, persister: SharePersister, group_id: str,
+async def alter(broker: ShareOffsetsHost, persister: SharePersister, group_id: str,
                 topics: list[tuple[str, list[tuple[int, int]]]], denied: set[str]
                 ) -> tuple[ErrorCode, str | None, list[dict[str, Any]]]:
     look = share_group(broker, group_id)
@@ -162,7 +172,7 @@ async def alter(broker: Broker, persister: SharePersister, group_id: str,
 
 # -- DeleteShareGroupOffsets --------------------------------------------------------------
 
-async def delete(broker: Broker, persister: SharePersister, group_id: str,
+async def delete(broker: ShareOffsetsHost, persister: SharePersister, group_id: str,
                  topics: list[str], denied: set[str]
                  ) -> tuple[ErrorCode, str | None, list[dict[str, Any]]]:
     look = share_group(broker, group_id)

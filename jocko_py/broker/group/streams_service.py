@@ -38,14 +38,14 @@ from jocko_py.broker.group.streams import (
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import CoordinatorHost
 
 log = logging.getLogger("jocko_py.broker.group.streams")
 E = ErrorCode
 Record = tuple[bytes, bytes | None]
 
 
-def config_from(broker: Broker) -> StreamsConfig:
+def config_from(broker: CoordinatorHost) -> StreamsConfig:
     c = broker.config
 
     def num(key: str, default: int) -> int:

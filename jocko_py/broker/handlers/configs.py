@@ -36,7 +36,7 @@ from jocko_py.commitlog.config import TOPIC_CONFIGS, TOPIC_TO_BROKER, LogConfig
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import ConfigHost
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
@@ -51,7 +51,7 @@ BROKER_THROTTLES = frozenset({"leader.replication.throttled.rate",
                               "replica.alter.log.dirs.io.max.bytes.per.second"})
 
 
-def validate_topic_configs(broker: Broker, configs: Mapping[str, str | None]) -> None:
+def validate_topic_configs(broker: ConfigHost, configs: Mapping[str, str | None]) -> None:
     try:
         LogConfig.from_properties(
             {k: v for k, v in configs.items() if v is not None}, broker.log_config
@@ -61,9 +61,9 @@ def validate_topic_configs(broker: Broker, configs: Mapping[str, str | None]) ->
 
 
 def describe_topic_configs(
-    broker: Broker, topic: str, keys: list[str] | None, *, extra: dict[str, str] | None = None
+    broker: ConfigHost, topic: str, keys: list[str] | None, *, extra: dict[str, str] | None = None
 ) -> list[dict[str, Any]]:
-    overrides = dict(broker.topics.image.topic_configs(topic))
+    overrides = dict(broker.image.topic_configs(topic))
     overrides.update(extra or {})
     effective = LogConfig.from_properties(overrides, broker.log_config).to_properties()
     view = broker.config_view()
@@ -99,7 +99,7 @@ def describe_topic_configs(
     return out
 
 
-def describe_broker_configs(broker: Broker, name: str,
+def describe_broker_configs(broker: ConfigHost, name: str,
                             keys: list[str] | None) -> list[dict[str, Any]]:
     return broker.config_view().describe(keys, per_broker=name != "")
 
@@ -127,7 +127,7 @@ async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if not _authorized(ctx, "DESCRIBE_CONFIGS", r.resource_type, r.resource_name):
             res.update(error_code=_DENIED[r.resource_type], error_message=None)
         elif r.resource_type == TOPIC:
-            if r.resource_name not in broker.topics.image.topics:
+            if r.resource_name not in broker.image.topics:
                 res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            error_message=f"Topic {r.resource_name} does not exist")
             else:
@@ -174,7 +174,7 @@ async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
     name = r.resource_name
     if name != "" and not name.isdigit():
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {name}")
-    current = broker.topics.image.configs(BROKER, name)
+    current = broker.image.configs(BROKER, name)
     view = broker.config_view()
     changes: dict[str, str | None] = {}
     if incremental:
@@ -243,10 +243,10 @@ async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: 
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Unsupported resource type {r.resource_type}")
         name = r.resource_name
-        if name not in broker.topics.image.topics:
+        if name not in broker.image.topics:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"Topic {name} does not exist")
-        current = broker.topics.image.topic_configs(name)
+        current = broker.image.topic_configs(name)
         if incremental:
             new: dict[str, str | None] = dict(current)
             for c in r.configs:

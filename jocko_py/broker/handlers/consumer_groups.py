@@ -34,7 +34,6 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.features import GROUP_VERSION, level
-from jocko_py.broker.group import coordinator
 from jocko_py.broker.group.consumer import HeartbeatRequest, TopicPartition, group_assignment
 from jocko_py.broker.handlers.groups import AUTHORIZED_OPS_NOT_REQUESTED, client_host
 from jocko_py.broker.security.authz import authorize_group, denied_topics
@@ -43,7 +42,7 @@ from jocko_py.protocol.errors import ErrorCode
 
 @api(68, 0, 1)
 async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     interval = gc.config.consumer_heartbeat_interval_ms
 
     def error(code: ErrorCode, msg: str | None) -> dict[str, Any]:
@@ -51,7 +50,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, A
                 "member_id": None, "member_epoch": -1, "heartbeat_interval_ms": 0,
                 "assignment": None}
 
-    if level(ctx.broker.topics.image.features, GROUP_VERSION) < 1:
+    if level(ctx.broker.image.features, GROUP_VERSION) < 1:
         # the consumer protocol needs group.version 1, as Kafka answers without it
         return {**error(ErrorCode.UNSUPPORTED_VERSION, ""), "error_message": None,
                 "member_epoch": 0}
@@ -95,7 +94,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, A
 
 def _topic_partitions(ctx: RequestContext, tps: frozenset[TopicPartition]
                       ) -> list[dict[str, Any]]:
-    image = ctx.broker.topics.image  # by id: proportional to the answer, not the cluster
+    image = ctx.broker.image  # by id: proportional to the answer, not the cluster
 
     def name(tid: uuid.UUID) -> str:
         t = image.topic_by_id(tid)
@@ -107,7 +106,7 @@ def _topic_partitions(ctx: RequestContext, tps: frozenset[TopicPartition]
 
 @api(69, 0, 1)
 async def consumer_group_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     out = []
     for gid in req.group_ids:
         if not authorize_group(ctx, "DESCRIBE", gid):

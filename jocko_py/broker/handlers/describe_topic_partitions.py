@@ -27,7 +27,7 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 @api(75, 0, 0)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     live = {b.broker_id for b in image.brokers.values() if not b.fenced}
     limit = max(1, min(req.response_partition_limit, MAX_PARTITION_LIMIT))
     names = sorted({t.name for t in req.topics}) if req.topics else sorted(image.topics)

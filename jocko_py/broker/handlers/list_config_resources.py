@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if any(t not in V1_TYPES for t in types):
         out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return out
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     found: list[dict[str, Any]] = []
     for t in dict.fromkeys(types):
         if t == TOPIC:

@@ -25,7 +25,6 @@ from typing import Any
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.group import share_offsets
 from jocko_py.broker.security.authz import authorize_group, denied_topics
-from jocko_py.broker.share.rpc_persister import persister
 from jocko_py.protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -44,9 +43,9 @@ async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         topics = None if g.topics is None else [(t.topic_name, list(t.partitions))
                                                 for t in g.topics]
         names = [n for n, _ in topics] if topics is not None else \
-            list(ctx.broker.topics.image.topics)
+            list(ctx.broker.image.topics)
         denied = denied_topics(ctx, "DESCRIBE", names)
-        out.append(await share_offsets.describe(ctx.broker, persister(ctx.broker), gid,
+        out.append(await share_offsets.describe(ctx.broker, ctx.broker.share_persister, gid,
                                                 topics, denied))
     return {"throttle_time_ms": 0, "groups": out}
 
@@ -61,7 +60,7 @@ async def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": err, "error_message": None,
                 "responses": _alter_all(topics, err)}
     denied = denied_topics(ctx, "READ", (n for n, _ in topics))
-    err, msg, resp = await share_offsets.alter(ctx.broker, persister(ctx.broker), gid,
+    err, msg, resp = await share_offsets.alter(ctx.broker, ctx.broker.share_persister, gid,
                                                topics, denied)
     if err != E.NONE:
         resp = _alter_all(topics, err)
@@ -85,7 +84,7 @@ async def delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": err, "error_message": None,
                 "responses": []}
     denied = denied_topics(ctx, "READ", names)
-    err, msg, resp = await share_offsets.delete(ctx.broker, persister(ctx.broker), gid,
+    err, msg, resp = await share_offsets.delete(ctx.broker, ctx.broker.share_persister, gid,
                                                 names, denied)
     return {"throttle_time_ms": 0, "error_code": err, "error_message": msg,
             "responses": resp}

@@ -26,7 +26,6 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import authorize_cluster
-from jocko_py.broker.share.coordinator import coordinator
 from jocko_py.broker.share.persister import DeliveryState, SharePartitionKey, StateBatch
 from jocko_py.broker.share.shard import Answer
 from jocko_py.protocol.errors import ErrorCode
@@ -80,14 +79,14 @@ def _batches(items: Any) -> tuple[StateBatch, ...]:
 
 @api(83, 0, 0)
 async def initialize(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    sc = coordinator(ctx.broker)
+    sc = ctx.broker.share_coordinator
     return await _each(ctx, req, lambda k, p: sc.initialize(k, p.state_epoch, p.start_offset),
                        _error)
 
 
 @api(84, 0, 0)
 async def read(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    sc = coordinator(ctx.broker)
+    sc = ctx.broker.share_coordinator
 
     def encode(p: Any, a: Answer) -> dict[str, Any]:
         return _error(p, a) | {
@@ -101,7 +100,7 @@ async def read(ctx: RequestContext, req: Any) -> dict[str, Any]:
 
 @api(85, 0, 1)
 async def write(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    sc = coordinator(ctx.broker)
+    sc = ctx.broker.share_coordinator
     v1 = ctx.version >= 1
     return await _each(ctx, req, lambda k, p: sc.write(
         k, p.state_epoch, p.leader_epoch, p.start_offset, _batches(p.state_batches),
@@ -110,13 +109,13 @@ async def write(ctx: RequestContext, req: Any) -> dict[str, Any]:
 
 @api(86, 0, 0)
 async def delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    sc = coordinator(ctx.broker)
+    sc = ctx.broker.share_coordinator
     return await _each(ctx, req, lambda k, p: sc.delete(k), _error)
 
 
 @api(87, 0, 1)
 async def summary(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    sc = coordinator(ctx.broker)
+    sc = ctx.broker.share_coordinator
 
     def encode(p: Any, a: Answer) -> dict[str, Any]:
         return _error(p, a) | {"state_epoch": a.state_epoch, "leader_epoch": a.leader_epoch,

@@ -26,14 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from jocko_py.broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, LogRecord
 from jocko_py.broker.coordinator.shell import CoordinatorShell, ReplicaLog, SystemClock
-from jocko_py.broker.group.offsets_store import partition_for
 from jocko_py.broker.share.persister import SharePartitionKey, StateBatch
 from jocko_py.broker.share.shard import Answer, Prune, ShareCoordinatorConfig, ShareCoordinatorShard
 from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import CoordinatorHost
 
 log = logging.getLogger("jocko_py.broker.share.coordinator")
 
@@ -41,7 +40,18 @@ E = ErrorCode
 STATE_TOPIC = "__share_group_state"
 
 
-def config_from(broker: Broker) -> ShareCoordinatorConfig:
+def partition_for(key: str, num_partitions: int) -> int:
+    """Kafka's ``Utils.abs(key.hashCode()) % partitions`` over Java's String.hashCode
+    (UTF-16 code units), as for groups (``group/offsets_store.py``; ``share`` does not
+    import ``group``)."""
+    h = 0
+    data = key.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % num_partitions
+
+
+def config_from(broker: CoordinatorHost) -> ShareCoordinatorConfig:
     c = broker.config
     return ShareCoordinatorConfig(
         num_partitions=max(1, c.int("share.coordinator.state.topic.num.partitions")),
@@ -56,7 +66,8 @@ def config_from(broker: Broker) -> ShareCoordinatorConfig:
 
 
 class ShareCoordinator:
-    def __init__(self, broker: Broker, config: ShareCoordinatorConfig | None = None) -> None:
+    def __init__(self, broker: CoordinatorHost, config: ShareCoordinatorConfig | None = None
+                 ) -> None:
         self.broker = broker
         self.config = config or config_from(broker)
         self.num_partitions = self.config.num_partitions
@@ -72,7 +83,7 @@ class ShareCoordinator:
         return ShareCoordinatorShard(partition, self.config, self._topic_partitions)
 
     def _topic_partitions(self, topic_id: uuid.UUID) -> int | None:
-        t = self.broker.topics.image.topic_by_id(topic_id)
+        t = self.broker.image.topic_by_id(topic_id)
         return None if t is None else len(t.partitions)
 
     def _read(self, wanted: list[int]) -> dict[int, list[LogRecord]]:
@@ -101,7 +112,7 @@ class ShareCoordinator:
     # -- the topic -------------------------------------------------------------------
 
     def topic_exists(self) -> bool:
-        t = self.broker.topics.image.topics.get(STATE_TOPIC)
+        t = self.broker.image.topics.get(STATE_TOPIC)
         if t is not None and not self.pinned:
             self.num_partitions = len(t.partitions)  # as Kafka: read once
             self.pinned = True
@@ -111,7 +122,7 @@ class ShareCoordinator:
         if self.topic_exists():
             return
         t0 = time.monotonic()
-        live = sum(not b.fenced for b in self.broker.topics.image.brokers.values())
+        live = sum(not b.fenced for b in self.broker.image.brokers.values())
         rf = max(1, min(self.config.replication_factor, live))
         try:
             await self.broker.topics.create_topic(
@@ -130,7 +141,7 @@ class ShareCoordinator:
         return partition_for(key, self.num_partitions)
 
     def leader_of(self, key: str) -> int:
-        img = self.broker.topics.image.partition(STATE_TOPIC, self.partition_for(key))
+        img = self.broker.image.partition(STATE_TOPIC, self.partition_for(key))
         return img.leader if img is not None else -1
 
     # -- the state RPCs --------------------------------------------------------------
@@ -168,22 +179,3 @@ class ShareCoordinator:
     async def summary(self, key: SharePartitionKey, leader_epoch: int) -> Answer:
         return await self._run(key, lambda s, now: CoordinatorResult(
             s.summary(key, leader_epoch)))
-
-
-def coordinator(broker: Broker) -> ShareCoordinator:
-    c = broker.services["share_coordinator"]
-    assert isinstance(c, ShareCoordinator)
-    return c
-
-
-def install(broker: Broker) -> ShareCoordinator:
-    """The share coordinator of this broker, and the broker's one persister
-    (``services["share_persister"]``, which the share partitions and the group
-    coordinator use) sending the state RPCs to it."""
-    from jocko_py.broker.share.rpc_persister import make_persister
-
-    sc = ShareCoordinator(broker)
-    broker.replicas.role_listeners.append(sc.on_partition_role)
-    broker.services["share_coordinator"] = sc
-    broker.services["share_persister"] = make_persister(broker)
-    return sc

@@ -5,7 +5,7 @@ This module owns how a share partition leader and the group coordinator reach th
 durable state of a share partition: the coordinator of a key
 ``"<group>:<topic id>:<partition>"`` is found (``make_persister``: from this broker's
 metadata, creating ``__share_group_state`` on first use, as FindCoordinator key type 2
-does), then InitializeShareGroupState (83 v0), ReadShareGroupState (84 v0),
+does; the broker keeps the one it builds as ``Broker.share_persister``), then InitializeShareGroupState (83 v0), ReadShareGroupState (84 v0),
 WriteShareGroupState (85 v1), DeleteShareGroupState (86 v0) or
 ReadShareGroupStateSummary (87 v1) goes to it over an inter-broker channel
 (``broker/inter_broker.py``: authenticated as a broker of the cluster, as the RPCs are
@@ -33,7 +33,6 @@ from jocko_py.broker.inter_broker import BrokerChannel, ClientSecurity
 from jocko_py.broker.share.persister import (
     DeliveryState,
     SharePartitionKey,
-    SharePersister,
     ShareState,
     ShareStateSummary,
     StateBatch,
@@ -42,7 +41,8 @@ from jocko_py.broker.share.shard import READ_UNINITIALIZED, WRITE_UNINITIALIZED
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.share.coordinator import ShareCoordinator
+    from jocko_py.cluster.metadata import MetadataImage
 
 log = logging.getLogger("jocko_py.broker.share.rpc_persister")
 
@@ -167,13 +167,12 @@ class RpcPersister:
         return ShareStateSummary(E.NONE, p.state_epoch, p.start_offset, p.leader_epoch)
 
 
-def make_persister(broker: Broker) -> RpcPersister:
-    """The persister a broker's share partitions and group coordinator use: the one
-    place it is built; ``share.coordinator.install`` puts it in
-    ``broker.services["share_persister"]`` when the broker starts."""
-    from jocko_py.broker.share.coordinator import coordinator
-
-    sc = coordinator(broker)
+def make_persister(sc: ShareCoordinator, image: Callable[[], MetadataImage],
+                   security: ClientSecurity | None, broker_id: int) -> RpcPersister:
+    """The persister a broker's share partitions and group coordinator use
+    (``Broker.share_persister``): the one place it is built. The coordinator of a key
+    is the leader of its ``__share_group_state`` partition in this broker's metadata
+    (the topic is created on first use); channels authenticate as this broker."""
 
     async def locate(key: str) -> tuple[ErrorCode, tuple[str, int] | None]:
         try:
@@ -181,20 +180,11 @@ def make_persister(broker: Broker) -> RpcPersister:
         except KafkaError as e:
             log.warning("cannot create %s: %s", "__share_group_state", e.message)
             return E.COORDINATOR_NOT_AVAILABLE, None
-        b = broker.topics.image.brokers.get(sc.leader_of(key))
+        b = image().brokers.get(sc.leader_of(key))
         if b is None or b.fenced:
             return E.COORDINATOR_NOT_AVAILABLE, None
         # a broker's first registered endpoint is its inter-broker listener
         return E.NONE, (b.host, b.port)
 
-    return RpcPersister(locate, broker.replicas.channel_security,
-                        f"jocko-share-persister-{broker.broker_id}",
+    return RpcPersister(locate, security, f"jocko-share-persister-{broker_id}",
                         deadline_ms=max(1000, 3 * sc.config.write_timeout_ms))
-
-
-def persister(broker: Broker) -> SharePersister:
-    """The broker's persister (built here if the broker did not install one)."""
-    p = broker.services.get("share_persister")
-    if p is None:
-        p = broker.services["share_persister"] = make_persister(broker)
-    return p
