@@ -80,7 +80,8 @@ def test_each_invariant_catches_a_broken_core(mutation: str,
         monkeypatch.setattr(shard, "combine", _newest_wins)
     else:  # below the newest snapshot instead of the oldest one still needed
         monkeypatch.setattr(shard.ShareCoordinatorShard, "redundant_offset",
-                            lambda self: max(self.snapshot_offsets.values(), default=None))
+                            lambda self, dropped=frozenset(): max(
+                                self.snapshot_offsets.values(), default=None))
     with pytest.raises(InvariantViolation, match=f"check={check}"):
         for seed in range(6):
             run_schedule(seed)

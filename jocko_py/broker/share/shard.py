@@ -311,11 +311,11 @@ class ShareCoordinatorShard:
 
     # -- the log's size --------------------------------------------------------------
 
-    def redundant_offset(self) -> int | None:
-        """Every record below this offset is not needed to rebuild the state."""
-        if not self.snapshot_offsets:
-            return None
-        return min(self.snapshot_offsets.values())
+    def redundant_offset(self, dropped: frozenset[uuid.UUID] = frozenset()) -> int | None:
+        """Every record below this offset is not needed to rebuild the state (of the
+        share partitions not of the ``dropped`` topics)."""
+        kept = [o for k, o in self.snapshot_offsets.items() if k.topic_id not in dropped]
+        return min(kept) if kept else None
 
     def prune(self, now: int) -> CoordinatorResult[None]:
         """The prune timer: the state of share partitions whose topic was deleted goes
@@ -326,8 +326,7 @@ class ShareCoordinatorShard:
         if recs:
             log.info("[partition=%d] dropping the share state of %d partition(s) of "
                      "deleted topics", self.partition, len(recs))
-        kept = [o for k, o in self.snapshot_offsets.items() if k.topic_id not in gone]
-        off = min(kept) if kept else None
+        off = self.redundant_offset(frozenset(gone))
         timers = [Timer(PRUNE_TIMER, now + self.config.prune_interval_ms, _prune_op)]
         effects: list[object] = [Prune(off)] if off is not None and off > 0 else []
         return CoordinatorResult(None, recs, replay=True, timers=timers, effects=effects)
