@@ -12,6 +12,7 @@ after a restart."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -224,9 +225,14 @@ def _admin_before(b: BrokerProcess) -> None:
     a plain client, through the broker's own RPC persister."""
     with Client(b.bootstrap, timeout=20) as c:
         tid = _topic(c, "events", 2)
-        # the group's coordinator (FindCoordinator key type 0) is this broker
-        assert c.request(10, 6, {"key_type": 0, "coordinator_keys": ["sg"]}) \
-            .coordinators[0].error_code == 0
+        # the group's coordinator (FindCoordinator key type 0) is this broker, once its
+        # `__consumer_offsets` partition is loaded (bounded wait)
+        deadline = time.monotonic() + 30
+        while c.request(10, 6, {"key_type": 0, "coordinator_keys": ["sg"]}
+                        ).coordinators[0].error_code != 0 \
+                or _describe(c, "sg", [("events", [0])]).error_code != 0:
+            assert time.monotonic() < deadline, "no group coordinator"
+            time.sleep(0.1)
         # no state yet: start offset -1
         g = _describe(c, "sg", [("events", [0, 1])])
         assert g.error_code == 0
@@ -274,5 +280,8 @@ def _admin_before(b: BrokerProcess) -> None:
 
 def _admin_after(b: BrokerProcess) -> None:
     with Client(b.bootstrap, timeout=20) as c:
-        g = _describe(c, "sg", [("events", [0, 1])])
+        deadline = time.monotonic() + 30
+        while (g := _describe(c, "sg", [("events", [0, 1])])).error_code != 0:
+            assert time.monotonic() < deadline, f"no group coordinator: {g.error_code}"
+            time.sleep(0.1)
         assert [p.start_offset for p in g.topics[0].partitions] == [42, 7]
