@@ -10,6 +10,7 @@ them structurally; a unit test may hand in a smaller object.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from jocko_py.broker.config import BrokerConfig
     from jocko_py.broker.controller_channel import ControllerChannel
     from jocko_py.broker.replica_manager import ReplicaManager
+    from jocko_py.broker.share.persister import SharePersister
     from jocko_py.cluster.metadata import MetadataImage
     from jocko_py.commitlog.config import LogConfig
 
@@ -40,6 +42,26 @@ class CoordinatorHost(Protocol):
 
     @property
     def replicas(self) -> ReplicaManager: ...
+
+
+class SharePartitionsHook(Protocol):
+    """What the group coordinator tells this broker's share partitions: a share
+    member left (its acquired records go back), and where a group's configs are read."""
+
+    group_config: Callable[[str], dict[str, str]] | None
+
+    def member_left(self, group_id: str, member_id: str) -> None: ...
+
+
+class GroupHost(CoordinatorHost, Protocol):
+    """What the group coordinator uses: a coordinator's view, the share state's
+    persister (share groups initialize and delete it) and the share partitions."""
+
+    @property
+    def share_persister(self) -> SharePersister: ...
+
+    @property
+    def share_partitions(self) -> SharePartitionsHook | None: ...
 
 
 class OffsetsTopic(Protocol):

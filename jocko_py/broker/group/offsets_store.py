@@ -23,6 +23,8 @@ struct.
   subscribed partitions from the metadata image.)
 * key versions 17-23 = a KIP-1071 streams group (StreamsGroup* records, see
   `streams_records.py`), replayed beside the KIP-848 records (`shard.py`).
+* key versions 10-15 = a KIP-932 share group (ShareGroup* records, see
+  `share_records.py`), replayed the same way.
 * a null value is a tombstone: the offset or group was deleted.
 
 The partition of a group is Kafka's `abs(javaStringHashCode(group)) % partitions`
@@ -48,7 +50,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jocko_py.broker.coordinator.runtime import LogRecord
-from jocko_py.broker.group import streams_records
+from jocko_py.broker.group import share_records, streams_records
 from jocko_py.broker.group.consumer import (
     CurrentRecord,
     MemberRecord,
@@ -202,6 +204,8 @@ def consumer_record(group: str, kind: str, member_id: str, rec: object | None
 def decode_consumer_value(kind: str, data: bytes) -> object:
     if streams_records.is_streams_kind(kind):
         return streams_records.decode_value(kind, data)
+    if share_records.is_share_kind(kind):
+        return share_records.decode_value(kind, data)
     version = _KIND_VERSION[kind]
     _, vname, _ = _CONSUMER_RECORDS[version]
     (vv,) = _I16.unpack_from(data)
@@ -251,7 +255,10 @@ def decode_key(data: bytes) -> DecodedKey | None:
     if version in streams_records.STREAMS_RECORDS:
         kind, group, member_id = streams_records.decode_key(version, body)
         return DecodedKey(kind, group, member_id=member_id)
-    return None  # e.g. partition metadata (4), share groups: not ours
+    if version in share_records.SHARE_RECORDS:
+        kind, group, member_id = share_records.decode_key(version, body)
+        return DecodedKey(kind, group, member_id=member_id)
+    return None  # e.g. partition metadata (4): not ours
 
 
 def decode_offset_value(data: bytes) -> OffsetAndMetadata:

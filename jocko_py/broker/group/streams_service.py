@@ -107,7 +107,8 @@ class StreamsGroups:
             return HeartbeatResult(E.COORDINATOR_NOT_AVAILABLE), records
         if g.streams is None:
             if g.members or g.pending_members or not g.is_(GroupState.EMPTY) \
-                    or g.has_consumer_members() or req.member_epoch != 0:
+                    or g.has_consumer_members() or g.share is not None \
+                    or req.member_epoch != 0:
                 return HeartbeatResult(E.GROUP_ID_NOT_FOUND,
                                        f"Group {group_id} is not a streams group."), records
             if g.consumer is not None:  # an empty consumer group: its records go

@@ -8,8 +8,10 @@ range) and hands it out with member epochs (rules in ``broker/group/consumer.py`
 the coordinator names a joining member; v1 (KIP-1082): the member names itself, and
 ``SubscribedTopicRegex`` subscribes by regular expression (Python ``re``, matched
 against the whole topic name; internal topics never match). The answer's heartbeat
-interval is ``group.consumer.heartbeat.interval.ms``; a member is removed after
-``group.consumer.session.timeout.ms`` without a heartbeat. Without ``group.version`` 1
+interval is the group's ``consumer.heartbeat.interval.ms`` (a group config) or
+``group.consumer.heartbeat.interval.ms``; a member is removed after the group's
+``consumer.session.timeout.ms`` or ``group.consumer.session.timeout.ms`` without a
+heartbeat. Without ``group.version`` 1
 finalized (a metadata log from before features were recorded, or a downgrade) a
 heartbeat gets UNSUPPORTED_VERSION, as Kafka 4.4 answers.
 
@@ -44,6 +46,9 @@ from jocko_py.protocol.errors import ErrorCode
 async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
     gc = ctx.broker.groups
     interval = gc.config.consumer_heartbeat_interval_ms
+    raw = gc.group_overrides(req.group_id or "").get("consumer.heartbeat.interval.ms")
+    if raw and raw.isdigit():  # the group's config (GROUP config resource) wins
+        interval = int(raw)
 
     def error(code: ErrorCode, msg: str | None) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": code, "error_message": msg,

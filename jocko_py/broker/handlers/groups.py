@@ -132,6 +132,8 @@ async def list_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
             continue
         if g.streams is not None:
             state, ptype = g.streams.state().value, "streams"
+        elif g.share is not None:
+            state, ptype = g.share.state(), "share"
         elif g.consumer is not None:
             state, ptype = g.consumer.state().value, "consumer"
         else:
@@ -162,7 +164,8 @@ async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
             "protocol_type": "", "protocol_data": "", "members": [],
             "authorized_operations": AUTHORIZED_OPS_NOT_REQUESTED, "error_message": None,
         }
-        if err == ErrorCode.NONE and (g is None or g.consumer is not None or g.streams is not None):
+        if err == ErrorCode.NONE and (g is None or g.consumer is not None or g.streams is not None
+                                      or g.share is not None):
             if ctx.version >= 6:
                 entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
                 entry["error_message"] = f"Group {gid} not found." if g is None \

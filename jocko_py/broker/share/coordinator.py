@@ -22,7 +22,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jocko_py.broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, LogRecord
 from jocko_py.broker.coordinator.shell import CoordinatorShell, ReplicaLog, SystemClock
@@ -32,12 +32,34 @@ from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from jocko_py.broker.interfaces import CoordinatorHost
+    from jocko_py.broker.config import BrokerConfig
+    from jocko_py.broker.controller_channel import ControllerChannel
+    from jocko_py.broker.replica_manager import ReplicaManager
+    from jocko_py.cluster.metadata import MetadataImage
 
 log = logging.getLogger("jocko_py.broker.share.coordinator")
 
 E = ErrorCode
 STATE_TOPIC = "__share_group_state"
+
+
+class ShareCoordinatorHost(Protocol):
+    """What the share coordinator uses of the broker (``interfaces.CoordinatorHost``'s
+    shape; ``interfaces`` names the share persister, so it is not imported here): the
+    config, the metadata image, the controller channel (to create the topic) and the
+    replicas of the topic's partitions."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def topics(self) -> ControllerChannel: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
 
 
 def partition_for(key: str, num_partitions: int) -> int:
@@ -51,7 +73,7 @@ def partition_for(key: str, num_partitions: int) -> int:
     return (h & 0x7FFFFFFF) % num_partitions
 
 
-def config_from(broker: CoordinatorHost) -> ShareCoordinatorConfig:
+def config_from(broker: ShareCoordinatorHost) -> ShareCoordinatorConfig:
     c = broker.config
     return ShareCoordinatorConfig(
         num_partitions=max(1, c.int("share.coordinator.state.topic.num.partitions")),
@@ -66,7 +88,7 @@ def config_from(broker: CoordinatorHost) -> ShareCoordinatorConfig:
 
 
 class ShareCoordinator:
-    def __init__(self, broker: CoordinatorHost, config: ShareCoordinatorConfig | None = None
+    def __init__(self, broker: ShareCoordinatorHost, config: ShareCoordinatorConfig | None = None
                  ) -> None:
         self.broker = broker
         self.config = config or config_from(broker)

@@ -2,12 +2,12 @@
 (Kafka's ``DefaultStatePersister``).
 
 This module owns how a share partition leader and the group coordinator reach the
-durable state of a share partition: the coordinator of a key
-``"<group>:<topic id>:<partition>"`` is found (``make_persister``: from this broker's
-metadata, creating ``__share_group_state`` on first use, as FindCoordinator key type 2
-does; the broker keeps the one it builds as ``Broker.share_persister``), then InitializeShareGroupState (83 v0), ReadShareGroupState (84 v0),
-WriteShareGroupState (85 v1), DeleteShareGroupState (86 v0) or
-ReadShareGroupStateSummary (87 v1) goes to it over an inter-broker channel
+durable state of a share partition (the broker builds one, ``Broker.share_persister``):
+the coordinator of a key ``"<group>:<topic id>:<partition>"`` is found
+(``make_persister``: from this broker's metadata, creating ``__share_group_state`` on
+first use, as FindCoordinator key type 2 does), then InitializeShareGroupState (83 v0),
+ReadShareGroupState (84 v0), WriteShareGroupState (85 v1), DeleteShareGroupState (86 v0)
+or ReadShareGroupStateSummary (87 v1) goes to it over an inter-broker channel
 (``broker/inter_broker.py``: authenticated as a broker of the cluster, as the RPCs are
 served to brokers only). NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE, a broker that cannot be reached and a request that times
