@@ -279,9 +279,37 @@ def _admin_before(b: BrokerProcess) -> None:
 
 
 def _admin_after(b: BrokerProcess) -> None:
+    """After the restart: the offsets, and the group's record of its share partitions,
+    are back; a share group with a member refuses Alter and Delete (NON_EMPTY_GROUP);
+    once it left, Delete removes the state of the topic."""
     with Client(b.bootstrap, timeout=20) as c:
         deadline = time.monotonic() + 30
         while (g := _describe(c, "sg", [("events", [0, 1])])).error_code != 0:
             assert time.monotonic() < deadline, f"no group coordinator: {g.error_code}"
             time.sleep(0.1)
         assert [p.start_offset for p in g.topics[0].partitions] == [42, 7]
+        g = _describe(c, "sg", None)  # every partition the group has state for
+        assert g.error_code == 0
+        assert [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions])
+                for t in g.topics] == [("events", [(0, 42), (1, 7)])]
+        member = str(uuid.uuid4())
+        hb = c.request(76, 1, {"group_id": "sg", "member_id": member, "member_epoch": 0,
+                               "rack_id": None, "subscribed_topic_names": ["events"]})
+        assert hb.error_code == 0
+        alter = {"group_id": "sg", "topics": [{"topic_name": "events", "partitions": [
+            {"partition_index": 0, "start_offset": 1}]}]}
+        assert c.request(91, 0, alter).error_code == E.NON_EMPTY_GROUP
+        delete = {"group_id": "sg", "topics": [{"topic_name": "events"}]}
+        assert c.request(92, 0, delete).error_code == E.NON_EMPTY_GROUP
+        hb = c.request(76, 1, {"group_id": "sg", "member_id": member, "member_epoch": -1,
+                               "rack_id": None, "subscribed_topic_names": None})
+        assert hb.error_code == 0
+        r = c.request(92, 0, delete)
+        assert (r.error_code, [(t.topic_name, t.error_code) for t in r.responses]) == \
+            (0, [("events", 0)])
+        assert _describe(c, "sg", None).topics == []
+        g = _describe(c, "sg", [("events", [0, 1])])
+        assert [p.start_offset for p in g.topics[0].partitions] == [-1, -1]
+        # a topic the group has no state for
+        r = c.request(92, 0, delete)
+        assert r.responses[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION

@@ -9,26 +9,31 @@ every partition the group has state for); a partition without state answers star
 offset -1. Alter and Delete need the group to be a share group with no members
 (NON_EMPTY_GROUP): Alter initializes the state of each given partition at the given
 start offset (state epoch: the group epoch), creating an empty share group when there
-is none, as Kafka does; Delete deletes the state of every partition of each given topic
-the group has state for. A topic unknown to the metadata, or a partition outside it,
-gets UNKNOWN_TOPIC_OR_PARTITION. What the group is (share, other, absent; empty; its
-epoch; which partitions have state) is asked of one function, ``share_group``, the
-hook to the share group model of ``group/``.
+is none, as Kafka does, and then records in the group (ShareGroupStatePartitionMetadata)
+the partitions whose state it initialized; Delete deletes the state of every partition
+of each given topic the group has state for, then drops those topics from the group's
+record. A topic unknown to the metadata, or a partition outside it, gets
+UNKNOWN_TOPIC_OR_PARTITION. What the group is (share, other, absent; empty; its epoch;
+which partitions have state) comes from the share group model (``group/share.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jocko_py.broker.group.state import GroupState
+from jocko_py.broker.coordinator.runtime import CoordinatorResult
+from jocko_py.broker.group.share import ShareGroupModel
+from jocko_py.broker.group.state import Group, GroupState
 from jocko_py.broker.share.persister import SharePartitionKey, SharePersister
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from jocko_py.broker.group.coordinator import GroupCoordinator
+    from jocko_py.broker.group.shard import GroupShard
     from jocko_py.cluster.metadata import MetadataImage
 
 E = ErrorCode
@@ -61,6 +66,19 @@ class GroupLookup:
     info: ShareGroupInfo | None = None
 
 
+def _info(share: ShareGroupModel) -> ShareGroupInfo:
+    return ShareGroupInfo(not share.members, share.group_epoch,
+                          dict(share.state_partitions()))
+
+
+def _lookup(group_id: str, g: Group | None) -> GroupLookup:
+    if g is None or g.is_(GroupState.DEAD):
+        return GroupLookup()
+    if g.share is None:
+        return GroupLookup(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+    return GroupLookup(info=_info(g.share))
+
+
 def share_group(broker: ShareOffsetsHost, group_id: str) -> GroupLookup:
     """The share group ``group_id`` as its coordinator (this broker, else
     NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS) knows it; a group of another type is
@@ -68,14 +86,50 @@ def share_group(broker: ShareOffsetsHost, group_id: str) -> GroupLookup:
     err, g = broker.groups.describe(group_id)
     if err != E.NONE:
         return GroupLookup(err)
-    if g is None or g.is_(GroupState.DEAD):
-        return GroupLookup()
-    # the share group model (group/share.py) hangs off the group as ``share``
-    share = getattr(g, "share", None)
-    if share is None:
-        return GroupLookup(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-    return GroupLookup(info=ShareGroupInfo(not share.members, share.group_epoch,
-                                           dict(share.state_partitions())))
+    return _lookup(group_id, g)
+
+
+def _prepare_alter(group_id: str) -> Callable[[GroupShard, int], CoordinatorResult[GroupLookup]]:
+    """The group of an AlterShareGroupOffsets: an empty share group, made when there is
+    no group of that id (Kafka's getOrMaybeCreateShareGroup), its records written."""
+    def op(s: GroupShard, now: int) -> CoordinatorResult[GroupLookup]:
+        g = s.groups.get(group_id)
+        if g is not None and not g.is_(GroupState.DEAD):
+            return CoordinatorResult(_lookup(group_id, g))
+        ng = s.groups[group_id] = Group(group_id, now)
+        ng.share = ShareGroupModel(group_id)
+
+        def undo(err: ErrorCode) -> CoordinatorResult[GroupLookup]:
+            if s.groups.get(group_id) is ng:
+                del s.groups[group_id]
+            s.share.forget(group_id)
+            return CoordinatorResult(GroupLookup(err))
+
+        return CoordinatorResult(GroupLookup(info=_info(ng.share)), s.share.persist(ng),
+                                 on_append_error=undo)
+    return op
+
+
+def _initialized(group_id: str, parts: dict[uuid.UUID, tuple[str, frozenset[int]]]
+                 ) -> Callable[[GroupShard, int], CoordinatorResult[None]]:
+    def op(s: GroupShard, now: int) -> CoordinatorResult[None]:
+        return s.share_initialized(now, group_id, parts, True)
+    return op
+
+
+def _forget_topics(group_id: str, topic_ids: set[uuid.UUID]
+                   ) -> Callable[[GroupShard, int], CoordinatorResult[None]]:
+    """The group no longer has share state for ``topic_ids`` (DeleteShareGroupOffsets
+    done): its ShareGroupStatePartitionMetadata record says so."""
+    def op(s: GroupShard, now: int) -> CoordinatorResult[None]:
+        g = s.groups.get(group_id)
+        if g is None or g.share is None:
+            return CoordinatorResult(None)
+        for tid in topic_ids:
+            g.share.initialized.pop(tid, None)
+            g.share.initializing.pop(tid, None)
+        return CoordinatorResult(None, s.share.persist(g))
+    return op
 
 
 def _topic(broker: ShareOffsetsHost, name: str) -> tuple[uuid.UUID, int] | None:
@@ -141,10 +195,11 @@ def _desc_error(p: int, err: ErrorCode) -> dict[str, Any]:
 async def alter(broker: ShareOffsetsHost, persister: SharePersister, group_id: str,
                 topics: list[tuple[str, list[tuple[int, int]]]], denied: set[str]
                 ) -> tuple[ErrorCode, str | None, list[dict[str, Any]]]:
-    look = share_group(broker, group_id)
+    look = await broker.groups._write(group_id, _prepare_alter(group_id),
+                                      lambda err, _r: GroupLookup(err))
     if look.error != E.NONE:
         return look.error, look.message, []
-    info = look.info or ShareGroupInfo(True, 0)  # none yet: Kafka creates an empty one
+    info = look.info or ShareGroupInfo(True, 0)
     if not info.empty:
         return E.NON_EMPTY_GROUP, f"The group {group_id} is not empty.", []
     out: list[dict[str, Any]] = []
@@ -165,8 +220,17 @@ async def alter(broker: ShareOffsetsHost, persister: SharePersister, group_id: s
             else:
                 jobs.append((e, persister.initialize(SharePartitionKey(group_id, t[0], p),
                                                      info.group_epoch, start)))
+    done: dict[uuid.UUID, tuple[str, frozenset[int]]] = {}
     for (e, _), err in zip(jobs, await asyncio.gather(*(j for _, j in jobs)), strict=True):
         e["error_code"] = err
+    for resp in out:
+        ok = frozenset(x["partition_index"] for x in resp["partitions"]
+                       if x["error_code"] == E.NONE)
+        if ok:
+            done[resp["topic_id"]] = (resp["topic_name"], ok)
+    if done:  # the group has share state for them now
+        await broker.groups._write(group_id, _initialized(group_id, done),
+                                   lambda _err, _r: None)
     return E.NONE, None, out
 
 
@@ -198,8 +262,14 @@ async def delete(broker: ShareOffsetsHost, persister: SharePersister, group_id: 
             continue
         keys = [SharePartitionKey(group_id, t[0], p) for p in sorted(held[1])]
         jobs.append((e, asyncio.gather(*(persister.delete(k) for k in keys))))
+    gone: set[uuid.UUID] = set()
     for (e, _), errs in zip(jobs, await asyncio.gather(*(j for _, j in jobs)), strict=True):
         bad = [x for x in errs if x != E.NONE]
         if bad:
             e["error_code"] = bad[0]
+        else:
+            gone.add(e["topic_id"])
+    if gone:
+        await broker.groups._write(group_id, _forget_topics(group_id, gone),
+                                   lambda _err, _r: None)
     return E.NONE, None, out
