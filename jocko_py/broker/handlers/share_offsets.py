@@ -9,7 +9,8 @@ RPCs to the share coordinator). Errors: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PR
 when this broker is not (yet) the group's coordinator, INVALID_GROUP_ID for an empty
 id, GROUP_ID_NOT_FOUND for no group or a group of another type (Describe of all
 topics, Delete), NON_EMPTY_GROUP for a group with members (Alter, Delete),
-UNKNOWN_TOPIC_OR_PARTITION for a topic or partition the metadata does not have.
+UNKNOWN_TOPIC_OR_PARTITION for a topic or partition the metadata does not have,
+UNSUPPORTED_VERSION while the ``share.version`` feature is 0 (as Kafka).
 Authorization as Kafka checks it: Describe needs DESCRIBE on the group and on each
 topic, Alter READ on the group and each topic, Delete DELETE on the group and READ on
 each topic (GROUP_AUTHORIZATION_FAILED / TOPIC_AUTHORIZATION_FAILED). v1 of Describe
@@ -24,6 +25,7 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.group import share_offsets
+from jocko_py.broker.handlers.share_groups import share_enabled
 from jocko_py.broker.security.authz import authorize_group, denied_topics
 from jocko_py.protocol.errors import ErrorCode
 
@@ -33,10 +35,12 @@ E = ErrorCode
 @api(90, 0, 1)
 async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
     out = []
+    enabled = share_enabled(ctx)
     for g in req.groups:
         gid = g.group_id
-        if not gid or not authorize_group(ctx, "DESCRIBE", gid):
-            err = E.INVALID_GROUP_ID if not gid else E.GROUP_AUTHORIZATION_FAILED
+        if not enabled or not gid or not authorize_group(ctx, "DESCRIBE", gid):
+            err = E.UNSUPPORTED_VERSION if not enabled else \
+                E.INVALID_GROUP_ID if not gid else E.GROUP_AUTHORIZATION_FAILED
             out.append({"group_id": gid, "topics": [], "error_code": err,
                         "error_message": None})
             continue
@@ -55,8 +59,9 @@ async def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
     gid = req.group_id
     topics = [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions])
               for t in req.topics]
-    if not gid or not authorize_group(ctx, "READ", gid):
-        err = E.INVALID_GROUP_ID if not gid else E.GROUP_AUTHORIZATION_FAILED
+    if not share_enabled(ctx) or not gid or not authorize_group(ctx, "READ", gid):
+        err = E.UNSUPPORTED_VERSION if not share_enabled(ctx) else \
+            E.INVALID_GROUP_ID if not gid else E.GROUP_AUTHORIZATION_FAILED
         return {"throttle_time_ms": 0, "error_code": err, "error_message": None,
                 "responses": _alter_all(topics, err)}
     denied = denied_topics(ctx, "READ", (n for n, _ in topics))
@@ -79,8 +84,9 @@ def _alter_all(topics: list[tuple[str, list[tuple[int, int]]]], err: ErrorCode
 async def delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
     gid = req.group_id
     names = [t.topic_name for t in req.topics]
-    if not gid or not authorize_group(ctx, "DELETE", gid):
-        err = E.INVALID_GROUP_ID if not gid else E.GROUP_AUTHORIZATION_FAILED
+    if not share_enabled(ctx) or not gid or not authorize_group(ctx, "DELETE", gid):
+        err = E.UNSUPPORTED_VERSION if not share_enabled(ctx) else \
+            E.INVALID_GROUP_ID if not gid else E.GROUP_AUTHORIZATION_FAILED
         return {"throttle_time_ms": 0, "error_code": err, "error_message": None,
                 "responses": []}
     denied = denied_topics(ctx, "READ", names)
