@@ -313,3 +313,16 @@ def _admin_after(b: BrokerProcess) -> None:
         # a topic the group has no state for
         r = c.request(92, 0, delete)
         assert r.responses[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+        # a new share group's member: the group coordinator initializes the share state
+        # of its partitions through the broker's persister (the state RPCs), and the
+        # offsets show it
+        m2 = str(uuid.uuid4())
+        assert c.request(76, 1, {"group_id": "sg2", "member_id": m2, "member_epoch": 0,
+                                 "rack_id": None, "subscribed_topic_names": ["events"]}
+                         ).error_code == 0
+        deadline = time.monotonic() + 30
+        while [(t.topic_name, sorted(p.partition_index for p in t.partitions
+                                     if p.start_offset >= 0))
+               for t in _describe(c, "sg2", None).topics] != [("events", [0, 1])]:
+            assert time.monotonic() < deadline, _describe(c, "sg2", None)
+            time.sleep(0.2)
