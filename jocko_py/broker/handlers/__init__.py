@@ -43,6 +43,7 @@ MODULES = [
     "list_config_resources",
     "share_state",
     "share_offsets",
+    "share_fetch",
 ]
 
 
