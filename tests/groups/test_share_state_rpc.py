@@ -25,6 +25,7 @@ from jocko_py.broker.share.persister import DeliveryState as D
 from jocko_py.broker.share.persister import SharePartitionKey, StateBatch
 from jocko_py.broker.share.rpc_persister import RpcPersister
 from jocko_py.client import Client
+from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode as E
 from tests.security.raw import cluster_secret
 from tests.support.broker import BrokerProcess
@@ -225,6 +226,9 @@ def _admin_before(b: BrokerProcess) -> None:
     a plain client, through the broker's own RPC persister."""
     with Client(b.bootstrap, timeout=20) as c:
         tid = _topic(c, "events", 2)
+        for part in (0, 1):  # 50 records in each partition
+            c.produce("events", part, rb.build_batch(
+                [rb.NewRecord(None, b"v", (), None) for _ in range(50)]))
         # the group's coordinator (FindCoordinator key type 0) is this broker, once its
         # `__consumer_offsets` partition is loaded (bounded wait)
         deadline = time.monotonic() + 30
@@ -255,7 +259,7 @@ def _admin_before(b: BrokerProcess) -> None:
         assert uuid.UUID(str(r.responses[0].topic_id)) == tid
         g = _describe(c, "sg", [("events", [0, 1]), ("nope", [0])])
         assert [(p.partition_index, p.start_offset, p.lag)
-                for p in g.topics[0].partitions] == [(0, 42, -1), (1, 7, -1)]
+                for p in g.topics[0].partitions] == [(0, 42, 8), (1, 7, 43)]
         assert g.topics[1].partitions[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
         # v0 has no lag; the answer is the same otherwise
         g0 = _describe(c, "sg", [("events", [0])], version=0)

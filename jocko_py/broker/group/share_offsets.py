@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from jocko_py.broker.coordinator.runtime import CoordinatorResult
 from jocko_py.broker.group.share import ShareGroupModel
 from jocko_py.broker.group.state import Group, GroupState
-from jocko_py.broker.share.persister import SharePartitionKey, SharePersister
+from jocko_py.broker.share.persister import SharePartitionKey, SharePersister, ShareStateSummary
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from jocko_py.broker.group.coordinator import GroupCoordinator
     from jocko_py.broker.group.shard import GroupShard
+    from jocko_py.broker.replica_manager import ReplicaManager
     from jocko_py.cluster.metadata import MetadataImage
 
 E = ErrorCode
@@ -48,6 +49,9 @@ class ShareOffsetsHost(Protocol):
 
     @property
     def groups(self) -> GroupCoordinator: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
 
 
 @dataclass(frozen=True)
@@ -159,7 +163,7 @@ async def describe(broker: ShareOffsetsHost, persister: SharePersister, group_id
             return {"group_id": group_id, "topics": [], "error_code": status,
                     "error_message": None}
     out_topics: list[dict[str, Any]] = []
-    jobs: list[tuple[dict[str, Any], Any]] = []
+    jobs: list[tuple[dict[str, Any], str, Any]] = []
     for name, parts in topics:
         t = _topic(broker, name)
         entries: list[dict[str, Any]] = []
@@ -174,15 +178,30 @@ async def describe(broker: ShareOffsetsHost, persister: SharePersister, group_id
             elif t is None or not 0 <= p < t[1]:
                 e["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                jobs.append((e, persister.read_summary(SharePartitionKey(group_id, t[0], p),
-                                                       -1)))
-    for (e, _), s in zip(jobs, await asyncio.gather(*(j for _, j in jobs)), strict=True):
+                jobs.append((e, name, persister.read_summary(
+                    SharePartitionKey(group_id, t[0], p), -1)))
+    for (e, name, _), s in zip(jobs, await asyncio.gather(*(j for _, _, j in jobs)),
+                               strict=True):
         if s.error == E.NONE:
             e["start_offset"], e["leader_epoch"] = s.start_offset, s.leader_epoch
+            e["lag"] = _lag(broker, name, e["partition_index"], s)
         elif s.error != E.UNKNOWN_TOPIC_OR_PARTITION:  # no state: start offset -1
             e["error_code"] = s.error
     return {"group_id": group_id, "topics": out_topics, "error_code": E.NONE,
             "error_message": None}
+
+
+def _lag(broker: ShareOffsetsHost, topic: str, partition: int, s: ShareStateSummary
+         ) -> int:
+    """Kafka's lag (KIP-1226): the partition's end offset (high watermark) - the start
+    offset - the records above it already delivered; -1 when the start offset or that
+    count is unknown, or the partition has no replica on this broker."""
+    if s.start_offset < 0 or s.delivery_complete_count < 0:
+        return -1
+    p = broker.replicas.get(topic, partition)
+    if p is None:
+        return -1
+    return p.high_watermark - s.start_offset - s.delivery_complete_count
 
 
 def _desc_error(p: int, err: ErrorCode) -> dict[str, Any]:

@@ -14,8 +14,9 @@ UNSUPPORTED_VERSION while the ``share.version`` feature is 0 (as Kafka).
 Authorization as Kafka checks it: Describe needs DESCRIBE on the group and on each
 topic, Alter READ on the group and each topic, Delete DELETE on the group and READ on
 each topic (GROUP_AUTHORIZATION_FAILED / TOPIC_AUTHORIZATION_FAILED). v1 of Describe
-has the lag (KIP-1226); it is -1 here (not computed: the persister's summary does not
-carry the delivery-complete count).
+has the lag (KIP-1226): the high watermark - the start offset - the records above it
+already delivered, as Kafka computes it; -1 when that count is unknown or the partition
+has no replica on this broker (Kafka asks the partition's leader).
 """
 
 from __future__ import annotations

@@ -164,7 +164,8 @@ class RpcPersister:
         err, p = await self._call(key, SUMMARY, {"leader_epoch": leader_epoch})
         if p is None or err != E.NONE:
             return ShareStateSummary(err)
-        return ShareStateSummary(E.NONE, p.state_epoch, p.start_offset, p.leader_epoch)
+        return ShareStateSummary(E.NONE, p.state_epoch, p.start_offset, p.leader_epoch,
+                                 p.delivery_complete_count)
 
 
 def make_persister(sc: ShareCoordinator, image: Callable[[], MetadataImage],

@@ -198,8 +198,10 @@ class ShareCoordinatorShard:
         if bad is not None:
             return CoordinatorResult(bad)
         cur = self.states.get(key)
+        # nothing delivered yet at a known start offset (Kafka's ShareGroupOffset.fromRequest)
         snap = ShareGroupOffset(cur.snapshot_epoch + 1 if cur is not None else 0, state_epoch,
-                                -1, start_offset, (), -1, now, now)
+                                -1, start_offset, (), 0 if start_offset != -1 else -1, now,
+                                now)
         return CoordinatorResult(Answer(), [self._snapshot(key, snap)], replay=True)
 
     def read(self, now: int, key: SharePartitionKey, leader_epoch: int
