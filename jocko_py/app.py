@@ -352,6 +352,7 @@ async def _run_broker(config: BrokerConfig, stop: asyncio.Event | None,
             await metrics.stop()
         if console is not None:
             await console.stop()
+        await broker.share_rpc.close()  # the share persister's inter-broker channels
         await server.stop()
         await broker.transactions.close()  # marker tasks and their inter-broker channels
         await broker.replicas.shutdown_fetchers()

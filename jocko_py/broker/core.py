@@ -25,8 +25,10 @@ from jocko_py.broker.metadata_cache import MetadataCache
 from jocko_py.broker.metadata_publisher import MetadataPublisher
 from jocko_py.broker.replica_manager import ReplicaManager
 from jocko_py.broker.security.session import SecurityManager
+from jocko_py.broker.share.coordinator import ShareCoordinator
 from jocko_py.broker.share.manager import SharePartitionManager
-from jocko_py.broker.share.persister import InMemoryPersister, SharePersister
+from jocko_py.broker.share.persister import SharePersister
+from jocko_py.broker.share.rpc_persister import make_persister
 from jocko_py.broker.stats import BrokerStats
 from jocko_py.broker.txn.coordinator import TransactionCoordinator
 from jocko_py.cluster.metadata import CONFIG_RESOURCE_BROKER, MetadataImage
@@ -84,9 +86,15 @@ class Broker:
         # incremental fetch sessions (KIP-227) of the clients fetching from this broker
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots"))
-        # the durable state of share partitions (KIP-932): share groups initialize and
-        # delete it, the share partitions read and write it
-        self.share_persister: SharePersister = InMemoryPersister()
+        # the share coordinator, for `__share_group_state` partitions (KIP-932), and the
+        # durable state of share partitions through it: share groups initialize and
+        # delete it, the share partitions read and write it (the state RPCs to the
+        # coordinator of each key; `share_rpc` is the same persister, to close it)
+        self.share_coordinator = ShareCoordinator(self)
+        self.replicas.role_listeners.append(self.share_coordinator.on_partition_role)
+        self.share_rpc = make_persister(self.share_coordinator, lambda: quorum.image,
+                                        channel_security, config.broker_id)
+        self.share_persister: SharePersister = self.share_rpc
         # this broker's share partitions (set when they are built)
         self.share_partitions: SharePartitionsHook | None = None
         # the group coordinator: its shards load as this broker is elected leader of

@@ -40,14 +40,6 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
     64: (None, "UnregisterBroker"),
     80: (None, "AddRaftVoter: the quorum is not reconfigurable (KIP-853)"),
     81: (None, "RemoveRaftVoter: the quorum is not reconfigurable (KIP-853)"),
-    83: (None, "share group state (KIP-932)"),
-    84: (None, "share group state (KIP-932)"),
-    85: (None, "share group state (KIP-932)"),
-    86: (None, "share group state (KIP-932)"),
-    87: (None, "share group state (KIP-932)"),
-    90: (None, "share group offsets (KIP-932)"),
-    91: (None, "share group offsets (KIP-932)"),
-    92: (None, "share group offsets (KIP-932)"),
     94: (None, "UnregisterController"),
 }
 

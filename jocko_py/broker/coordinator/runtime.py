@@ -89,6 +89,7 @@ class LogRecord:
     key: bytes
     value: bytes | None
     producer_id: int = -1  # >= 0: a transactional record still open at the log's end
+    offset: int = -1  # its offset in the partition, where the reader knows it
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,9 +330,10 @@ class CoordinatorRuntime(Generic[S]):
             else:
                 ctx.last_written = offset = last
                 if result.replay:
-                    for k, v in result.records:
+                    first = last - len(result.records) + 1
+                    for i, (k, v) in enumerate(result.records):
                         shard.replay(LogRecord(k, v, result.producer[0]
-                                               if result.producer else -1))
+                                               if result.producer else -1, first + i))
                 self.on_append(ctx.partition, last)
         for t in result.timers:
             self._set_timer(ctx.partition, t)

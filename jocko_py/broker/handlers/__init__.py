@@ -41,6 +41,8 @@ MODULES = [
     "describe_transactions",
     "list_transactions",
     "list_config_resources",
+    "share_state",
+    "share_offsets",
     "share_fetch",
 ]
 

@@ -9,22 +9,33 @@ The coordinator of a transactional id (key type 1) is the leader of its
 `__transaction_state` partition, created likewise on the first lookup
 (`transaction.state.log.num.partitions`, `transaction.state.log.replication.factor`
 capped to the live brokers); it needs DESCRIBE on the transactional id
-(TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Unknown key types get INVALID_REQUEST.
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED). The share coordinator of a share partition's
+state (key type 2, v6+, key ``"<group>:<topic id>:<partition>"``) is the leader of the
+key's `__share_group_state` partition, created likewise on the first lookup
+(`share.coordinator.state.topic.*`); only brokers (CLUSTER_ACTION) may ask
+(CLUSTER_AUTHORIZATION_FAILED), a malformed key gets INVALID_REQUEST.
+Unknown key types get INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
-from jocko_py.broker.security.authz import authorize_group, authorize_transactional_id
+from jocko_py.broker.security.authz import (
+    authorize_cluster,
+    authorize_group,
+    authorize_transactional_id,
+)
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("jocko_py.broker.handlers.find_coordinator")
 
 GROUP_KEY = 0
 TXN_KEY = 1
+SHARE_KEY = 2
 
 
 async def _lookup(ctx: RequestContext, key: str, key_type: int
@@ -32,6 +43,8 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int
     """(error, message, node id, host, port) of the coordinator of ``key``."""
     if key_type == TXN_KEY:
         return await _lookup_txn(ctx, key)
+    if key_type == SHARE_KEY and ctx.version >= 6:
+        return await _lookup_share(ctx, key)
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
     if not authorize_group(ctx, "DESCRIBE", key):
@@ -66,6 +79,37 @@ async def _lookup_txn(ctx: RequestContext, key: str
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
     b = ctx.broker.image.brokers.get(tc.leader_of(key))
     # the coordinator's address on the listener this request came in on, as for groups
+    addr = None if b is None or b.fenced else ctx.address_of(b)
+    if b is None or addr is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    return ErrorCode.NONE, None, b.broker_id, addr[0], addr[1]
+
+
+def _valid_share_key(key: str) -> bool:
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        return False
+    try:
+        uuid.UUID(parts[1])
+        return int(parts[2]) >= 0
+    except ValueError:
+        return False
+
+
+async def _lookup_share(ctx: RequestContext, key: str
+                        ) -> tuple[ErrorCode, str | None, int, str, int]:
+    if not authorize_cluster(ctx, "CLUSTER_ACTION"):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, -1, "", -1
+    if not _valid_share_key(key):
+        return (ErrorCode.INVALID_REQUEST, f"invalid share coordinator key {key!r}: expected "
+                "<group>:<topic id>:<partition>", -1, "", -1)
+    sc = ctx.broker.share_coordinator
+    try:
+        await sc.ensure_topic()
+    except KafkaError as e:
+        log.warning("[key=%s] cannot create the share state topic: %s", key, e.message)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
+    b = ctx.broker.image.brokers.get(sc.leader_of(key))
     addr = None if b is None or b.fenced else ctx.address_of(b)
     if b is None or addr is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1

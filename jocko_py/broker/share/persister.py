@@ -77,6 +77,9 @@ class ShareStateSummary:
     state_epoch: int = 0
     start_offset: int = -1
     leader_epoch: int = -1
+    # records at or above the start offset whose delivery is complete (KIP-1226), -1
+    # unknown: DescribeShareGroupOffsets' lag is the end offset - start - this
+    delivery_complete_count: int = -1
 
 
 class SharePersister(Protocol):
