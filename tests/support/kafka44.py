@@ -39,8 +39,10 @@ def missing() -> str | None:
 class ApacheKafka44(BrokerProcess):
     """One Apache Kafka 4.4.0 node; `start()` returns once its broker port accepts."""
 
-    def __init__(self, data_dir: Path, node_id: int = 1) -> None:
+    def __init__(self, data_dir: Path, node_id: int = 1,
+                 extra: dict[str, str] | None = None) -> None:
         super().__init__(data_dir, log_path=data_dir.parent / "kafka44.log")
+        self.extra = dict(extra or {})  # further server.properties (e.g. group.share.*)
         self.node_id = node_id
         self.controller_port = free_port()
         self.config = self.data_dir.parent / "server.properties"
@@ -84,6 +86,7 @@ class ApacheKafka44(BrokerProcess):
                 f"log.dirs={self.data_dir}",
                 *rf,
                 "group.initial.rebalance.delay.ms=0",
+                *(f"{k}={v}" for k, v in self.extra.items()),
                 "",
             ]))
             standalone = [] if self.voters else ["--standalone"]
