@@ -178,7 +178,7 @@ class ShareWorker:
     """tests/java/share/ShareClient.java `consume` in its own JVM."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, group: str, workdir: Path,
-                 hold: bool = False, max_poll: int = 100) -> None:
+                 hold: bool = False, max_poll: int = 100, quiet: bool = False) -> None:
         self.name = name
         self.out = workdir / f"{name}.out"
         self.log = workdir / f"{name}.log"
@@ -187,6 +187,8 @@ class ShareWorker:
                "--out", str(self.out), "--max-poll", str(max_poll)]
         if hold:
             cmd += ["--hold", "1"]
+        if quiet:
+            cmd += ["--quiet", "1"]
         with open(self.log, "ab") as lf:
             self.proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, cwd=REPO)
 

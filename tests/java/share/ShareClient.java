@@ -44,7 +44,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *       one record per line of FILE (its value), in order, to partition 0, acks=all; prints
  *       "PRODUCED n".
  *   ShareClient consume --bootstrap H:P --topic T --group G --out FILE [--hold 1]
- *       [--max-poll N]
+ *       [--max-poll N] [--quiet 1]
  *       A KafkaShareConsumer in explicit acknowledgement mode. The action for a record is
  *       chosen from its value's prefix:
  *         "a-..."  accept
@@ -53,11 +53,13 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *         "rj-..." reject
  *       With --hold 1 the first non-empty poll is printed and nothing is acknowledged: the
  *       worker prints HELD and sleeps (the test SIGKILLs it while it holds the records).
+ *       With --quiet 1 no R lines (bench/share.py counts C lines).
  *
  * Output lines of consume, flushed one by one:
  *   READY
  *   R partition offset deliveryCount action value   a record and what it was acknowledged with
- *   C n                  commitSync of the acknowledgements of the last n records succeeded
+ *   C n millis           commitSync of the acknowledgements of the last n records succeeded
+ *                        (at that wall-clock time)
  *   E partition message  commitSync reported an error for a partition (those records did not count)
  *   HELD / CLOSED
  * SIGTERM: wake the poll loop, commit what was acknowledged, close, exit.
@@ -204,7 +206,7 @@ public final class ShareClient {
                     }
                     if (ok) {
                         acked += n;
-                        out.println("C " + n);
+                        out.println("C " + n + " " + System.currentTimeMillis());
                     }
                 }
             }
