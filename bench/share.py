@@ -94,11 +94,11 @@ def lag(bootstrap: str) -> int:
 
 
 def one_run(kind: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    b = ShareBroker(kind, work / kind)
+    b = ShareBroker(kind, work / kind, defaults=True)
     b.start()
     ws: list[ShareWorker] = []
     try:
-        if kind == "jocko" and (why := jocko_missing(b.bootstrap)):
+        if kind == "jocko" and (why := jocko_missing(b.bootstrap, configs=False)):
             return {"broker": kind, "missing": why}
         create_topic(b.bootstrap, TOPIC, args.partitions)
         produce_rate = load(b.bootstrap, args.records, args.partitions)

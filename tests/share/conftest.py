@@ -1,7 +1,13 @@
-"""Fixtures of the share-group tests: one broker per kind and module ("kafka44", "jocko")."""
+"""Fixtures of the share-group tests: one broker per kind and module ("kafka44", "jocko").
+
+The tests here start Apache Kafka 4.4.0 and several JVMs each (minutes, past `make
+test`'s budget for them): they run under `make share-suite` (JOCKO_SHARE_SUITE=1), not in
+a bare `pytest` or `make test`.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +16,8 @@ from tests.share.harness import ShareBroker, java_missing, jocko_missing
 from tests.support.prereq import missing
 
 KINDS = ["kafka44", "jocko"]
+if os.environ.get("JOCKO_SHARE_SUITE") != "1":
+    collect_ignore_glob = ["test_*.py"]
 
 
 @pytest.fixture(scope="module", params=KINDS)

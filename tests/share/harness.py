@@ -64,13 +64,13 @@ def api_keys(bootstrap: str) -> set[int]:
         return {k.api_key for k in r.api_keys}
 
 
-def jocko_missing(bootstrap: str | None = None) -> str | None:
+def jocko_missing(bootstrap: str | None = None, configs: bool = True) -> str | None:
     """The issue-24 pieces jocko-py lacks for the share tests, or None: the broker configs
-    `BROKER_CONFIG` names (checked without a broker) and, given a running broker, the
-    share APIs it does not advertise."""
+    `BROKER_CONFIG` names (checked without a broker; unless not `configs`) and, given a
+    running broker, the share APIs it does not advertise."""
     from jocko_py.broker.config import DEFAULTS
 
-    unknown = [k for k in BROKER_CONFIG if k not in DEFAULTS]
+    unknown = [k for k in BROKER_CONFIG if k not in DEFAULTS] if configs else []
     if unknown:
         return f"jocko-py does not know the broker config(s) {', '.join(unknown)} (share-group)"
     if bootstrap is not None:
@@ -83,9 +83,11 @@ def jocko_missing(bootstrap: str | None = None) -> str | None:
 class ShareBroker:
     """One broker of `kind` ("kafka44" or "jocko") under `root`, with `BROKER_CONFIG`."""
 
-    def __init__(self, kind: str, root: Path, extra: dict[str, str] | None = None) -> None:
+    def __init__(self, kind: str, root: Path, extra: dict[str, str] | None = None,
+                 defaults: bool = False) -> None:
+        """`defaults`: the broker's own configs, without `BROKER_CONFIG`."""
         self.kind = kind
-        conf = BROKER_CONFIG | dict(extra or {})
+        conf = ({} if defaults else BROKER_CONFIG) | dict(extra or {})
         self.proc: BrokerProcess
         if kind == "kafka44":
             self.proc = kafka44.ApacheKafka44(root / "data", extra=conf)
