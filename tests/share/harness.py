@@ -203,16 +203,18 @@ class ShareWorker:
     def deliveries(self) -> list[Delivery]:
         """Every record the worker got, in order, with whether a commit confirmed it."""
         out: list[Delivery] = []
-        pending: list[list[Any]] = []
+        pending: list[list[str]] = []
         for ln in self.lines():
             parts = ln.split(" ", 5)
             if parts[0] == "R" and len(parts) == 6:
-                pending.append([int(parts[1]), int(parts[2]), int(parts[3]), parts[4], parts[5]])
+                pending.append(parts)
             elif parts[0] in ("C", "E"):
-                ok = parts[0] == "C"
-                out += [Delivery(self.name, *p, committed=ok) for p in pending]
+                out += [self._delivery(p, parts[0] == "C") for p in pending]
                 pending = []
-        return out + [Delivery(self.name, *p, committed=False) for p in pending]
+        return out + [self._delivery(p, False) for p in pending]
+
+    def _delivery(self, p: list[str], committed: bool) -> Delivery:
+        return Delivery(self.name, int(p[1]), int(p[2]), int(p[3]), p[4], p[5], committed)
 
     def has_line(self, prefix: str) -> bool:
         return any(ln.startswith(prefix) for ln in self.lines())
