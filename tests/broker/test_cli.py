@@ -230,6 +230,9 @@ def test_topic_create_uses_broker_defaults_and_alter(
     (["groups", "reset-offsets", "g", "--all-topics", "--to-datetime", "yesterday"],
      "error: --to-datetime: 'yesterday' is not an ISO-8601 date-time "
      "(e.g. 2024-05-01T12:00:00+00:00)\n"),
+    (["share-groups", "reset-offsets", "g", "--all-topics", "--to-datetime", "yesterday"],
+     "error: --to-datetime: 'yesterday' is not an ISO-8601 date-time "
+     "(e.g. 2024-05-01T12:00:00+00:00)\n"),
     (["produce", "x", "--header", "novalue"], "error: --header expects NAME=VALUE, got "
      "'novalue'\n"),
     (["produce", "json-errors", "--format", "json"], "error: line 2: not a JSON object: "
