@@ -163,7 +163,7 @@ def report(version: str, run: str, tests: list[str],
     lines = [
         f"# franz-go {version} kgo integration suite: jocko-py vs Apache Kafka 4.4.0",
         "",
-        f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `make kgo-suite` "
+        f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `make kgo-suite` (or `make kgo-share`) "
         f"(`python -m tests.kgo_suite`): `go test ./pkg/kgo/ -run '{run}'` with "
         "`KGO_TEST_RF=3`" + (f", `KGO_TEST_RECORDS={records}`" if records else "")
         + " and `KGO_SEEDS` set to each cluster's three brokers, one "
