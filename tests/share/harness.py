@@ -180,7 +180,8 @@ class ShareWorker:
     """tests/java/share/ShareClient.java `consume` in its own JVM."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, group: str, workdir: Path,
-                 hold: bool = False, max_poll: int = 100, quiet: bool = False) -> None:
+                 hold: bool = False, max_poll: int = 100, quiet: bool = False,
+                 pause_ms: int = 0, acquire_mode: str | None = None) -> None:
         self.name = name
         self.out = workdir / f"{name}.out"
         self.log = workdir / f"{name}.log"
@@ -191,6 +192,10 @@ class ShareWorker:
             cmd += ["--hold", "1"]
         if quiet:
             cmd += ["--quiet", "1"]
+        if pause_ms:
+            cmd += ["--pause-ms", str(pause_ms)]
+        if acquire_mode:
+            cmd += ["--acquire-mode", acquire_mode]
         with open(self.log, "ab") as lf:
             self.proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, cwd=REPO)
 

@@ -5,10 +5,12 @@ Three brokers (jocko-py: tests/support/cluster.py; or three Apache Kafka 4.4.0 n
 check the workload itself), one topic of one partition with replication factor 3 and
 min.insync.replicas 2, 3,000 records, three Java `KafkaShareConsumer`s in one share group
 (tests/java/share/ShareClient.java, every record accepted, commitSync after each poll).
-When a third of the records are accepted the share partition's leader is SIGKILLed;
-when the consumers have accepted 600 more it is restarted, and then the broker of the
-group's share coordinator for that partition (FindCoordinator key type 2,
-"group:topicId:partition") is SIGKILLed, and restarted once 600 more are accepted.
+The consumers are slowed (share.acquire.mode=record_limit, 10 records a poll, 100 ms
+after each commit). When a third of
+the records are accepted the share partition's leader is SIGKILLed; when the consumers
+have accepted 300 more it is restarted, and then the broker of the group's share
+coordinator for that partition (FindCoordinator key type 2, "group:topicId:partition")
+is SIGKILLed, and restarted once 300 more are accepted.
 
 Pass: every record accepted (a successful commitSync) exactly once in the end, and no
 record whose accept a commitSync confirmed is delivered again afterwards (a later
@@ -19,6 +21,7 @@ exit status 0 / 1, 2 on a missing prerequisite.
 from __future__ import annotations
 
 import argparse
+import base64
 import sys
 import tempfile
 import time
@@ -91,11 +94,15 @@ def leader_of(bs: dict[int, BrokerProcess], topic: str) -> tuple[int, Any]:
 
 
 def share_coordinator(bs: dict[int, BrokerProcess], group: str, topic_id: Any) -> int:
+    """The broker of the share coordinator of partition 0's state; the key is Kafka's
+    "group:topicId:partition" with the topic id as Kafka prints a Uuid (base64url)."""
+    tid = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
     with Client(alive(bs), timeout=10) as c:
-        r = c.request(10, 6, {"key_type": 2, "coordinator_keys": [f"{group}:{topic_id}:0"]})
+        r = c.request(10, 6, {"key_type": 2, "coordinator_keys": [f"{group}:{tid}:0"]})
         co = r.coordinators[0]
         if co.error_code:
-            raise RuntimeError(f"FindCoordinator (share): error {co.error_code}")
+            raise RuntimeError(f"FindCoordinator (share) {group}:{tid}:0: error "
+                               f"{co.error_code} {co.error_message}")
         return int(co.node_id)
 
 
@@ -146,7 +153,10 @@ def run(kind: str, root: Path) -> int:
         set_group_config(boot, group, {"share.auto.offset.reset": "earliest",
                                        "share.record.lock.duration.ms": str(LOCK_MS)})
         produce_values(boot, topic, [f"a-{i}" for i in range(N)])
-        ws = [ShareWorker(f"c{i}", boot, topic, group, root, max_poll=50) for i in range(3)]
+        # slow consumers (at most ~300 records/s between them), so both failovers land
+        # mid-stream
+        ws = [ShareWorker(f"c{i}", boot, topic, group, root, max_poll=10, pause_ms=100,
+                          acquire_mode="record_limit") for i in range(3)]
         t0 = time.monotonic()
         try:
             wait_progress(ws, N // 3, 180, "before the leader kill")
@@ -154,14 +164,18 @@ def run(kind: str, root: Path) -> int:
             print(f"{time.monotonic() - t0:5.1f}s {len(accepted(ws))} accepted; SIGKILL "
                   f"broker {lead} (the share partition's leader)", flush=True)
             bs[lead].kill()
-            wait_progress(ws, N // 3 + 600, 180, "after the leader kill")
+            wait_progress(ws, len(accepted(ws)) + 300, 180, "after the leader kill")
             restart(bs[lead])
             coord = share_coordinator(bs, group, topic_id)
             print(f"{time.monotonic() - t0:5.1f}s {len(accepted(ws))} accepted; broker "
                   f"{lead} restarted; SIGKILL broker {coord} (the share coordinator)",
                   flush=True)
             bs[coord].kill()
-            wait_progress(ws, N // 3 + 1200, 180, "after the coordinator kill")
+            at_kill = len(accepted(ws))
+            if at_kill >= N - 300:
+                print(f"FAIL: the workload was nearly done ({at_kill}) at the coordinator kill")
+                return 1
+            wait_progress(ws, at_kill + 300, 180, "after the coordinator kill")
             restart(bs[coord])
             wait_progress(ws, N, 240, "to the end")
             print(f"{time.monotonic() - t0:5.1f}s all {N} accepted", flush=True)

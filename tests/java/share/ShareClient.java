@@ -44,7 +44,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *       one record per line of FILE (its value), in order, to partition 0, acks=all; prints
  *       "PRODUCED n".
  *   ShareClient consume --bootstrap H:P --topic T --group G --out FILE [--hold 1]
- *       [--max-poll N] [--quiet 1]
+ *       [--max-poll N] [--quiet 1] [--pause-ms N] [--acquire-mode record_limit]
  *       A KafkaShareConsumer in explicit acknowledgement mode. The action for a record is
  *       chosen from its value's prefix:
  *         "a-..."  accept
@@ -53,7 +53,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *         "rj-..." reject
  *       With --hold 1 the first non-empty poll is printed and nothing is acknowledged: the
  *       worker prints HELD and sleeps (the test SIGKILLs it while it holds the records).
- *       With --quiet 1 no R lines (bench/share.py counts C lines).
+ *       With --quiet 1 no R lines (bench/share.py counts C lines); --pause-ms N sleeps
+ *       after each commit (a slow consumer: tests/share/share_cluster.py).
  *
  * Output lines of consume, flushed one by one:
  *   READY
@@ -150,10 +151,14 @@ public final class ShareClient {
         p.put(ConsumerConfig.SHARE_ACKNOWLEDGEMENT_MODE_CONFIG, "explicit");
         p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, a.getOrDefault("max-poll", "100"));
         p.put(ConsumerConfig.METADATA_MAX_AGE_CONFIG, "2000");
+        if (a.containsKey("acquire-mode")) {  // record_limit: at most max.poll.records a poll
+            p.put("share.acquire.mode", a.get("acquire-mode"));
+        }
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         boolean hold = "1".equals(a.get("hold"));
         boolean quiet = "1".equals(a.get("quiet"));
+        long pauseMs = Long.parseLong(a.getOrDefault("pause-ms", "0"));
 
         KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(p);
         CountDownLatch done = new CountDownLatch(1);
@@ -207,6 +212,9 @@ public final class ShareClient {
                     if (ok) {
                         acked += n;
                         out.println("C " + n + " " + System.currentTimeMillis());
+                    }
+                    if (pauseMs > 0) {
+                        Thread.sleep(pauseMs);
                     }
                 }
             }
