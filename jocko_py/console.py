@@ -485,7 +485,9 @@ def describe_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
 
     adm = GroupAdmin(c)
     try:
-        ids = gids if gids is not None else [g.group_id for g in adm.list_groups()]
+        # share groups have their own pages (/share-groups), as their own Kafka tool
+        ids = gids if gids is not None else [g.group_id for g in adm.list_groups()
+                                             if g.group_type != "share"]
         out: list[dict[str, Any]] = []
         for g_id in ids:
             d = adm.describe(g_id)

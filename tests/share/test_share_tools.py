@@ -74,6 +74,10 @@ def test_kafka_share_groups_tool_and_jocko_cli(share_broker: ShareBroker,
         listed = kafka_tool(b, "--list")
         assert listed.returncode == 0 and group in listed.stdout.split(), listed
         assert group in cli(b, "list").stdout.split()
+        consumer_groups = subprocess.run(  # as kafka-consumer-groups --list: not a share group
+            [sys.executable, "-m", "jocko_py.cli", "groups", "list", "--bootstrap-server", b],
+            capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert consumer_groups.returncode == 0 and group not in consumer_groups.stdout.split()
         members = cli(b, "describe", group, "--members")
         assert members.returncode == 0 and topic in members.stdout, members
         busy = cli(b, "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute")
