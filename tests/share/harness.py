@@ -70,7 +70,13 @@ def jocko_missing(bootstrap: str | None = None, configs: bool = True) -> str | N
     running broker, the share APIs it does not advertise."""
     from jocko_py.broker.config import DEFAULTS
 
-    unknown = [k for k in BROKER_CONFIG if k not in DEFAULTS] if configs else []
+    try:
+        from jocko_py.broker.group.group_configs import GROUP_CONFIGS
+        bounds = {b[0] for d in GROUP_CONFIGS.values() for b in (d.lo, d.hi) if b}
+    except ImportError:
+        bounds = set()
+    unknown = [k for k in BROKER_CONFIG if k not in DEFAULTS and k not in bounds] \
+        if configs else []
     if unknown:
         return f"jocko-py does not know the broker config(s) {', '.join(unknown)} (share-group)"
     if bootstrap is not None:
