@@ -7,7 +7,8 @@ Strimzi and most Kafka dashboards use: `kafka_server_brokertopicmetrics_bytesin_
 dashboards and alerts carry over. Raft, gossip and consumer-group lag have no JMX
 counterpart under those rules; they use `kafka_server_raftmetrics_*` (KRaft's
 raft-metrics group), `jocko_gossip_*` and `kafka_consumergroup_*` (kafka_exporter's
-names).
+names; consumer groups only), and share groups `kafka_sharegroup_*` beside Kafka's
+`kafka_server_group_coordinator_metrics_share_group_count`.
 
 Nothing is counted here. The request path counts in plain ints (`broker/stats.py`);
 on a scrape, `BrokerCollector.collect` reads those counters and the broker's state
@@ -300,7 +301,25 @@ class BrokerCollector:
                      "High watermark minus committed offset (partitions hosted here)", lbl)
         members = _gauge("kafka_consumergroup_members", "Members of a group",
                          ["consumergroup", "state"])
+        # share groups (KIP-932): Kafka's group coordinator metrics name them
+        # share-group-count by state; members and the partitions with share state per group
+        share_count = _gauge("kafka_server_group_coordinator_metrics_share_group_count",
+                             "Share groups coordinated here, by state", ["state"])
+        share_members = _gauge("kafka_sharegroup_members",
+                               "Members of a share group (groups coordinated here)",
+                               ["sharegroup", "state"])
+        share_parts = _gauge("kafka_sharegroup_partitions",
+                             "Partitions with (or getting) share state of a share group",
+                             ["sharegroup"])
+        by_state = {"Empty": 0, "Stable": 0}
         for gid, g in sorted(gc.groups.items()):
+            if g.share is not None:
+                st = g.share.state()
+                by_state[st] = by_state.get(st, 0) + 1
+                share_members.add_metric([gid, st], len(g.share.members))
+                share_parts.add_metric([gid], sum(
+                    len(ps) for _, ps in g.share.state_partitions().values()))
+                continue
             members.add_metric([gid, g.state.value], len(g.members))
             for (topic, idx), om in sorted(g.offsets.items()):
                 lv = [gid, topic, str(idx)]
@@ -308,7 +327,9 @@ class BrokerCollector:
                 p = rm.partitions.get((topic, idx))
                 if p is not None:
                     lag.add_metric(lv, max(0, p.high_watermark - om.offset))
-        yield from (cur, lag, members)
+        for st, n in sorted(by_state.items()):
+            share_count.add_metric([st], n)
+        yield from (cur, lag, members, share_count, share_members, share_parts)
 
     # -- metadata quorum ------------------------------------------------------------
 
