@@ -495,6 +495,7 @@ def describe_share_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]
     """Share groups as `jocko-py share-groups describe` shows them: state, epoch, members
     (id, client id, host, epoch, assignment) and per partition (start offset, lag)."""
     from jocko_py.admin import GroupAdmin
+    from jocko_py.client import KafkaError
 
     adm = GroupAdmin(c)
     try:
@@ -510,9 +511,15 @@ def describe_share_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]
                     assigned.setdefault(tp.topic_name, []).extend(tp.partitions)
                 members.append((m.member_id, m.client_id, m.client_host, m.member_epoch,
                                 assigned))
+            try:
+                offsets, why = adm.share_offsets(gid), None
+            except (KafkaError, OSError) as e:  # the members still show
+                offsets, why = {}, str(e)
+                adm.close()  # a connection the broker closed is not used again
+                adm = GroupAdmin(c)
             out.append({"id": gid, "state": g.group_state, "epoch": g.group_epoch,
                          "assignor": g.assignor_name, "members": members,
-                         "offsets": adm.share_offsets(gid)})
+                         "offsets": offsets, "offsets_error": why})
         return out
     finally:
         adm.close()
@@ -1231,8 +1238,10 @@ class Console:
                 continue
             q = urllib.parse.quote(g["id"])
             rows.append([f'<a href="/share-groups/{q}">{esc(g["id"])}</a>', esc(g["state"]),
-                         esc(len(g["members"])), esc(len(g["offsets"])),
-                         esc(sum(max(lag, 0) for _, lag in g["offsets"].values()))])
+                         esc(len(g["members"])),
+                         esc("-" if g["offsets_error"] else len(g["offsets"])),
+                         esc("-" if g["offsets_error"] else
+                             sum(max(lag, 0) for _, lag in g["offsets"].values()))])
         body = table(["group", "state", "members", "partitions", "total lag"], rows)
         body += ("<p class='note'>Share groups (KIP-932): consumers of one group share "
                  "partitions and acknowledge records one by one; the lag counts the records "
@@ -1265,11 +1274,15 @@ class Console:
                           f'<span class="lag">{esc("-" if lag < 0 else lag)}</span>'])
             chart.append((f"{t}-{p}", max(lag, 0)))
         total = sum(v for _, v in chart)
+        if g["offsets_error"]:
+            orows.append([f"<span class='bad'>offsets unknown: {esc(g['offsets_error'])}"
+                          "</span>", "", "", ""])
         body = (f"<p>State <b>{esc(g['state'])}</b>, group epoch {esc(g['epoch'])}, "
                 f"assignor {esc(g['assignor'])}, {len(g['members'])} member(s)</p>"
                 "<h2>Members</h2>"
                 + table(["member", "client id", "host", "epoch", "assignment"], mrows)
-                + f"<h2>Lag</h2><p id='total-lag'>Total lag <b>{total}</b>.</p>"
+                + "<h2>Lag</h2><p id='total-lag'>Total lag <b>"
+                + ("-" if g["offsets_error"] else str(total)) + "</b>.</p>"
                 + lag_chart(chart)
                 + table(["topic", "partition", "start offset", "lag"], orows))
         return self.page(f"Share group {gid}", body, msg)
