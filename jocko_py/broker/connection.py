@@ -313,6 +313,10 @@ class Connection:
             log.exception("[peer=%s] connection failed; closing it", self.peer)
         finally:
             self.writer.close()
+            # the share sessions opened on this connection end with it (KIP-932)
+            closed = getattr(self.broker.share_partitions, "connection_closed", None)
+            if closed is not None:
+                closed(self.peer)
 
     async def handle(self, frame: bytes | bytearray) -> list[Part] | None:
         session = self.session

@@ -19,11 +19,13 @@ from jocko_py.broker.config import BrokerConfig
 from jocko_py.broker.controller_channel import ControllerChannel
 from jocko_py.broker.fetch_session import FetchSessionCache
 from jocko_py.broker.group.coordinator import GroupCoordinator
+from jocko_py.broker.group.group_configs import share_group_config
 from jocko_py.broker.interfaces import SharePartitionsHook
 from jocko_py.broker.metadata_cache import MetadataCache
 from jocko_py.broker.metadata_publisher import MetadataPublisher
 from jocko_py.broker.replica_manager import ReplicaManager
 from jocko_py.broker.security.session import SecurityManager
+from jocko_py.broker.share.manager import SharePartitionManager
 from jocko_py.broker.share.persister import InMemoryPersister, SharePersister
 from jocko_py.broker.stats import BrokerStats
 from jocko_py.broker.txn.coordinator import TransactionCoordinator
@@ -96,6 +98,13 @@ class Broker:
         self.transactions = TransactionCoordinator(self)
         self.replicas.role_listeners.append(self.transactions.on_partition_role)
         self.replicas.txn_verifier = self.transactions.verify
+        # this broker's share partitions (KIP-932): ShareFetch / ShareAcknowledge
+        manager = SharePartitionManager(
+            self.replicas, lambda: self.share_persister, config.get,
+            lambda overrides: share_group_config(config.get, overrides), config.broker_id)
+        manager.group_config = self.groups.group_overrides  # the groups' configs (type 32)
+        self.replicas.role_listeners.append(manager.on_partition_role)
+        self.share_partitions = manager
         # compaction of the logs with cleanup.policy=compact
         self.cleaner = LogCleaner(self.replicas.logs)
 

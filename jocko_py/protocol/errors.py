@@ -158,6 +158,7 @@ class ErrorCode(IntEnum):
     STREAMS_INVALID_TOPOLOGY = 130
     STREAMS_INVALID_TOPOLOGY_EPOCH = 131
     STREAMS_TOPOLOGY_FENCED = 132
+    SHARE_SESSION_LIMIT_REACHED = 133
 
     @classmethod
     def of(cls, code: int) -> ErrorCode:

@@ -38,8 +38,6 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
     40: (None, "delegation tokens"),
     41: (None, "delegation tokens"),
     64: (None, "UnregisterBroker"),
-    78: (None, "share groups (KIP-932)"),
-    79: (None, "share groups (KIP-932)"),
     80: (None, "AddRaftVoter: the quorum is not reconfigurable (KIP-853)"),
     81: (None, "RemoveRaftVoter: the quorum is not reconfigurable (KIP-853)"),
     83: (None, "share group state (KIP-932)"),

@@ -41,6 +41,7 @@ MODULES = [
     "describe_transactions",
     "list_transactions",
     "list_config_resources",
+    "share_fetch",
 ]
 
 

@@ -5,3 +5,4 @@ coordinator that keeps their state durable on ``__share_group_state``.
 
 The share partition and the share coordinator meet only through ``persister.py``.
 """
+
