@@ -34,6 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from jocko_py.client import KafkaError  # noqa: E402
 from tests.share.harness import (  # noqa: E402
     ShareBroker,
     ShareWorker,
@@ -120,7 +121,10 @@ def one_run(kind: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
         first, last = cs[0][0], cs[-1][0]
         for w in ws:
             w.stop()
-        remaining = lag(b.bootstrap)
+        try:
+            remaining: int | str = lag(b.bootstrap)
+        except (OSError, KafkaError) as e:
+            remaining = f"unknown ({e})"
         span = max(last - first, 1) / 1000
         per = {w.name: sum(n for _, n in commits(w)) for w in ws}
         return {"broker": kind, "records": args.records, "acknowledged": total,

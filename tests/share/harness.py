@@ -57,6 +57,14 @@ def java_missing() -> str | None:
     return None
 
 
+def require_offsets_api(b: ShareBroker) -> None:
+    """A test reading DescribeShareGroupOffsets: on jocko-py, `missing` until it serves it."""
+    from tests.support.prereq import missing
+
+    if b.kind == "jocko" and (why := jocko_missing(b.bootstrap, apis=(90,))):
+        missing(why)
+
+
 def api_keys(bootstrap: str) -> set[int]:
     with Client(bootstrap, timeout=10) as c:
         r = c.request(18, 3, {"client_software_name": "jocko-py-tests",
@@ -64,7 +72,8 @@ def api_keys(bootstrap: str) -> set[int]:
         return {k.api_key for k in r.api_keys}
 
 
-def jocko_missing(bootstrap: str | None = None, configs: bool = True) -> str | None:
+def jocko_missing(bootstrap: str | None = None, configs: bool = True,
+                  apis: tuple[int, ...] = (76, 77, 78, 79)) -> str | None:
     """The issue-24 pieces jocko-py lacks for the share tests, or None: the broker configs
     `BROKER_CONFIG` names (checked without a broker; unless not `configs`) and, given a
     running broker, the share APIs it does not advertise."""
@@ -80,7 +89,8 @@ def jocko_missing(bootstrap: str | None = None, configs: bool = True) -> str | N
     if unknown:
         return f"jocko-py does not know the broker config(s) {', '.join(unknown)} (share-group)"
     if bootstrap is not None:
-        lacking = [name for key, name in SHARE_APIS.items() if key not in api_keys(bootstrap)]
+        have = api_keys(bootstrap)
+        lacking = [SHARE_APIS[k] for k in apis if k not in have]
         if lacking:
             return "jocko-py does not serve " + ", ".join(lacking)
     return None

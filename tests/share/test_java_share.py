@@ -24,6 +24,7 @@ from tests.share.harness import (
     ShareWorker,
     create_topic,
     produce_values,
+    require_offsets_api,
     set_group_config,
     wait_until,
     workers,
@@ -91,6 +92,7 @@ def test_three_consumers_accept_every_record_exactly_once(
 
 def test_release_comes_back_reject_never_and_limit_archives(
         share_broker: ShareBroker, tmp_path: Path) -> None:
+    require_offsets_api(share_broker)  # the group's lag says when all are done
     values = [f"{kind}-{i}" for i in range(10) for kind in ("a", "r1", "rj", "rl")]
     topic, group = _setup(share_broker, values)
     by_offset = dict(enumerate(values))

@@ -21,6 +21,7 @@ from tests.share.harness import (
     ShareWorker,
     create_topic,
     produce_values,
+    require_offsets_api,
     set_group_config,
     wait_until,
 )
@@ -58,6 +59,7 @@ def _offsets(bootstrap: str, group: str) -> dict[str, tuple[int, int]]:
 
 def test_kafka_share_groups_tool_and_jocko_cli(share_broker: ShareBroker,
                                                tmp_path: Path) -> None:
+    require_offsets_api(share_broker)
     b = share_broker.bootstrap
     topic, group = f"tools-{tmp_path.name[-12:]}", f"tools-sg-{tmp_path.name[-12:]}"
     topic = topic.replace("_", "-")
@@ -125,6 +127,7 @@ def test_kafka_share_groups_tool_and_jocko_cli(share_broker: ShareBroker,
 
 
 def test_jocko_cli_delete_and_mistakes(share_broker: ShareBroker, tmp_path: Path) -> None:
+    require_offsets_api(share_broker)
     b = share_broker.bootstrap
     group = f"del-sg-{tmp_path.name[-12:]}".replace("_", "-")
     topic = f"del-{tmp_path.name[-12:]}".replace("_", "-")
