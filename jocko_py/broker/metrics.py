@@ -50,6 +50,7 @@ from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from jocko_py.broker.group.coordinator import GroupCoordinator
+    from jocko_py.broker.interfaces import SharePartitionsHook
     from jocko_py.broker.replica_manager import ReplicaManager
     from jocko_py.broker.security.session import SecurityManager
     from jocko_py.broker.stats import BrokerStats
@@ -80,6 +81,9 @@ class MetricsHost(Protocol):
 
     @property
     def security(self) -> SecurityManager: ...
+
+    @property
+    def share_partitions(self) -> SharePartitionsHook | None: ...
 
 
 def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
@@ -330,6 +334,42 @@ class BrokerCollector:
         for st, n in sorted(by_state.items()):
             share_count.add_metric([st], n)
         yield from (cur, lag, members, share_count, share_members, share_parts)
+        yield from self._share_partitions()
+
+    def _share_partitions(self) -> Iterator[Metric]:
+        """The share partitions this broker leads: in-flight records by state, the group's
+        lag (records up to the high watermark not yet acknowledged or archived) and the
+        acquisition locks that expired."""
+        from jocko_py.broker.share.manager import SharePartitionManager
+        from jocko_py.broker.share.partition import RecordState
+
+        m = self.broker.share_partitions
+        if not isinstance(m, SharePartitionManager):
+            return
+        lbl = ["sharegroup", "topic", "partition"]
+        records = _gauge("kafka_sharegroup_records",
+                         "In-flight records of a share partition led here, by state",
+                         [*lbl, "state"])
+        lag = _gauge("kafka_sharegroup_lag", "Records of a share partition led here up to "
+                     "the high watermark not yet acknowledged or archived", lbl)
+        expired = _counter("kafka_sharegroup_lock_expiries",
+                           "Acquisition locks that expired (records released for redelivery)",
+                           lbl)
+        rm = self.broker.replicas
+        for e in list(m.entries.values()):
+            sp = e.sp
+            lv = [e.key.group_id, e.topic, str(e.key.partition)]
+            for st in RecordState:
+                records.add_metric([*lv, st.name.lower()], sp.count(st))
+            p = rm.partitions.get((e.topic, e.key.partition))
+            if p is not None:
+                hw = p.high_watermark
+                done = sum(1 for off, r in sp.records.items()
+                           if sp.start_offset <= off < hw and r.state.done)
+                lag.add_metric(lv, max(0, hw - sp.start_offset - done))
+        for (g, t, idx), n in sorted(m.lock_expiries.items()):
+            expired.add_metric([g, t, str(idx)], n)
+        yield from (records, lag, expired)
 
     # -- metadata quorum ------------------------------------------------------------
 

@@ -83,3 +83,70 @@ def test_share_group_pages(jocko_console: tuple[ShareBroker, str], tmp_path: Pat
     with pytest.raises(urllib.error.HTTPError) as e:
         fetch(url + "/share-groups/no-such-group")
     assert e.value.code == 404
+
+
+@pytest.fixture(scope="module")
+def jocko_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ShareBroker, str]]:
+    if why := java_missing() or jocko_missing():
+        missing(why)
+    addr = f"127.0.0.1:{free_port()}"
+    b = ShareBroker("jocko", tmp_path_factory.mktemp("share-metrics"),
+                    extra={"jocko.metrics.addr": addr}).start()
+    try:
+        if why := jocko_missing(b.bootstrap):
+            missing(why)
+        yield b, f"http://{addr}/metrics"
+    finally:
+        b.stop()
+
+
+def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for fam in text_string_to_metric_families(fetch(url)):
+        for s in fam.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def test_share_partition_metrics(jocko_metrics: tuple[ShareBroker, str], tmp_path: Path) -> None:
+    """A holder takes 20 records and sits on them: their locks expire (counted), another
+    member accepts everything; then nothing is acquired, lag 0; new records show as lag."""
+    b, url = jocko_metrics
+    tag = uuid.uuid4().hex[:8]
+    topic, group = f"metrics-{tag}", f"metrics-sg-{tag}"
+    create_topic(b.bootstrap, topic)
+    set_group_config(b.bootstrap, group, {"share.auto.offset.reset": "earliest",
+                                          "share.record.lock.duration.ms": "2000"})
+    produce_values(b.bootstrap, topic, [f"a-{i}" for i in range(N)])
+    holder = ShareWorker("holder", b.bootstrap, topic, group, tmp_path, hold=True,
+                         max_poll=20, acquire_mode="record_limit")
+    other: ShareWorker | None = None
+    lv = {("sharegroup", group), ("topic", topic), ("partition", "0")}
+    try:
+        wait_until("the holder to hold records", lambda: holder.has_line("HELD"), timeout=60,
+                   on_timeout=holder.log_tail)
+        held = len(holder.deliveries())
+        s = scrape(url)
+        mine = {k: v for k, v in s.items() if lv <= k[1]}
+        assert s[("kafka_sharegroup_records", frozenset(lv | {("state", "acquired")}))] == \
+            held, mine
+        other = ShareWorker("other", b.bootstrap, topic, group, tmp_path)
+        wait_until("all accepted", lambda: len(
+            {d.offset for d in other.deliveries() if d.committed}) == N, timeout=60,
+            on_timeout=other.log_tail)
+        s = scrape(url)
+        mine = {k: v for k, v in s.items() if lv <= k[1]}
+        assert s.get(("kafka_sharegroup_lock_expiries_total", frozenset(lv)), 0) >= held, mine
+        assert s[("kafka_sharegroup_records", frozenset(lv | {("state", "acquired")}))] == 0, \
+            mine
+        assert s[("kafka_sharegroup_lag", frozenset(lv))] == 0, mine
+    finally:
+        holder.kill()
+        if other is not None:
+            other.stop()
+    produce_values(b.bootstrap, topic, [f"a-{i}" for i in range(5)])
+    s = scrape(url)
+    assert s[("kafka_sharegroup_lag", frozenset(lv))] == 5, {
+        k: v for k, v in s.items() if lv <= k[1]}
