@@ -396,6 +396,7 @@ class ClusterNode:
                 f"{t.name}-{pid}": {
                     "leader": p.leader,
                     "isr": list(p.isr),
+                    "elr": list(p.elr),
                     "leader_epoch": p.leader_epoch,
                 }
                 for t in img.topics.values()

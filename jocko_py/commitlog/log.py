@@ -290,16 +290,15 @@ class Log:
         if had_clean_shutdown:
             self._recovery_point = leo
         else:
-            # Kafka's LogLoader: what was recovered is validated, not flushed (an fsync
-            # of every file of every log made a restart after a crash cost seconds per
-            # thousand partitions); the recovery point stays at the checkpoint (at most
-            # the end) and moves when the log is next flushed, so a crash before that
-            # validates these segments again.
-            self._recovery_point = min(recovery_point, leo)
+            # What was recovered (the segments past the recovery point) is validated and
+            # made durable before the log serves anything, so the recovery point moves
+            # to the end: a replica that acknowledged these records as a follower or
+            # leader must still have them after a second power loss (the replication
+            # simulation's seed 654523560 lost committed records when recovery left
+            # them unflushed). Only the recovered segments are flushed, not every one.
             for seg in recovered:
-                seg.dirty = True  # the next flush covers what was recovered
-                seg.offset_index.write_out()  # rebuilt indexes reach the files
-                seg.time_index.write_out()
+                seg.flush()
+            self._recovery_point = leo
         self._load_leader_epochs()
         self._load_producer_state()
         self._loaded = True

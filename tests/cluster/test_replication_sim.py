@@ -128,6 +128,9 @@ REGRESSIONS = [
     # damaged one (Kafka 4.x does the same: two unclean failures at min ISR 2). The
     # fault model now refuses the kill while the last known leader is damaged.
     978810423,
+    # 2026-11-28 (stop 23): a restart after a crash left the recovered segments
+    # unflushed; a second power loss took committed records from a replica that then led.
+    654523560,
 ]
 
 

@@ -1,8 +1,7 @@
 """What a restart costs in fsyncs (commitlog/log.py `_load`, manager.py `close_all`).
 
-A restart after a crash validates the unsafe segments and does not fsync them (Kafka's
-LogLoader): the recovery point stays at the checkpoint, so a second crash validates
-them again, and the next flush covers them. A clean stop fsyncs every log on a pool of
+A restart after a crash validates the unsafe segments (those past the recovery point)
+and fsyncs only them. A clean stop fsyncs every log on a pool of
 threads, and everything is then durable: the next start needs no recovery.
 """
 
@@ -47,8 +46,12 @@ def fill(m: LogManager, logs: int) -> None:
             lg.append(batch(2, ts=NOW), 0, now_ms=NOW)
 
 
-def test_recovery_after_a_crash_does_not_fsync_and_keeps_the_recovery_point(
+def test_recovery_after_a_crash_fsyncs_only_the_recovered_segments(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash leaves 20 logs unflushed past their recovery point (0): the restart
+    validates and fsyncs those segments (a replica must keep what it acknowledged
+    through a second power loss; the replication simulation's seed 654523560 lost
+    committed records without it), and the recovery point moves to the end."""
     m = LogManager(tmp_path, LogConfig())
     fill(m, 20)
     m.checkpoint_recovery_points()  # recovery points 0: nothing flushed yet
@@ -57,21 +60,18 @@ def test_recovery_after_a_crash_does_not_fsync_and_keeps_the_recovery_point(
     m2 = LogManager(tmp_path, LogConfig())
     m2.load_all()
     assert len(m2.logs) == 20
-    # only the removal of nothing (no marker): no segment, index or snapshot fsynced
-    assert counter.calls == 0, f"{counter.calls} fsyncs while recovering 20 logs"
+    assert 0 < counter.calls <= 20 * 4, f"{counter.calls} fsyncs while recovering 20 logs"
     for lg in m2.logs.values():
         assert lg.log_end_offset == 6
-        assert lg.recovery_point == 0  # validated, not flushed: a second crash redoes it
+        assert lg.recovery_point == 6
         assert base_offsets(lg.read(0, 1 << 20).records) == [0, 2, 4]
-    # the rebuilt indexes are in the files already (written, not fsynced)
-    assert all((tmp_path / "t-0" / f"{0:020d}{s}").stat().st_size > 0
-               for s in (".index", ".timeindex"))
-    # a flush covers the recovered segments, and the recovery point moves to the end
-    lg0 = m2.logs[("t", 0)]
-    before = counter.calls
-    lg0.flush()
-    assert counter.calls > before
-    assert lg0.recovery_point == 6
+    # a log flushed up to its end before the crash costs no fsync on the way back
+    m2.logs[("t", 0)].flush()
+    m2.checkpoint_recovery_points()
+    counter.calls = 0
+    m3 = LogManager(tmp_path, LogConfig())
+    m3.load_all()
+    assert counter.calls <= 19 * 4, counter.calls
 
 
 def test_a_second_crash_recovers_again_and_loses_nothing(tmp_path: Path) -> None:

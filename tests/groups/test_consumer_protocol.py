@@ -94,6 +94,10 @@ def test_consumer_protocol_group(kind: str, cbroker: BrokerProcess, tmp_path: Pa
         wait_until(lambda: set(processed(workers)) == set(prod.values), 30, "120 records")
         counts = processed(workers)
         assert all(n == 1 for n in counts.values()), counts.most_common(3)
+        # the members own their partitions; the group is Stable once each has said so in
+        # a heartbeat (a loaded machine may not have sent it yet)
+        wait_until(lambda: _describe(cbroker, group).group_state == "Stable",  # type: ignore[attr-defined]
+                   30, "the group Stable")
         d = _describe(cbroker, group)
         assert d.error_code == 0 and d.group_state == "Stable", d  # type: ignore[attr-defined]
         assert len(d.members) == 3 and d.assignor_name == "uniform", d  # type: ignore[attr-defined]
@@ -199,6 +203,8 @@ def test_consumer_group_survives_a_broker_restart(cbroker: BrokerProcess,
         wait_until(lambda: coverage_ok([a, b], parts) and bool(a.assignment())
                    and bool(b.assignment()), 60, "2 members share 4 partitions")
         wait_until(lambda: set(processed([a, b])) == set(prod.values), 30, "40 records")
+        wait_until(lambda: _describe(cbroker, group).group_state == "Stable",  # type: ignore[attr-defined]
+                   30, "the group Stable")
         before = _describe(cbroker, group)
         assert before.group_state == "Stable", before  # type: ignore[attr-defined]
         members = {m.member_id: m.member_epoch for m in before.members}  # type: ignore[attr-defined]

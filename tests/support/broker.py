@@ -127,7 +127,7 @@ class BrokerProcess:
     # the broker's one line when its Kafka port is taken (jocko_py/cli.py)
     PORT_TAKEN = "address already in use"
 
-    def start(self, timeout: float = 20.0) -> BrokerProcess:
+    def start(self, timeout: float = 60.0) -> BrokerProcess:
         """Start and wait (bounded) until the Kafka port accepts connections. On the
         first start of a broker whose port was picked here, a port taken meanwhile by
         another process is picked again (up to three times)."""
@@ -163,7 +163,9 @@ class BrokerProcess:
                     return self
                 except TimeoutError:
                     if time.monotonic() > deadline:
-                        raise
+                        raise TimeoutError(
+                            f"the broker on {self.host}:{self.port} was not listening "
+                            f"{timeout:.0f}s after its start:\n{self.log_tail()}") from None
         except BaseException:
             self.kill()
             raise

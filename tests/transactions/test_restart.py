@@ -65,7 +65,7 @@ def test_transactions_survive_a_restart(own_broker: BrokerProcess, hard: bool) -
     b.start()
 
     # the open transaction still holds the LSO back
-    assert [v for _, v in _read_all(b, dst, 1, "read_committed", 1, wait=2.0)] == [b"committed"]
+    assert [v for _, v in _read_all(b, dst, 1, "read_committed", 1, wait=15.0)] == [b"committed"]
     # the group's offset is pending in that transaction: a require_stable OffsetFetch
     # (librdkafka's default) gets UNSTABLE_OFFSET_COMMIT and retries until it gives up
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group})
