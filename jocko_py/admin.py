@@ -74,12 +74,13 @@ class GroupAdmin:
             c = self._coordinators[group] = self._client(r.host, r.port)
         return c
 
-    def list_groups(self, states: list[str] | None = None) -> list[Any]:
+    def list_groups(self, states: list[str] | None = None,
+                    types: list[str] | None = None) -> list[Any]:
         # each broker lists the groups it coordinates: ask them all (as Kafka's tool)
         found: dict[str, Any] = {}
         for b in self.c.metadata([]).brokers:
             r = self._client(b.host, b.port).request(
-                16, 5, {"states_filter": states or [], "types_filter": []})
+                16, 5, {"states_filter": states or [], "types_filter": types or []})
             _check(r.error_code, "ListGroups")
             for g in r.groups:
                 found.setdefault(g.group_id, g)
@@ -149,3 +150,54 @@ class GroupAdmin:
                                   "topics": [{"name": n, "partitions": ps}
                                              for n, ps in topics.items()]})
         return {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions}
+
+    # -- share groups (KIP-932) ----------------------------------------------------------
+
+    def describe_share_group(self, group: str) -> Any:
+        """ShareGroupDescribe v1 at the coordinator: the group (GROUP_ID_NOT_FOUND raised
+        for a group that is not a share group or does not exist)."""
+        r = self.find_coordinator(group).request(
+            77, 1, {"group_ids": [group], "include_authorized_operations": False})
+        g = r.groups[0]
+        _check(g.error_code, g.error_message or f"ShareGroupDescribe {group}")
+        return g
+
+    def share_offsets(self, group: str, topics: list[str] | None = None
+                      ) -> dict[tuple[str, int], tuple[int, int]]:
+        """DescribeShareGroupOffsets v1: (topic, partition) -> (start offset, lag) of every
+        partition the group has share state for (of `topics` only, if given); -1 for
+        what the coordinator does not know."""
+        req_topics: list[dict[str, Any]] | None = None
+        if topics is not None:
+            req_topics = [{"topic_name": t, "partitions": self.partitions(t)} for t in topics]
+        r = self.find_coordinator(group).request(
+            90, 1, {"groups": [{"group_id": group, "topics": req_topics}]})
+        g = r.groups[0]
+        _check(g.error_code, g.error_message or f"DescribeShareGroupOffsets {group}")
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        for t in g.topics:
+            for p in t.partitions:
+                _check(p.error_code, p.error_message or f"{t.topic_name}-{p.partition_index}")
+                out[(t.topic_name, p.partition_index)] = (p.start_offset, p.lag)
+        return out
+
+    def alter_share_offsets(self, group: str, offsets: dict[tuple[str, int], int]
+                            ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """AlterShareGroupOffsets v0 (the group must have no members): the start offset of
+        each (topic, partition); -> their (error code, message)."""
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (t, p), o in sorted(offsets.items()):
+            topics.setdefault(t, []).append({"partition_index": p, "start_offset": o})
+        r = self.find_coordinator(group).request(91, 0, {"group_id": group, "topics": [
+            {"topic_name": n, "partitions": ps} for n, ps in topics.items()]})
+        _check(r.error_code, r.error_message or f"AlterShareGroupOffsets {group}")
+        return {(t.topic_name, p.partition_index): (int(p.error_code), p.error_message)
+                for t in r.responses for p in t.partitions}
+
+    def delete_share_offsets(self, group: str, topics: list[str]
+                             ) -> dict[str, tuple[int, str | None]]:
+        """DeleteShareGroupOffsets v0: forget the group's share state of `topics`."""
+        r = self.find_coordinator(group).request(
+            92, 0, {"group_id": group, "topics": [{"topic_name": t} for t in topics]})
+        _check(r.error_code, r.error_message or f"DeleteShareGroupOffsets {group}")
+        return {t.topic_name: (int(t.error_code), t.error_message) for t in r.responses}

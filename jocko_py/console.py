@@ -22,6 +22,10 @@ Owns the console's pages and actions (no JavaScript; plain links and forms):
   end, lag ("-" without a commit, as Kafka's tool) and owner; the total lag counts an
   uncommitted assigned partition's records from its log start; offset reset (earliest
   or latest) for an inactive group;
+- `/share-groups`: share groups (KIP-932) with state, members, partitions and total lag;
+  `/share-groups/<g>`: members and their assignment, per partition the share-partition
+  start offset and lag (ShareGroupDescribe, DescribeShareGroupOffsets; as
+  `kafka-share-groups --describe` shows them);
 - `/produce`: one record (key, value, headers) for testing.
 
 Every page but the produce form offers auto-refresh (`?refresh=N`, a meta refresh; off
@@ -487,6 +491,40 @@ class GroupRow:
         return max(0, self.log_end - self.log_start)
 
 
+def describe_share_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
+    """Share groups as `jocko-py share-groups describe` shows them: state, epoch, members
+    (id, client id, host, epoch, assignment) and per partition (start offset, lag)."""
+    from jocko_py.admin import GroupAdmin
+    from jocko_py.client import KafkaError
+
+    adm = GroupAdmin(c)
+    try:
+        ids = gids if gids is not None else [
+            g.group_id for g in adm.list_groups(types=["share"])]
+        out: list[dict[str, Any]] = []
+        for gid in ids:
+            g = adm.describe_share_group(gid)
+            members = []
+            for m in g.members:
+                assigned: dict[str, list[int]] = {}
+                for tp in m.assignment.topic_partitions:
+                    assigned.setdefault(tp.topic_name, []).extend(tp.partitions)
+                members.append((m.member_id, m.client_id, m.client_host, m.member_epoch,
+                                assigned))
+            try:
+                offsets, why = adm.share_offsets(gid), None
+            except (KafkaError, OSError) as e:  # the members still show
+                offsets, why = {}, str(e)
+                adm.close()  # a connection the broker closed is not used again
+                adm = GroupAdmin(c)
+            out.append({"id": gid, "state": g.group_state, "epoch": g.group_epoch,
+                         "assignor": g.assignor_name, "members": members,
+                         "offsets": offsets, "offsets_error": why})
+        return out
+    finally:
+        adm.close()
+
+
 def describe_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
     """Groups as `jocko-py groups describe` (Kafka's kafka-consumer-groups --describe)
     shows them: every partition committed or assigned to a member (classic and
@@ -495,7 +533,9 @@ def describe_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
 
     adm = GroupAdmin(c)
     try:
-        ids = gids if gids is not None else [g.group_id for g in adm.list_groups()]
+        # share groups have their own pages (/share-groups), as their own Kafka tool
+        ids = gids if gids is not None else [g.group_id for g in adm.list_groups()
+                                             if g.group_type != "share"]
         out: list[dict[str, Any]] = []
         for g_id in ids:
             d = adm.describe(g_id)
@@ -661,7 +701,8 @@ class Console:
         keep = f"?refresh={every}" if every else ""
         nav = "".join(f'<a href="{href}{keep}">{name}</a>' for href, name in (
             ("/", "Overview"), ("/cluster", "Cluster"), ("/topics", "Topics"),
-            ("/groups", "Consumer groups"), ("/produce", "Produce")))
+            ("/groups", "Consumer groups"), ("/share-groups", "Share groups"),
+            ("/produce", "Produce")))
         ro = ' <span class="note">(read-only)</span>' if self.read_only else ""
         token = self.token()
         body = _POST_FORM.sub(
@@ -742,6 +783,10 @@ class Console:
             return await self.groups(msg)
         if parts[0] == "groups" and len(parts) == 2:
             return await self.group(parts[1], msg)
+        if parts[0] == "share-groups" and len(parts) == 1:
+            return await self.share_groups(msg)
+        if parts[0] == "share-groups" and len(parts) == 2:
+            return await self.share_group(parts[1], msg)
         if parts[0] == "produce" and len(parts) == 1:
             return self.produce_form(req.query, msg)
         if parts == ["cluster"]:
@@ -1179,6 +1224,68 @@ class Console:
             else:
                 body += "<p class='note'>Offsets can be reset once the group has no members.</p>"
         return self.page(f"Consumer group {gid}", body, msg)
+
+    async def share_groups(self, msg: str | None) -> Response:
+        from jocko_py.client import KafkaError
+
+        try:
+            found = await self.client_call(lambda c: describe_share_groups(c, None))
+        except (KafkaError, OSError) as e:
+            return self.page("Share groups", f"<p class='bad'>{esc(e)}</p>", msg)
+        rows = []
+        for g in found:
+            if not self.allowed("DESCRIBE", GROUP, g["id"]):
+                continue
+            q = urllib.parse.quote(g["id"])
+            rows.append([f'<a href="/share-groups/{q}">{esc(g["id"])}</a>', esc(g["state"]),
+                         esc(len(g["members"])),
+                         esc("-" if g["offsets_error"] else len(g["offsets"])),
+                         esc("-" if g["offsets_error"] else
+                             sum(max(lag, 0) for _, lag in g["offsets"].values()))])
+        body = table(["group", "state", "members", "partitions", "total lag"], rows)
+        body += ("<p class='note'>Share groups (KIP-932): consumers of one group share "
+                 "partitions and acknowledge records one by one; the lag counts the records "
+                 "not yet acknowledged or archived.</p>")
+        return self.page("Share groups", body, msg)
+
+    async def share_group(self, gid: str, msg: str | None) -> Response:
+        from jocko_py.client import KafkaError
+        from jocko_py.protocol.errors import ErrorCode
+
+        self.require("DESCRIBE", GROUP, gid)
+        try:
+            found = await self.client_call(lambda c: describe_share_groups(c, [gid]))
+        except KafkaError as e:
+            if e.code != ErrorCode.GROUP_ID_NOT_FOUND:
+                return self.page(f"Share group {gid}", f"<p class='bad'>{esc(e)}</p>", msg)
+            found = []
+        except OSError as e:
+            return self.page(f"Share group {gid}", f"<p class='bad'>{esc(e)}</p>", msg)
+        if not found:
+            return self.not_found(f"Share group '{gid}' does not exist.")
+        g = found[0]
+        mrows = [[esc(mid), esc(cid), esc(host), esc(epoch),
+                  esc(", ".join(f"{t}: {sorted(ps)}" for t, ps in assigned.items()))]
+                 for mid, cid, host, epoch, assigned in g["members"]]
+        orows = []
+        chart = []
+        for (t, p), (start, lag) in sorted(g["offsets"].items()):
+            orows.append([esc(t), esc(p), esc("-" if start < 0 else start),
+                          f'<span class="lag">{esc("-" if lag < 0 else lag)}</span>'])
+            chart.append((f"{t}-{p}", max(lag, 0)))
+        total = sum(v for _, v in chart)
+        if g["offsets_error"]:
+            orows.append([f"<span class='bad'>offsets unknown: {esc(g['offsets_error'])}"
+                          "</span>", "", "", ""])
+        body = (f"<p>State <b>{esc(g['state'])}</b>, group epoch {esc(g['epoch'])}, "
+                f"assignor {esc(g['assignor'])}, {len(g['members'])} member(s)</p>"
+                "<h2>Members</h2>"
+                + table(["member", "client id", "host", "epoch", "assignment"], mrows)
+                + "<h2>Lag</h2><p id='total-lag'>Total lag <b>"
+                + ("-" if g["offsets_error"] else str(total)) + "</b>.</p>"
+                + lag_chart(chart)
+                + table(["topic", "partition", "start offset", "lag"], orows))
+        return self.page(f"Share group {gid}", body, msg)
 
     def produce_form(self, q: dict[str, str], msg: str | None) -> Response:
         if self.read_only:

@@ -2,13 +2,15 @@
 Apache Kafka 4.4.0 nodes, with a per-test comparison (`make kgo-suite`).
 
     python -m tests.kgo_suite [--version v1.22.3] [--run REGEX] [--timeout 20m]
-                              [--only jocko|kafka] [--out docs/results/<date>-kgo-suite.md]
+                              [--only jocko|kafka] [--records N]
+                              [--out docs/results/<date>-kgo-suite.md]
 
 The source of franz-go at `--version` comes through the Go module proxy
 (`go mod download -json github.com/twmb/franz-go@VERSION`) and is copied to a writable
 work dir; its `pkg/kgo` tests run with `go test -json -count=1 -run REGEX -timeout T`
 and the environment the suite reads (pkg/kgo/helpers_test.go): `KGO_SEEDS` (the
-cluster's brokers), `KGO_TEST_RF=3`, `KGO_TEST_RECORDS` (unset: the suite's default).
+cluster's brokers), `KGO_TEST_RF=3`, `KGO_TEST_RECORDS` (unset: the suite's default, 500,000; `--records`
+sets it, as `make kgo-share` does for TestShareGroupETL on a 2-core machine).
 A test that is still running when `go test`'s timeout fires is reported as `timeout`;
 the tests that had not started yet are run again in a further round without the ones
 that timed out, so one hung test does not hide the rest.
@@ -112,9 +114,11 @@ def run_round(src: Path, env: dict[str, str], tests: list[str], timeout: str,
 
 
 def run_suite(src: Path, seeds: str, tests: list[str], timeout: str, log: Path,
-              rounds: int) -> dict[str, tuple[str, float]]:
+              rounds: int, records: int | None = None) -> dict[str, tuple[str, float]]:
     env = dict(os.environ, KGO_SEEDS=seeds, KGO_TEST_RF="3")
     env.pop("KGO_TEST_RECORDS", None)
+    if records:
+        env["KGO_TEST_RECORDS"] = str(records)
     env.pop("KGO_TEST_CHAOS", None)
     results: dict[str, tuple[str, float]] = {}
     todo = list(tests)
@@ -152,15 +156,17 @@ def kafka_cluster(root: Path) -> Iterator[str]:
 
 
 def report(version: str, run: str, tests: list[str],
-           res: dict[str, dict[str, tuple[str, float]]], seconds: dict[str, float]) -> str:
+           res: dict[str, dict[str, tuple[str, float]]], seconds: dict[str, float],
+           records: int | None = None) -> str:
     sides = [s for s in ("kafka", "jocko") if s in res]
     title = {"kafka": "Apache Kafka 4.4.0 (3 nodes)", "jocko": "jocko-py (3 brokers)"}
     lines = [
         f"# franz-go {version} kgo integration suite: jocko-py vs Apache Kafka 4.4.0",
         "",
-        f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `make kgo-suite` "
+        f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `make kgo-suite` (or `make kgo-share`) "
         f"(`python -m tests.kgo_suite`): `go test ./pkg/kgo/ -run '{run}'` with "
-        "`KGO_TEST_RF=3` and `KGO_SEEDS` set to each cluster's three brokers, one "
+        "`KGO_TEST_RF=3`" + (f", `KGO_TEST_RECORDS={records}`" if records else "")
+        + " and `KGO_SEEDS` set to each cluster's three brokers, one "
         "cluster at a time, on the same 2-core machine.",
         "",
     ]
@@ -191,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3,
                     help="go test runs at most, each over the tests a timeout left unstarted")
     ap.add_argument("--only", choices=("jocko", "kafka"))
+    ap.add_argument("--records", type=int, default=None,
+                    help="KGO_TEST_RECORDS (default: unset, the suite's own)")
     ap.add_argument("--out", type=Path,
                     default=REPO / "docs" / "results" / f"{datetime.now(UTC):%Y-%m-%d}-kgo-suite.md")
     args = ap.parse_args(argv)
@@ -217,10 +225,12 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.monotonic()
             with cluster(work / side) as seeds:
                 print(f"kgo-suite: {side} up at {seeds}; go test log in {log}", flush=True)
-                res[side] = run_suite(src, seeds, tests, args.timeout, log, args.rounds)
+                res[side] = run_suite(src, seeds, tests, args.timeout, log, args.rounds,
+                                      args.records)
             seconds[side] = time.monotonic() - t0
             (logs / f"{side}-results.json").write_text(json.dumps({
-                "version": args.version, "run": args.run, "seconds": seconds[side],
+                "version": args.version, "run": args.run, "records": args.records,
+                "seconds": seconds[side],
                 "results": res[side]}))
             bad = sorted(t for t, (o, _) in res[side].items() if o not in ("pass", "skip"))
             print(f"kgo-suite: {side}: {len(tests) - len(bad)} of {len(tests)} passed or "
@@ -229,10 +239,11 @@ def main(argv: list[str] | None = None) -> int:
             saved = logs / f"{side}-results.json"
             if side not in res and saved.exists():
                 d = json.loads(saved.read_text())
-                if (d["version"], d["run"]) == (args.version, args.run):
+                if (d["version"], d["run"], d.get("records")) == (
+                        args.version, args.run, args.records):
                     res[side] = {t: (o, e) for t, (o, e) in d["results"].items()}
                     seconds[side] = d["seconds"]
-        text = report(args.version, args.run, tests, res, seconds)
+        text = report(args.version, args.run, tests, res, seconds, args.records)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
         print(f"kgo-suite: report in {args.out}")

@@ -7,7 +7,8 @@ Strimzi and most Kafka dashboards use: `kafka_server_brokertopicmetrics_bytesin_
 dashboards and alerts carry over. Raft, gossip and consumer-group lag have no JMX
 counterpart under those rules; they use `kafka_server_raftmetrics_*` (KRaft's
 raft-metrics group), `jocko_gossip_*` and `kafka_consumergroup_*` (kafka_exporter's
-names).
+names; consumer groups only), and share groups `kafka_sharegroup_*` beside Kafka's
+`kafka_server_group_coordinator_metrics_share_group_count`.
 
 Nothing is counted here. The request path counts in plain ints (`broker/stats.py`);
 on a scrape, `BrokerCollector.collect` reads those counters and the broker's state
@@ -49,6 +50,7 @@ from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from jocko_py.broker.group.coordinator import GroupCoordinator
+    from jocko_py.broker.interfaces import SharePartitionsHook
     from jocko_py.broker.replica_manager import ReplicaManager
     from jocko_py.broker.security.session import SecurityManager
     from jocko_py.broker.stats import BrokerStats
@@ -79,6 +81,9 @@ class MetricsHost(Protocol):
 
     @property
     def security(self) -> SecurityManager: ...
+
+    @property
+    def share_partitions(self) -> SharePartitionsHook | None: ...
 
 
 def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
@@ -300,7 +305,25 @@ class BrokerCollector:
                      "High watermark minus committed offset (partitions hosted here)", lbl)
         members = _gauge("kafka_consumergroup_members", "Members of a group",
                          ["consumergroup", "state"])
+        # share groups (KIP-932): Kafka's group coordinator metrics name them
+        # share-group-count by state; members and the partitions with share state per group
+        share_count = _gauge("kafka_server_group_coordinator_metrics_share_group_count",
+                             "Share groups coordinated here, by state", ["state"])
+        share_members = _gauge("kafka_sharegroup_members",
+                               "Members of a share group (groups coordinated here)",
+                               ["sharegroup", "state"])
+        share_parts = _gauge("kafka_sharegroup_partitions",
+                             "Partitions with (or getting) share state of a share group",
+                             ["sharegroup"])
+        by_state = {"Empty": 0, "Stable": 0}
         for gid, g in sorted(gc.groups.items()):
+            if g.share is not None:
+                st = g.share.state()
+                by_state[st] = by_state.get(st, 0) + 1
+                share_members.add_metric([gid, st], len(g.share.members))
+                share_parts.add_metric([gid], sum(
+                    len(ps) for _, ps in g.share.state_partitions().values()))
+                continue
             members.add_metric([gid, g.state.value], len(g.members))
             for (topic, idx), om in sorted(g.offsets.items()):
                 lv = [gid, topic, str(idx)]
@@ -308,7 +331,45 @@ class BrokerCollector:
                 p = rm.partitions.get((topic, idx))
                 if p is not None:
                     lag.add_metric(lv, max(0, p.high_watermark - om.offset))
-        yield from (cur, lag, members)
+        for st, n in sorted(by_state.items()):
+            share_count.add_metric([st], n)
+        yield from (cur, lag, members, share_count, share_members, share_parts)
+        yield from self._share_partitions()
+
+    def _share_partitions(self) -> Iterator[Metric]:
+        """The share partitions this broker leads: in-flight records by state, the group's
+        lag (records up to the high watermark not yet acknowledged or archived) and the
+        acquisition locks that expired."""
+        from jocko_py.broker.share.manager import SharePartitionManager
+        from jocko_py.broker.share.partition import RecordState
+
+        m = self.broker.share_partitions
+        if not isinstance(m, SharePartitionManager):
+            return
+        lbl = ["sharegroup", "topic", "partition"]
+        records = _gauge("kafka_sharegroup_records",
+                         "In-flight records of a share partition led here, by state",
+                         [*lbl, "state"])
+        lag = _gauge("kafka_sharegroup_lag", "Records of a share partition led here up to "
+                     "the high watermark not yet acknowledged or archived", lbl)
+        expired = _counter("kafka_sharegroup_lock_expiries",
+                           "Acquisition locks that expired (records released for redelivery)",
+                           lbl)
+        rm = self.broker.replicas
+        for e in list(m.entries.values()):
+            sp = e.sp
+            lv = [e.key.group_id, e.topic, str(e.key.partition)]
+            for st in RecordState:
+                records.add_metric([*lv, st.name.lower()], sp.count(st))
+            p = rm.partitions.get((e.topic, e.key.partition))
+            if p is not None:
+                hw = p.high_watermark
+                done = sum(1 for off, r in sp.records.items()
+                           if sp.start_offset <= off < hw and r.state.done)
+                lag.add_metric(lv, max(0, hw - sp.start_offset - done))
+        for (g, t, idx), n in sorted(m.lock_expiries.items()):
+            expired.add_metric([g, t, str(idx)], n)
+        yield from (records, lag, expired)
 
     # -- metadata quorum ------------------------------------------------------------
 

@@ -41,7 +41,8 @@ def _not_found(group: str) -> None:
 
 
 def cmd_list(adm: GroupAdmin, args: argparse.Namespace) -> int:
-    groups = adm.list_groups(args.state)
+    # share groups are `jocko-py share-groups list`'s (kafka-consumer-groups does not list them)
+    groups = [g for g in adm.list_groups(args.state) if g.group_type != "share"]
     if args.format == "json":
         print(json.dumps([{"group": g.group_id, "state": g.group_state,
                            "protocol_type": g.protocol_type, "type": g.group_type}

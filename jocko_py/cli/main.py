@@ -1,4 +1,4 @@
-"""Command line: `jocko-py broker|storage|topic|cluster|produce|consume|groups|transactions|acl|user|quota`."""
+"""Command line: `jocko-py broker|storage|topic|cluster|produce|consume|groups|share-groups|transactions|acl|user|quota`."""
 
 from __future__ import annotations
 
@@ -397,10 +397,12 @@ Every command takes --help. Exit status: 0 ok, 1 an error (one line on stderr),
     from jocko_py.cli.completion import add_parser as add_completion_parser
     from jocko_py.cli.data import add_parsers as add_data_parsers
     from jocko_py.cli.groups import add_parser as add_groups_parser
+    from jocko_py.cli.share_groups import add_parser as add_share_groups_parser
     from jocko_py.cli.transactions import add_parser as add_transactions_parser
 
     add_data_parsers(sub, _Formatter)
     add_groups_parser(sub)
+    add_share_groups_parser(sub)
     add_transactions_parser(sub)
     from jocko_py.cli.security import add_parsers as add_security_parsers
 

@@ -230,6 +230,9 @@ def test_topic_create_uses_broker_defaults_and_alter(
     (["groups", "reset-offsets", "g", "--all-topics", "--to-datetime", "yesterday"],
      "error: --to-datetime: 'yesterday' is not an ISO-8601 date-time "
      "(e.g. 2024-05-01T12:00:00+00:00)\n"),
+    (["share-groups", "reset-offsets", "g", "--all-topics", "--to-datetime", "yesterday"],
+     "error: --to-datetime: 'yesterday' is not an ISO-8601 date-time "
+     "(e.g. 2024-05-01T12:00:00+00:00)\n"),
     (["produce", "x", "--header", "novalue"], "error: --header expects NAME=VALUE, got "
      "'novalue'\n"),
     (["produce", "json-errors", "--format", "json"], "error: line 2: not a JSON object: "
@@ -482,3 +485,45 @@ def test_leave_after_an_interrupted_join_uses_a_new_connection(
     assert r.returncode == 0, r.stderr
     desc = json.loads(r.stdout)[0]
     assert desc["members"] == 0 and desc["state"] == "Empty", desc
+
+
+def test_share_groups_list_describe_delete(kafka_broker: EmbeddedBroker) -> None:
+    """`jocko-py share-groups` on a share group one member joined by ShareGroupHeartbeat:
+    listed (and not by `groups list`), its member and state described, deletion refused
+    while it has the member (one line) and done once it left."""
+    from jocko_py.client import Client
+
+    t, group, member = topic_name("sharecli"), f"sg-{uuid.uuid4().hex[:6]}", str(uuid.uuid4())
+    with Client(str(kafka_broker)) as c:
+        c.create_topic(t, 2)
+        coord = c.request(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0]
+        assert coord.error_code == 0
+        with Client(f"{coord.host}:{coord.port}") as cc:
+            epoch, deadline = 0, time.monotonic() + 30
+            while True:
+                r = cc.request(76, 1, {"group_id": group, "member_id": member,
+                                       "member_epoch": epoch, "rack_id": None,
+                                       "subscribed_topic_names": [t]})
+                assert r.error_code == 0, r
+                epoch = r.member_epoch
+                if r.assignment is not None and r.assignment.topic_partitions:
+                    break
+                assert time.monotonic() < deadline, r
+                time.sleep(0.3)
+            assert group in cli(kafka_broker, "share-groups", "list").stdout.split()
+            assert group not in cli(kafka_broker, "groups", "list").stdout.split()
+            r2 = cli(kafka_broker, "share-groups", "describe", group, "--members")
+            assert r2.returncode == 0 and member in r2.stdout and f"{t}:0,1" in r2.stdout, r2
+            st = cli(kafka_broker, "share-groups", "describe", group, "--state",
+                     "--format", "json")
+            assert json.loads(st.stdout)[0]["state"] == "Stable", st
+            busy = cli(kafka_broker, "share-groups", "delete", group)
+            assert busy.returncode == 1 and busy.stderr == (
+                f"error: share group '{group}' has active members: stop its consumers first\n")
+            cc.request(76, 1, {"group_id": group, "member_id": member, "member_epoch": -1,
+                               "rack_id": None, "subscribed_topic_names": None})
+    done = cli(kafka_broker, "share-groups", "delete", group)
+    assert done.returncode == 0 and done.stdout == f"Deleted share group '{group}'\n", done
+    gone = cli(kafka_broker, "share-groups", "describe", group, "--members")
+    assert gone.returncode == 1 and gone.stderr == (
+        f"error: share group '{group}' does not exist\n"), gone

@@ -259,3 +259,41 @@ def test_error_counting_knows_every_struct_array_and_its_fast_paths_agree() -> N
         assert {c: n for (_, c), n in fast.errors.items()} == \
             {c: n for (_, c), n in general.errors.items()}
         assert fast.errors
+
+
+def test_share_group_metrics_follow_membership(broker: BrokerProcess) -> None:
+    """A share group (KIP-932) joined by one member through ShareGroupHeartbeat: counted by
+    state, with its members and the partitions given share state; Empty once it left;
+    never among the consumer groups' metrics."""
+    import uuid
+
+    topic, group, member = "share-metrics", "share-metrics-group", str(uuid.uuid4())
+    with Client(broker.bootstrap) as c:
+        c.create_topic(topic, 3)
+        coord = c.request(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0]
+        assert coord.error_code == 0 and coord.port == broker.port
+        deadline = time.monotonic() + 30
+        epoch = 0
+        while True:  # until the member has its assignment (the group's state initialized)
+            r = c.request(76, 1, {"group_id": group, "member_id": member, "member_epoch": epoch,
+                                  "rack_id": None, "subscribed_topic_names": [topic]})
+            assert r.error_code == 0, r
+            epoch = r.member_epoch
+            if r.assignment is not None and r.assignment.topic_partitions:
+                break
+            assert time.monotonic() < deadline, r
+            time.sleep(0.3)
+        s = scrape(broker)
+        assert value(s, "kafka_server_group_coordinator_metrics_share_group_count",
+                     state="Stable") == 1
+        assert value(s, "kafka_sharegroup_members", sharegroup=group, state="Stable") == 1
+        assert value(s, "kafka_sharegroup_partitions", sharegroup=group) == 3
+        assert not [k for k in s if k[0] == "kafka_consumergroup_members"
+                    and ("consumergroup", group) in k[1]]
+        left = c.request(76, 1, {"group_id": group, "member_id": member, "member_epoch": -1,
+                                 "rack_id": None, "subscribed_topic_names": None})
+        assert left.error_code == 0, left
+    s = scrape(broker)
+    assert value(s, "kafka_server_group_coordinator_metrics_share_group_count",
+                 state="Empty") == 1
+    assert value(s, "kafka_sharegroup_members", sharegroup=group, state="Empty") == 0

@@ -27,6 +27,15 @@ JARS = REPO / ".cache-extra" / "kafka-44-jars"
 JAVA_OPTS = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 
 
+def _random_uuid() -> str:
+    """A Kafka Uuid as `kafka-storage random-uuid` prints it: base64url, never starting
+    with '-' (Kafka's Uuid.randomUuid draws again: the tools would take it for an option)."""
+    while True:
+        u = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not u.startswith("-"):
+            return u
+
+
 def missing() -> str | None:
     """Why Kafka 4.4.0 cannot run here, or None."""
     if shutil.which("java") is None:
@@ -39,14 +48,16 @@ def missing() -> str | None:
 class ApacheKafka44(BrokerProcess):
     """One Apache Kafka 4.4.0 node; `start()` returns once its broker port accepts."""
 
-    def __init__(self, data_dir: Path, node_id: int = 1) -> None:
+    def __init__(self, data_dir: Path, node_id: int = 1,
+                 extra: dict[str, str] | None = None) -> None:
         super().__init__(data_dir, log_path=data_dir.parent / "kafka44.log")
+        self.extra = dict(extra or {})  # further server.properties (e.g. group.share.*)
         self.node_id = node_id
         self.controller_port = free_port()
         self.config = self.data_dir.parent / "server.properties"
         # several nodes: the static quorum ("1@host:port,...") and the shared cluster id
         self.voters: str | None = None
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = _random_uuid()
 
     def _java(self, main: str, *args: str) -> list[str]:
         return ["java", *JAVA_OPTS, "-cp", f"{JARS}/*", main, *args]
@@ -84,6 +95,7 @@ class ApacheKafka44(BrokerProcess):
                 f"log.dirs={self.data_dir}",
                 *rf,
                 "group.initial.rebalance.delay.ms=0",
+                *(f"{k}={v}" for k, v in self.extra.items()),
                 "",
             ]))
             standalone = [] if self.voters else ["--standalone"]

@@ -131,6 +131,8 @@ class SharePartitionManager:
         # the group configs set on a share group (the group coordinator's hook)
         self.group_config: Callable[[str], dict[str, str]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # acquisition locks expired, per (group, topic, partition) (metrics.py reads them)
+        self.lock_expiries: dict[tuple[str, str, int], int] = {}
 
     @property
     def persister(self) -> SharePersister:
@@ -307,6 +309,8 @@ class SharePartitionManager:
         e.timer = None
         n = e.sp.expire_locks(now_ms())
         if n:
+            k = (e.key.group_id, e.topic, e.key.partition)
+            self.lock_expiries[k] = self.lock_expiries.get(k, 0) + n
             log.debug("[share partition %s] %d acquisition locks expired", e.key, n)
             self._spawn(self._flush(e))
         self._changed(e)
