@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jocko_py.broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime
+from jocko_py.broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, Record
 from jocko_py.broker.coordinator.shell import CoordinatorShell, ReplicaLog, SystemClock
 from jocko_py.broker.features import TRANSACTION_VERSION, level
 from jocko_py.broker.group.offsets_store import OFFSETS_TOPIC, partition_for
@@ -128,6 +128,18 @@ async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, c
     return out
 
 
+class _TxnLog(ReplicaLog):
+    """The coordinator's writes, refused while the partition is under its min ISR (as
+    Kafka's acks=all append: NOT_ENOUGH_REPLICAS, answered COORDINATOR_NOT_AVAILABLE)."""
+
+    def append(self, partition: int, records: list[Record],
+               producer: tuple[int, int] | None, now: int) -> tuple[ErrorCode, int]:
+        p = self.partition(partition)
+        if p is not None and p.is_leader and p.under_min_isr():
+            return E.NOT_ENOUGH_REPLICAS, -1
+        return super().append(partition, records, producer, now)
+
+
 class TransactionCoordinator:
     def __init__(self, broker: Broker, config: TxnConfig | None = None) -> None:
         self.broker = broker
@@ -139,7 +151,7 @@ class TransactionCoordinator:
         self._markers: dict[str, tuple[int, int, MarkerJob, asyncio.Task[None]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.clock = SystemClock()
-        log_ = ReplicaLog(broker.replicas, TXN_TOPIC)
+        log_ = _TxnLog(broker.replicas, TXN_TOPIC)
         self.runtime: CoordinatorRuntime[TxnShard] = CoordinatorRuntime(
             "transaction", self._new_shard, log_)
         self.runtime.on_effect = self._on_effect
@@ -398,10 +410,15 @@ class TransactionCoordinator:
                 backoff = min(backoff * 2, 1.0)
         tid = job.transactional_id
         while self._current(idx, coord_epoch):
-            _, err = await self.shell.write(idx, lambda s, now: s.complete(
+            completing = self.shell.write(idx, lambda s, now: s.complete(
                 now, tid, job.producer_id, job.producer_epoch, job.commit))
+            a, err = await completing
+            if err == E.NONE and a is not None:
+                err = a.error  # (a refused append answers its error)
             if err in (E.NONE, E.NOT_COORDINATOR):
                 return
+            log.info("[txn=%s] completing the transaction failed (%s): retrying", tid,
+                     err.name)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
 
