@@ -7,7 +7,7 @@ acknowledged commit committed everywhere).
 
 The campaign's seeds start at the run's base seed (``tests/cluster/sim_seed.py``: drawn
 anew on every run and printed at the end; ``JOCKO_SIM_BASE_SEED`` fixes it).
-``JOCKO_SIM_TXN_SCHEDULES`` sets the count (default 30); ``JOCKO_SIM_SEED=<seed>``
+``JOCKO_SIM_TXN_SCHEDULES`` sets the count (default 24; `make sim-long` runs more); ``JOCKO_SIM_SEED=<seed>``
 replays one schedule.
 """
 
@@ -20,9 +20,9 @@ import pytest
 from tests.cluster.sim_seed import BASE_SEED
 from tests.txn.sim_txn import InvariantViolation, run_schedule
 
-N = int(os.environ.get("JOCKO_SIM_TXN_SCHEDULES", "30"))
+N = int(os.environ.get("JOCKO_SIM_TXN_SCHEDULES", "24"))
 ONLY = os.environ.get("JOCKO_SIM_SEED")
-CHUNK = 15
+CHUNK = 12
 
 
 def _chunks(total: int) -> list[tuple[int, int]]:
