@@ -359,12 +359,13 @@ class TxnShard:
         retry_overflow = bump_epoch and st in COMPLETED and m.producer_id != producer_id \
             and m.last_producer_id == producer_id and producer_epoch == MAX_EPOCH \
             and m.producer_epoch == 0
-        if m.producer_id != producer_id and not retry_overflow:
-            return CoordinatorResult(TxnAnswer(E.INVALID_PRODUCER_ID_MAPPING))
         if st in PREPARED or st is S.PREPARE_EPOCH_FENCE:
             # the previous end is still completing (its markers are being written): the
-            # client retries once it is done (Kafka's pending transition, KAFKA-18464)
+            # client retries once it is done (Kafka 4.4 checks its pending transition
+            # first, KAFKA-18464)
             return CoordinatorResult(TxnAnswer(E.CONCURRENT_TRANSACTIONS))
+        if m.producer_id != producer_id and not retry_overflow:
+            return CoordinatorResult(TxnAnswer(E.INVALID_PRODUCER_ID_MAPPING))
         is_retry = False
         if bump_epoch:
             retry_bump = m.producer_id == producer_id and m.producer_epoch == producer_epoch + 1
