@@ -54,6 +54,12 @@ DEFAULTS: dict[str, str] = {
     "group.streams.task.offset.interval.ms": "60000",
     "group.streams.min.task.offset.interval.ms": "15000",
     "group.streams.acceptable.recovery.lag": "10000",
+    # Kafka 4.4's warm-up and rack-tag settings: accepted and described; its sticky
+    # assignor creates no warm-up task (AssignmentRefiner.refine returns the target as
+    # it is) and reads no rack tag, and neither does jocko-py's (streams_assignor.py)
+    "group.streams.num.warmup.replicas": "2",
+    "group.streams.max.warmup.replicas": "20",
+    "group.streams.rack.aware.assignment.tags": "",
     "group.streams.initial.rebalance.delay.ms": "3000",
     "group.streams.assignment.interval.ms": "1000",
     "group.streams.min.assignment.interval.ms": "0",

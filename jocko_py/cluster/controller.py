@@ -38,6 +38,20 @@ Rules
   of every partition, even as their last member. Either way it leads nothing in that
   round and rejoins the ISR by catching up, as any follower; the last known leader is
   left as it is.
+- ELR is on only while ``eligible.leader.replicas.version`` is finalized at 1 or more
+  (``elr_enabled``; a metadata log that records no feature level is an older jocko-py's,
+  which tracked the ELR, and keeps doing so). Off, as Kafka's PartitionChangeBuilder
+  without ELR: no ELR is computed (an existing one is cleared with the next change),
+  the ISR never becomes empty (its last member stays, leaderless, and leads again
+  when it returns), and there is no last-known-leader recovery.
+- ELR and ``min.insync.replicas`` (Kafka 4.x's ConfigurationControlManager and
+  ReplicationControlManager): when ELR becomes enabled (a new cluster bootstrapping at
+  ELR 1, or an upgrade) the cluster-level ``min.insync.replicas`` is written with this
+  controller's static value if none is set, and every broker-level one is removed
+  (``elr_safety_records``). A change of a topic's ``min.insync.replicas`` clears that
+  topic's ELR and last known ELR; a change of the cluster-level one (even to the same
+  value) clears them in every partition. (The broker refuses, while ELR is enabled, a
+  broker-level ``min.insync.replicas`` and the removal of the cluster-level one.)
 - A leaderless partition whose ISR (or, when empty, ELR) holds an unfenced broker gets
   that broker as leader.
 - Every leader change bumps the leader epoch (``PartitionChangeRecord`` with a leader).
@@ -118,6 +132,17 @@ log = logging.getLogger("jocko_py.cluster.controller")
 
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
+# broker/features.py names the features; the cluster layer reads only these two
+ELR_FEATURE = "eligible.leader.replicas.version"
+METADATA_VERSION_FEATURE = "metadata.version"
+
+
+def elr_enabled(image: MetadataImage) -> bool:
+    """KIP-966's ELR is tracked: ``eligible.leader.replicas.version`` >= 1, or a log that
+    records no metadata.version (an older jocko-py's, which always tracked it)."""
+    if METADATA_VERSION_FEATURE not in image.features:
+        return True
+    return image.features.get(ELR_FEATURE, 0) >= 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +194,41 @@ class Controller:
         first: list[MetadataRecord] = []
         if image.records_applied == 0:
             first = [FeatureLevelRecord(k, v) for k, v in self.config.bootstrap_features]
+            if dict(self.config.bootstrap_features).get(ELR_FEATURE, 0) >= 1:
+                first += self.elr_safety_records(image)
         return first + self.cluster_secret_records(image)
+
+    def elr_safety_records(self, image: MetadataImage) -> list[MetadataRecord]:
+        """Kafka's maybeGenerateElrSafetyRecords, as ELR becomes enabled: the
+        cluster-level ``min.insync.replicas`` (this controller's static value) unless one
+        is set, and the removal of every broker-level one."""
+        out: list[MetadataRecord] = []
+        if MIN_INSYNC_REPLICAS not in image.configs(CONFIG_RESOURCE_BROKER, ""):
+            out.append(ConfigRecord(CONFIG_RESOURCE_BROKER, "", MIN_INSYNC_REPLICAS,
+                                    str(self.config.min_insync_replicas)))
+        for name in image.config_resources(CONFIG_RESOURCE_BROKER):
+            if name and MIN_INSYNC_REPLICAS in image.configs(CONFIG_RESOURCE_BROKER, name):
+                out.append(ConfigRecord(CONFIG_RESOURCE_BROKER, name, MIN_INSYNC_REPLICAS,
+                                        None))
+        return out
+
+    def clear_elr_records(self, image: MetadataImage,
+                          topics: Iterable[str]) -> list[MetadataRecord]:
+        """PartitionChangeRecords clearing the ELR and last known ELR of every partition
+        of ``topics`` that has either (min.insync.replicas changed under them)."""
+        out: list[MetadataRecord] = []
+        for name in topics:
+            t = image.topics.get(name)
+            if t is None:
+                continue
+            for pid in sorted(t.partitions):
+                p = t.partitions[pid]
+                if p.elr or p.last_known_elr:
+                    out.append(PartitionChangeRecord(
+                        partition_id=pid, topic_id=t.topic_id,
+                        elr=() if p.elr else None,
+                        last_known_elr=() if p.last_known_elr else None))
+        return out
 
     def cluster_secret_records(self, image: MetadataImage) -> list[MetadataRecord]:
         """A new cluster secret while the image has none (see the module rules)."""
@@ -299,7 +358,8 @@ class Controller:
         new_isr = tuple(r for r in (p.isr if isr is None else isr)
                         if r in reps and r not in unclean_shutdown)
         min_isr = self.min_insync_replicas(image, t.name, len(reps))
-        if len(new_isr) >= min_isr:
+        elr_on = elr_enabled(image)
+        if not elr_on or len(new_isr) >= min_isr:
             elr: tuple[int, ...] = ()
         else:
             was = set(p.elr) | set(p.isr)
@@ -315,7 +375,7 @@ class Controller:
             lke = p.last_known_elr
             if leader != NO_LEADER and leader in elr:  # from the ELR: it alone is in sync
                 new_isr, elr = (leader,), tuple(r for r in elr if r != leader)
-            elif (leader == NO_LEADER and not new_isr and not elr and len(lke) == 1
+            elif (elr_on and leader == NO_LEADER and not new_isr and not elr and len(lke) == 1
                   and lke[0] in reps and lke[0] in eligible):
                 leader, new_isr = lke[0], (lke[0],)  # balanced recovery: the last leader
                 log.warning("[controller] %s-%d: ISR and ELR empty; electing the last "
@@ -327,7 +387,10 @@ class Controller:
                     log.warning("[controller] %s-%d: unclean election of %d (outside the "
                                 "ISR and ELR): records may be lost", t.name, pid, leader)
         last_known = p.last_known_elr
-        if not new_isr and p.isr:
+        if not elr_on:
+            if not new_isr:
+                new_isr = p.isr  # without ELR the ISR keeps its last member (Kafka)
+        elif not new_isr and p.isr:
             if p.leader >= 0:
                 last_known = (p.leader,)
             elif len(p.isr) == 1:
@@ -441,17 +504,26 @@ class Controller:
     ) -> tuple[int, list[MetadataRecord]]:
         if resource_type == CONFIG_RESOURCE_TOPIC and resource_name not in image.topics:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
-        return ErrorCode.NONE, [
+        out: list[MetadataRecord] = [
             ConfigRecord(resource_type, resource_name, k, changes[k]) for k in sorted(changes)
         ]
+        if MIN_INSYNC_REPLICAS in changes and elr_enabled(image):
+            if resource_type == CONFIG_RESOURCE_TOPIC:
+                out += self.clear_elr_records(image, [resource_name])
+            elif resource_type == CONFIG_RESOURCE_BROKER and resource_name == "":
+                out += self.clear_elr_records(image, sorted(image.topics))
+        return ErrorCode.NONE, out
 
     def update_features(
         self, image: MetadataImage, levels: dict[str, int]
     ) -> tuple[int, list[MetadataRecord]]:
         """FeatureLevelRecords for the features whose finalized level changes (the
         broker checked the levels against what it supports)."""
-        return ErrorCode.NONE, [FeatureLevelRecord(k, v) for k, v in sorted(levels.items())
-                      if image.features.get(k) != v]
+        out: list[MetadataRecord] = [FeatureLevelRecord(k, v) for k, v in sorted(levels.items())
+                                     if image.features.get(k) != v]
+        if levels.get(ELR_FEATURE, 0) >= 1 and image.features.get(ELR_FEATURE, 0) < 1:
+            out += self.elr_safety_records(image)
+        return ErrorCode.NONE, out
 
     def allocate_producer_ids(
         self, image: MetadataImage, broker_id: int, broker_epoch: int

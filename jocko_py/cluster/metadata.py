@@ -612,6 +612,10 @@ class MetadataImage:
     def configs(self, resource_type: int, resource_name: str) -> dict[str, str]:
         return dict(self._configs.get((resource_type, resource_name), {}))
 
+    def config_resources(self, resource_type: int) -> list[str]:
+        """The names of the resources of a type that have configs set."""
+        return sorted(n for (t, n), cfg in self._configs.items() if t == resource_type and cfg)
+
     def partition(self, topic: str, partition_id: int) -> PartitionImage | None:
         t = self.topics.get(topic)
         return None if t is None else t.partitions.get(partition_id)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import argparse
 import random
-import struct
+import re
+import shutil
 import sys
 import tempfile
 import time
@@ -25,7 +26,8 @@ from pathlib import Path
 
 from jocko_py.client import Client
 from jocko_py.protocol import records as rb
-from tests.groups.test_streams_app import StreamsApp, streams_groups
+from jocko_py.protocol.errors import ErrorCode, KafkaError
+from tests.groups.test_streams_app import StreamsApp, committed_counts, streams_groups
 from tests.support.cluster import Cluster
 
 OVERRIDES = {
@@ -54,12 +56,23 @@ def produce_round(c: Client, rnd: random.Random, lines: int, expected: Counter[s
         expected.update(words)
         per.setdefault(i % PARTITIONS, []).append(rb.NewRecord(None, " ".join(words).encode()))
     for p, recs in per.items():
-        lc = leader_client(c, "words", p)
-        try:
-            lc.produce("words", p, rb.build_batch(recs), acks=-1)
-        finally:
-            if lc is not c:
-                lc.close()
+        # refused before the append (so safe to send again): ISR under min ISR while a
+        # loaded broker catches up, or a leader that moved
+        deadline = time.monotonic() + 60
+        while True:
+            lc = leader_client(c, "words", p)
+            try:
+                lc.produce("words", p, rb.build_batch(recs), acks=-1)
+                break
+            except KafkaError as e:
+                if e.code not in (ErrorCode.NOT_ENOUGH_REPLICAS,
+                                  ErrorCode.NOT_LEADER_OR_FOLLOWER) \
+                        or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+            finally:
+                if lc is not c:
+                    lc.close()
 
 
 def read_counts(c: Client, topic: str) -> dict[str, int]:
@@ -71,29 +84,92 @@ def read_counts(c: Client, topic: str) -> dict[str, int]:
             while True:
                 [pr] = lc.fetch_partitions(topic, {p: offset}, max_wait_ms=50,
                                            isolation_level=1)
-                data = memoryview(pr.records or b"")
-                aborted = {a.producer_id for a in (pr.aborted_transactions or [])}
-                moved = False
-                for pos, h in rb.iter_batches(data, validate_crc=True, allow_partial_tail=True):
-                    offset = max(offset, h.next_offset)
-                    moved = True
-                    if h.is_control or (h.is_transactional and h.producer_id in aborted):
-                        continue
-                    for rec in rb.decode_records(data[pos:pos + h.size]):
-                        if rec.key is not None and rec.value is not None:
-                            out[rec.key.decode()] = struct.unpack(">q", rec.value)[0]
-                if not moved:
+                nxt = committed_counts(pr, out)
+                if nxt <= offset:
                     break
+                offset = nxt
         finally:
             if lc is not c:
                 lc.close()
     return out
 
 
-def run(seed: int, rounds: int, lines: int, root: Path) -> bool:
+def diagnose(cluster: Cluster) -> str:
+    """What a miscount needs to be explained: every partition of the app's topics
+    (leader, HW, LSO, error, producers with an open transaction) and every transaction
+    the coordinators know that is not Empty/CompleteCommit/CompleteAbort."""
+    lines: list[str] = []
+    with Client(cluster.brokers[1].bootstrap) as c:
+        md = c.metadata()
+        topics = sorted(t.name for t in md.topics
+                        if t.name in ("words", "counts") or t.name.startswith("wc-"))
+        for name in topics:
+            t = next(t for t in md.topics if t.name == name)
+            for part in sorted(t.partitions, key=lambda x: x.partition_index):
+                pid = part.partition_index
+                lc = leader_client(c, name, pid)
+                try:
+                    [pr] = lc.fetch_partitions(name, {pid: 0}, max_wait_ms=0,
+                                               max_bytes=1, isolation_level=1)
+                    dp = lc.request(61, 0, {"topics": [
+                        {"name": name, "partition_indexes": [pid]}]})
+                    prods = [(a.producer_id, a.producer_epoch, a.current_txn_start_offset)
+                             for a in dp.topics[0].partitions[0].active_producers
+                             if a.current_txn_start_offset >= 0]
+                    lines.append(f"{name}-{pid}: leader {part.leader_id} isr "
+                                 f"{list(part.isr_nodes)} hw {pr.high_watermark} lso "
+                                 f"{pr.last_stable_offset} err {pr.error_code} "
+                                 f"open txns (pid, epoch, start) {prods}")
+                finally:
+                    if lc is not c:
+                        lc.close()
+    for bid, broker in sorted(cluster.brokers.items()):
+        try:
+            with Client(broker.bootstrap) as bc:
+                lt = bc.request(66, 1, {"state_filters": [], "producer_id_filters": [],
+                                        "duration_filter": -1})
+                ids = [x.transactional_id for x in lt.transaction_states
+                       if x.transaction_state not in ("Empty", "CompleteCommit",
+                                                      "CompleteAbort")]
+                if ids:
+                    dt = bc.request(65, 0, {"transactional_ids": ids})
+                    for ts in dt.transaction_states:
+                        parts = {tp.topic: list(tp.partitions) for tp in ts.topics}
+                        lines.append(f"broker {bid} coordinates {ts.transactional_id}: "
+                                     f"{ts.transaction_state} pid {ts.producer_id} epoch "
+                                     f"{ts.producer_epoch} since {ts.transaction_start_time_ms}"
+                                     f" partitions {parts}")
+        except Exception as e:  # a diagnosis reports what it cannot read
+            lines.append(f"broker {bid}: {e!r}")
+    return "\n".join(lines)
+
+
+def active_tasks(rows: list[str]) -> set[tuple[str, int]]:
+    """(subtopology, partition) of every task in the ACTIVE column of member rows."""
+    owned: set[tuple[str, int]] = set()
+    for row in rows:
+        for col in re.findall(r"(?<![-\w])ACTIVE:((?:\s*\d+:\[[\d,]*\];?)*)", row):
+            for sub, ps in re.findall(r"(\d+):\[([\d,]*)\]", col):
+                owned.update((sub, int(x)) for x in ps.split(",") if x)
+    return owned
+
+
+def count_diff(got: dict[str, int], expected: Counter[str]) -> dict[str, tuple[int | None, int | None]]:
+    """Every word whose count differs: word -> (got, expected)."""
+    words = set(got) | set(expected)
+    return {w: (got.get(w), expected.get(w)) for w in sorted(words)
+            if got.get(w) != expected.get(w)}
+
+
+def run(seed: int, rounds: int, lines: int, root: Path, settle: float = 240,
+        keep: Path | None = None) -> list[str]:
+    """One run; the problems found (empty when the counts are exact and the tool shows
+    both members). A miscount names every word that differs, (got, expected)."""
     rnd = random.Random(seed)
+    t0 = time.monotonic()
     cluster = Cluster(root, 3, OVERRIDES)
     apps: list[StreamsApp] = []
+    problems: list[str] = []
     try:
         cluster.start()
         b = cluster.bootstrap
@@ -106,29 +182,41 @@ def run(seed: int, rounds: int, lines: int, root: Path) -> bool:
             return StreamsApp(b, "wc", root / f"state-{name}", "exactly_once_v2")
 
         apps = [start("a"), start("b")]
+        kill_at = max(1, rounds // 3)
         with Client(cluster.brokers[1].bootstrap) as c:
             for i in range(rounds):
                 produce_round(c, rnd, lines, expected)
                 time.sleep(rnd.uniform(0.2, 0.8))
-                if i == rounds // 3:
+                if i == kill_at:
+                    # mid-stream: both instances run and counts are being written
+                    deadline = time.monotonic() + 120
+                    while time.monotonic() < deadline and not (
+                            all("RUNNING" in a.states() for a in apps)
+                            and read_counts(c, "counts")):
+                        time.sleep(0.5)
                     victim = apps[1]
                     victim.proc.kill()
                     victim.proc.wait(10)
-                    print(f"round {i}: SIGKILLed instance b; starting it again", flush=True)
+                    print(f"{time.monotonic() - t0:.0f}s round {i}: SIGKILLed instance b "
+                          f"(states {victim.states()}); "
+                          "starting it again", flush=True)
                     apps[1] = start("b")
-            print(f"{sum(expected.values())} words produced; waiting for the counts",
+            print(f"{time.monotonic() - t0:.0f}s: {sum(expected.values())} words produced; "
+                  "waiting for the counts",
                   flush=True)
-            deadline = time.monotonic() + 240
+            deadline = time.monotonic() + settle
             got: dict[str, int] = {}
             while time.monotonic() < deadline:
                 got = read_counts(c, "counts")
                 if got == dict(expected):
                     break
                 time.sleep(1)
-        ok = got == dict(expected)
-        if not ok:
-            diff = {w: (got.get(w), n) for w, n in expected.items() if got.get(w) != n}
-            print(f"counts differ (got, expected): {diff}")
+        if got != dict(expected):
+            diff = count_diff(got, expected)
+            problems.append(f"counts differ in {len(diff)} of {len(expected)} words "
+                            f"(word: (got, expected)): {diff}")
+            print(problems[-1], flush=True)
+            print(diagnose(cluster), flush=True)
         out = ""
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -138,12 +226,17 @@ def run(seed: int, rounds: int, lines: int, root: Path) -> bool:
             if len(rows) == 2 and all("ACTIVE:" in r for r in rows):
                 break
             time.sleep(1)
-        print(out)
+        print(f"{time.monotonic() - t0:.0f}s: counts {'exact' if not problems else 'wrong'}"
+              f"; kafka-streams-groups --describe --members:\n{out}")
         rows = [ln for ln in out.splitlines() if ln.startswith("wc ")]
         if len(rows) != 2:
-            print("kafka-streams-groups does not show two members")
-            ok = False
-        return ok
+            problems.append(f"kafka-streams-groups does not show two members:\n{out}")
+        else:
+            owned = active_tasks(rows)
+            want = {(str(sub), p) for sub in (0, 1) for p in range(PARTITIONS)}
+            if owned != want:
+                problems.append(f"active tasks {sorted(owned)} are not every task:\n{out}")
+        return problems
     finally:
         for a in apps:
             a.stop()
@@ -152,6 +245,13 @@ def run(seed: int, rounds: int, lines: int, root: Path) -> bool:
             if a.proc.returncode not in (0, 143):
                 print(a.output())
         cluster.stop()
+        if problems and keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            for log in root.glob("broker-*.log"):
+                shutil.copy(log, keep / log.name)
+            for i, a in enumerate(apps):
+                (keep / f"instance-{'ab'[i]}.log").write_text("\n".join(a.lines))
+            print(f"broker and instance logs kept in {keep}")
 
 
 def main() -> int:
@@ -159,12 +259,18 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--lines", type=int, default=40)
+    ap.add_argument("--keep", default=None,
+                    help="on a failure, copy the broker and instance logs under this dir")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     print(f"seed={seed}", flush=True)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="streams-cluster-") as d:
-        ok = run(seed, args.rounds, args.lines, Path(d))
+        keep = Path(args.keep) / f"seed-{seed}" if args.keep else None
+        problems = run(seed, args.rounds, args.lines, Path(d), keep=keep)
+    ok = not problems
+    for problem in problems:
+        print(f"FAIL: {problem}")
     print(f"{'PASS' if ok else 'FAIL'} seed={seed} in {time.monotonic() - t0:.0f}s")
     return 0 if ok else 1
 

@@ -20,9 +20,11 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from jocko_py.cli.data import visible_batches
 from jocko_py.client import Client
 from jocko_py.console import describe_groups
 from jocko_py.protocol import records as rb
@@ -117,6 +119,25 @@ def produce_lines(bootstrap: str, topic: str, lines: list[str]) -> None:
             c.produce(topic, i % 3, rb.build_batch([rb.NewRecord(None, line.encode())]))
 
 
+def committed_counts(pr: Any, out: dict[str, int]) -> int:
+    """Take the counts (word -> 8-byte count) of one read_committed Fetch partition
+    answer into ``out``, skipping what Kafka's consumer skips: markers, and a producer's
+    transactional batches from an aborted transaction's first offset to its abort
+    marker (only those: one producer id commits and aborts many transactions, its epoch
+    bumped each time, and a restarted Streams instance keeps it). The next offset."""
+    data = memoryview(pr.records or b"")
+    skip = visible_batches(data, list(pr.aborted_transactions or []))
+    nxt = -1
+    for pos, h in rb.iter_batches(data, validate_crc=True, allow_partial_tail=True):
+        nxt = max(nxt, h.next_offset)
+        if pos in skip:
+            continue
+        for rec in rb.decode_records(data[pos:pos + h.size]):
+            if rec.key is not None and rec.value is not None:
+                out[rec.key.decode()] = struct.unpack(">q", rec.value)[0]
+    return nxt
+
+
 def read_counts(bootstrap: str, topic: str, partitions: int) -> dict[str, int]:
     """The last count of every word in ``topic`` (read_committed)."""
     out: dict[str, int] = {}
@@ -127,17 +148,10 @@ def read_counts(bootstrap: str, topic: str, partitions: int) -> dict[str, int]:
         while True:
             progressed = False
             for pr in c.fetch_partitions(topic, offsets, max_wait_ms=50, isolation_level=1):
-                data = memoryview(pr.records or b"")
-                aborted = {a.producer_id for a in (pr.aborted_transactions or [])}
-                for pos, h in rb.iter_batches(data, validate_crc=True, allow_partial_tail=True):
-                    offsets[pr.partition_index] = max(offsets[pr.partition_index],
-                                                      h.next_offset)
+                nxt = committed_counts(pr, out)
+                if nxt > offsets[pr.partition_index]:
+                    offsets[pr.partition_index] = nxt
                     progressed = True
-                    if h.is_control or (h.is_transactional and h.producer_id in aborted):
-                        continue
-                    for rec in rb.decode_records(data[pos:pos + h.size]):
-                        if rec.key is not None and rec.value is not None:
-                            out[rec.key.decode()] = struct.unpack(">q", rec.value)[0]
             if not progressed:
                 return out
 

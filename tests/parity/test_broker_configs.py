@@ -95,7 +95,9 @@ def test_alter_broker_configs_with_kafka_configs_applies_them_live(
            "--entity-name", "0", "--add-config", "log.segment.bytes=20000")
     default = describe("4.1", b, "--entity-default", all_=False)
     assert default == {"log.retention.ms": ("7200000", [
-        "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000"])}
+        "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000"]),
+        # written when the new cluster finalized ELR 1, as Kafka 4.4 writes it
+        "min.insync.replicas": ("1", ["DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1"])}
     dyn = describe("3.9", b, "--entity-name", "0", all_=False)
     assert dyn["log.segment.bytes"][1][0] == "DYNAMIC_BROKER_CONFIG:log.segment.bytes=20000"
     cfg = describe("3.9", b, "--entity-name", "0")

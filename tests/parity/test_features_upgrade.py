@@ -1,5 +1,8 @@
-"""A metadata log written before features were recorded, upgraded with Apache Kafka
-4.4.0's `kafka-features` (issue 21).
+"""Feature levels changed with Apache Kafka 4.4.0's `kafka-features` (issue 21).
+
+A new cluster's ELR, streams.version and transaction.version go down to 0 and up
+again, with what each level gates (test_kafka_features_turns_...). And a metadata log
+written before features were recorded is upgraded:
 
 The broker starts on a metadata log that already holds records but no
 FeatureLevelRecord (as every log of a jocko-py older than this one): it keeps the
@@ -116,3 +119,83 @@ def test_an_old_log_keeps_its_level_until_kafka_features_upgrades_it(
     b.start()
     with Client(b.bootstrap) as c:
         assert _finalized(c) == want
+
+
+@pytest.fixture
+def new_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path / "data")
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def _alter_min_isr(c: Client, broker: str, value: str | None) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs of min.insync.replicas on a broker resource ("" is the
+    cluster level): (error code, message)."""
+    r = c.request(44, 1, {"validate_only": False, "resources": [{
+        "resource_type": 4, "resource_name": broker, "configs": [{
+            "name": "min.insync.replicas", "config_operation": 0 if value else 1,
+            "value": value}]}]})
+    res = r.responses[0]
+    return int(res.error_code), res.error_message
+
+
+def _cluster_configs(c: Client) -> dict[str, str]:
+    r = c.request(32, 4, {"resources": [{"resource_type": 4, "resource_name": "",
+                                         "configuration_keys": None}],
+                          "include_synonyms": False, "include_documentation": False})
+    return {x.name: x.value for x in r.results[0].configs}
+
+
+def test_kafka_features_turns_elr_streams_and_transactions_down_and_up(
+        new_broker: BrokerProcess) -> None:
+    """A new cluster at Kafka 4.4's levels; `kafka-features downgrade` of ELR,
+    streams.version and transaction.version and `upgrade` back, with the behaviour
+    each level gates: the cluster-level min.insync.replicas that ELR requires (and
+    Kafka's refusals beside it), EndTxn v5's epoch bump."""
+    b = new_broker
+    with Client(b.bootstrap) as c:
+        assert _finalized(c) == {"metadata.version": 33, "transaction.version": 2,
+                                 "group.version": 1, "eligible.leader.replicas.version": 1,
+                                 "streams.version": 1}
+        # ELR at bootstrap: the cluster-level min.insync.replicas, as Kafka 4.4 writes it
+        assert _cluster_configs(c) == {"min.insync.replicas": "1"}
+        assert _alter_min_isr(c, "0", "1") == (
+            E.INVALID_CONFIG, "Broker-level min.insync.replicas cannot be altered while "
+            "ELR is enabled.")
+        assert _alter_min_isr(c, "", None) == (
+            E.INVALID_CONFIG, "Cluster-level min.insync.replicas cannot be removed while "
+            "ELR is enabled.")
+        topic = f"dn-{uuid.uuid4().hex[:6]}"
+        c.create_topic(topic, 1, 1)
+        before, after = _end_txn_v5_epochs(c, topic)
+        assert after == before + 1
+    out = kt.run("4.4", kt.FEATURES, "--bootstrap-server", b.bootstrap, "downgrade",
+                 "--feature", "eligible.leader.replicas.version=0",
+                 "--feature", "streams.version=0", "--feature", "transaction.version=0")
+    for name in ("eligible.leader.replicas.version", "streams.version", "transaction.version"):
+        assert f"{name} was downgraded to 0." in out, out
+    with Client(b.bootstrap) as c:
+        assert _finalized(c) == {"metadata.version": 33, "group.version": 1}
+        before, after = _end_txn_v5_epochs(c, topic)
+        assert after == before                   # transaction.version 0: no bump
+        # without ELR a broker-level min.insync.replicas and the removal are allowed
+        assert _alter_min_isr(c, "0", "1") == (E.NONE, None)
+        assert _alter_min_isr(c, "", None) == (E.NONE, None)
+        assert _cluster_configs(c) == {}
+    kt.run("4.4", kt.FEATURES, "--bootstrap-server", b.bootstrap, "upgrade",
+           "--feature", "eligible.leader.replicas.version=1",
+           "--feature", "streams.version=1", "--feature", "transaction.version=2")
+    with Client(b.bootstrap) as c:
+        assert _finalized(c)["eligible.leader.replicas.version"] == 1
+        # the upgrade wrote the cluster level again and removed broker 0's
+        assert _cluster_configs(c) == {"min.insync.replicas": "1"}
+        r = c.request(32, 4, {"resources": [{"resource_type": 4, "resource_name": "0",
+                                             "configuration_keys": ["min.insync.replicas"]}],
+                              "include_synonyms": True, "include_documentation": False})
+        [cfg] = r.results[0].configs
+        assert cfg.config_source != 1, cfg          # no DYNAMIC_BROKER_CONFIG left
+        before, after = _end_txn_v5_epochs(c, topic)
+        assert after == before + 1

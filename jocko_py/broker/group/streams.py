@@ -56,10 +56,11 @@ Rules (Kafka 4.4's GroupMetadataManager.streamsGroupHeartbeat)
 - Offsets. A member commits with its member epoch: unknown member UNKNOWN_MEMBER_ID,
   another epoch STALE_MEMBER_EPOCH; without a member only while the group is empty.
 
-Not implemented: source topic regular expressions (INVALID_REQUEST, as Kafka 4.2),
-warm-up placement from reported changelog lags (warm-up tasks are carried but the
-assignor does not create them; Kafka Streams 4.4 does not use them with this protocol
-either), rack-aware standby placement, topology description plug-ins.
+As Kafka 4.4.0: source topic regular expressions are refused (INVALID_REQUEST,
+"Regular expressions for source topics are not supported yet."), warm-up tasks are
+carried but never created (Kafka 4.4's AssignmentRefiner returns the target as it is)
+and standbys are placed without rack tags (its sticky assignor reads none). Not
+implemented: topology description plug-ins.
 """
 
 from __future__ import annotations

@@ -16,8 +16,11 @@ Rules (those of Kafka's StickyTaskAssignor):
   neither the task's active copy nor another copy of it; a copy stays where it is when
   it can, else goes to the least loaded member. When too few processes exist, the
   missing copies are left out (Kafka logs it; so do we, through the caller).
-- Warm-up tasks are not produced: Kafka 4.4 places them from the changelog lags the
-  members report (TaskOffsets); this assignor has no lag-based placement.
+- Warm-up tasks are not produced, as Kafka 4.4.0 produces none: its
+  ``AssignmentRefiner.refine`` (the step meant to turn lagging actives into warm-ups,
+  ``group.streams.num.warmup.replicas``) returns the target unchanged. Nor does its
+  sticky assignor read ``group.streams.rack.aware.assignment.tags``: standbys are not
+  rack-aware there either.
 """
 
 from __future__ import annotations

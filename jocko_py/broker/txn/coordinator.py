@@ -47,7 +47,7 @@ from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import TxnHost
     from jocko_py.broker.partition import Partition
 
 __all__ = ["MAX_EPOCH", "TransactionCoordinator", "TxnConfig", "config_from", "write_markers"]
@@ -68,7 +68,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def config_from(broker: Broker) -> TxnConfig:
+def config_from(broker: TxnHost) -> TxnConfig:
     c = broker.config
     return TxnConfig(
         num_partitions=max(1, c.int("transaction.state.log.num.partitions")),
@@ -84,7 +84,7 @@ def config_from(broker: Broker) -> TxnConfig:
     )
 
 
-async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, commit: bool,
+async def write_markers(broker: TxnHost, producer_id: int, producer_epoch: int, commit: bool,
                         coordinator_epoch: int, partitions: list[tuple[str, int]],
                         transaction_version: int = 0) -> dict[tuple[str, int], ErrorCode]:
     """Append one marker to each partition led here (WriteTxnMarkers, and the
@@ -120,7 +120,7 @@ async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, c
                                                 internal=True)
         for tp, r in zip(keys, results, strict=True):
             out[tp] = r.error
-    groups = broker.services.get("groups")
+    groups = broker.groups
     if groups is not None:
         for tp, err in out.items():
             if tp[0] == OFFSETS_TOPIC and err == E.NONE:
@@ -141,7 +141,7 @@ class _TxnLog(ReplicaLog):
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: Broker, config: TxnConfig | None = None) -> None:
+    def __init__(self, broker: TxnHost, config: TxnConfig | None = None) -> None:
         self.broker = broker
         self.config = config or config_from(broker)
         self.num_partitions = self.config.num_partitions
@@ -164,12 +164,12 @@ class TransactionCoordinator:
         return TxnShard(partition, self.config, self._flexible)
 
     def _flexible(self) -> bool:
-        return level(self.broker.topics.image.features, TRANSACTION_VERSION) >= 1
+        return level(self.broker.image.features, TRANSACTION_VERSION) >= 1
 
     # -- topic and partitions ------------------------------------------------------------
 
     def topic_exists(self) -> bool:
-        t = self.broker.topics.image.topics.get(TXN_TOPIC)
+        t = self.broker.image.topics.get(TXN_TOPIC)
         if t is not None and not self.pinned:
             self.num_partitions = len(t.partitions)
             self.pinned = True
@@ -178,7 +178,7 @@ class TransactionCoordinator:
     async def ensure_topic(self) -> None:
         if self.topic_exists():
             return
-        live = sum(not b.fenced for b in self.broker.topics.image.brokers.values())
+        live = sum(not b.fenced for b in self.broker.image.brokers.values())
         rf = max(1, min(self.config.replication_factor, live))
         try:
             await self.broker.topics.create_topic(
@@ -196,7 +196,7 @@ class TransactionCoordinator:
         return partition_for(transactional_id, self.num_partitions)
 
     def leader_of(self, transactional_id: str) -> int:
-        img = self.broker.topics.image.partition(TXN_TOPIC, self.partition_for(transactional_id))
+        img = self.broker.image.partition(TXN_TOPIC, self.partition_for(transactional_id))
         return img.leader if img is not None else -1
 
     def _status(self, transactional_id: str | None) -> tuple[int, ErrorCode]:
@@ -330,7 +330,7 @@ class TransactionCoordinator:
         return out
 
     def _channel(self, broker_id: int) -> BrokerChannel | None:
-        b = self.broker.topics.image.brokers.get(broker_id)
+        b = self.broker.image.brokers.get(broker_id)
         if b is None or b.fenced:
             return None
         ch = self._channels.get(broker_id)
@@ -345,7 +345,7 @@ class TransactionCoordinator:
         return ch
 
     def offsets_partition(self, group_id: str) -> tuple[str, int] | None:
-        groups = self.broker.services.get("groups")
+        groups = self.broker.groups
         if groups is None or not groups.store.topic_exists():
             return None
         return OFFSETS_TOPIC, int(groups.store.partition_for(group_id))
@@ -426,7 +426,7 @@ class TransactionCoordinator:
                             partitions: set[tuple[str, int]], tv: int = 0
                             ) -> set[tuple[str, int]]:
         """One round: the partitions whose marker is now written (or need none)."""
-        image = self.broker.topics.image
+        image = self.broker.image
         by_leader: dict[int, list[tuple[str, int]]] = {}
         done: set[tuple[str, int]] = set()
         for tp in partitions:
