@@ -156,7 +156,6 @@ class Broker:
                 reload_s, self.security.check_certificates, "certificate reload")))
         if cfg.get("log.cleaner.enable").lower() != "false":
             jobs.append(("log cleaner", self._log_cleaner))
-        jobs.append(("transaction timer", self._txn_timer))
         return jobs
 
     def disk_retention(self) -> int:
@@ -184,15 +183,6 @@ class Broker:
                 except Exception:
                     log.exception("log cleaner failed on %s-%d", *tp)
                 await asyncio.sleep(0)  # let requests in between logs
-
-    async def _txn_timer(self) -> None:
-        interval = self.transactions.config.abort_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                self.transactions.tick()
-            except Exception:
-                log.exception("transaction timer failed")
 
     def config_view(self, image: MetadataImage | None = None) -> BrokerConfigView:
         """This broker's configuration with the dynamic layers from the metadata log."""

@@ -392,6 +392,10 @@ class ReplicaManager:
             if h.producer_id < 0 or p.log.producer_state.in_transaction(h.producer_id,
                                                                         h.producer_epoch):
                 continue
+            # no later batch of this producer is appended here before this one (Kafka's
+            # VerificationStateEntry)
+            p.log.producer_state.begin_verification(h.producer_id, h.producer_epoch,
+                                                    h.base_sequence)
             wanted.setdefault((h.producer_id, h.producer_epoch), []).append((i, p))
         refused: dict[int, AppendResult] = {}
         for (pid, epoch), items in wanted.items():

@@ -17,6 +17,13 @@ Kafka's rules, as followed here:
   one of the last five batches is a duplicate: it is not appended again and is
   answered with the offset it got the first time.
 - Only idempotent batches (producer id >= 0) are tracked.
+- While a producer's first transactional batch here is being verified with the
+  transaction coordinator (KIP-890), the lowest sequence being verified is kept
+  (Kafka's VerificationStateEntry, in memory only): a batch of that epoch with a
+  higher first sequence is OUT_OF_ORDER_SEQUENCE_NUMBER until a batch of the producer
+  is appended. So when the first batch's verification fails (the coordinator still
+  completing the previous transaction) a later batch in flight cannot be appended
+  first, which would leave a gap the first batch's retry runs into.
 
 Transactions (KIP-98), as Kafka's ProducerStateManager:
 - A producer's first transactional batch after a marker opens its transaction:
@@ -137,6 +144,18 @@ class ProducerStateManager:
         # transactional produce verified with the coordinator (KIP-890) is appended
         # only if no marker ended the transaction meanwhile
         self.markers_seen: dict[int, int] = {}
+        # producer id -> (epoch, lowest first sequence) of its batches being verified
+        self.verifying: dict[int, tuple[int, int]] = {}
+
+    def begin_verification(self, producer_id: int, producer_epoch: int,
+                           base_sequence: int) -> None:
+        """A transactional batch of the producer is being verified (KIP-890): a later
+        batch of that epoch may not be appended before it (see the module's rules)."""
+        cur = self.verifying.get(producer_id)
+        if cur is None or producer_epoch > cur[0]:
+            self.verifying[producer_id] = (producer_epoch, base_sequence)
+        elif producer_epoch == cur[0] and base_sequence < cur[1]:
+            self.verifying[producer_id] = (producer_epoch, base_sequence)
 
     def copy(self) -> ProducerStateManager:
         """An independent copy (BatchMeta records are never mutated, so they are shared)."""
@@ -230,6 +249,10 @@ class ProducerStateManager:
     def check(self, h: RecordBatchHeader) -> SequenceCheck:
         if h.producer_id < 0:
             return OK
+        v = self.verifying.get(h.producer_id)
+        if v is not None and h.producer_epoch == v[0] and h.base_sequence > v[1]:
+            # an earlier batch is (or was) being verified and is not appended yet
+            return SequenceCheck(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
         entry = self.producers.get(h.producer_id)
         if entry is None:
             return OK
@@ -261,6 +284,10 @@ class ProducerStateManager:
         entry = self.producers.get(pid)
         if marker is not None:
             return self._observe_marker(h, first_offset, entry, marker)
+        if self.verifying and h.producer_epoch >= self.verifying.get(pid, (1 << 16, 0))[0]:
+            # a batch of the producer made it here (a marker does not: the previous
+            # transaction's may land while the first batch of the next is verified)
+            del self.verifying[pid]
         if entry is None or h.producer_epoch > entry.epoch:
             # an open transaction survives the epoch bump: only a marker ends it
             txn = entry.txn_first_offset if entry is not None else -1

@@ -282,3 +282,35 @@ def test_lso_is_never_below_the_log_start(tmp_path: Path) -> None:
     assert lg.last_stable_offset(4) == 3
     assert lg.last_stable_offset(2) == 2                      # and never past the HW
     lg.close()
+
+
+def test_a_batch_past_the_one_being_verified_is_out_of_order(tmp_path: Path) -> None:
+    """franz-go's TestTxnEtl (issue 21): two batches of a transaction in flight to a
+    partition the producer never wrote to; the first one's verification (KIP-890) is
+    refused for the moment (the previous transaction still completing) and the second
+    one's passes. Appending the second first left a gap: the first one's retry got
+    OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to the producer. As Kafka's
+    VerificationStateEntry: the later batch is refused until the first is appended."""
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    ps = lg.producer_state
+    first, second = txn_batch(9, 0, n=3, epoch=2), txn_batch(9, 3, n=3, epoch=2)
+    ps.begin_verification(9, 2, 0)               # the first batch is being verified
+    ps.begin_verification(9, 2, 3)               # then the second (lowest stays 0)
+    assert ps.check(parse_header(second)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    # the previous transaction's marker landing meanwhile does not lift it
+    lg.append(marker(9, ControlType.COMMIT, epoch=2), 0, now_ms=NOW)
+    assert ps.check(parse_header(second)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    # a batch of a later epoch is not held back by it
+    assert ps.check(parse_header(txn_batch(9, 0, epoch=3))).error == ErrorCode.NONE
+    assert ps.check(parse_header(first)).error == ErrorCode.NONE
+    lg.append(first, 0, now_ms=NOW)              # the retried first batch
+    assert ps.check(parse_header(second)).error == ErrorCode.NONE
+    lg.append(second, 0, now_ms=NOW)
+    assert ps.producers[9].last_seq == 5
+    lg.close()
+
+
+def test_without_a_verification_a_first_batch_may_start_anywhere(tmp_path: Path) -> None:
+    ps = ProducerStateManager()
+    # a producer seen for the first time (its earlier state may have expired)
+    assert ps.check(parse_header(txn_batch(4, 17))).error == ErrorCode.NONE

@@ -409,7 +409,9 @@ def test_an_exhausted_epoch_rolls_the_producer_id_durably(embedded: EmbeddedBrok
             m = tc.txns[tid]
             new = m.copy()
             new.producer_epoch = 32765
-            assert await tc._write(m, new) == E.NONE
+            answer, err = await tc.shell.write(tc.partition_for(tid),
+                                               lambda s, now: s.put(now, new))
+            assert (err, answer.error) == (E.NONE, E.NONE)
 
         _on_loop(embedded, near_exhaustion())
         old = t.pid

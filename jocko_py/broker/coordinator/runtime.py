@@ -40,10 +40,12 @@ requests it still holds, usually NOT_COORDINATOR).
 
 Coordinators on it: the group coordinator (``broker/group/shard.py``, one ``GroupShard``
 per ``__consumer_offsets`` partition, served by ``broker/group/coordinator.py`` through
-``shell.CoordinatorShell``). The transaction coordinator can follow the same way: a
-shard per ``__transaction_state`` partition holding its ``TxnMetadata``, each API an
-operation returning the transaction's next state as a record, and marker sending
-outside the shard, started by the ``effects`` of the committed PrepareCommit/Abort.
+``shell.CoordinatorShell``) and the transaction coordinator (``broker/txn/shard.py``,
+one ``TxnShard`` per ``__transaction_state`` partition holding its ``TxnMetadata``,
+each API an operation returning the transaction's next state as a record; the markers
+are sent outside the shard by ``broker/txn/coordinator.py``, started by the
+``effects`` of the committed PrepareCommit/Abort). Both run in the seeded simulations
+(``tests/groups/sim_groups.py``, ``tests/txn/sim_txn.py``).
 
 Rules
 -----

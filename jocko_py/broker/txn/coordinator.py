@@ -1,76 +1,31 @@
-"""The transaction coordinator (KIP-98) on the replicated `__transaction_state` topic.
+"""The transaction coordinator service (KIP-98) on the replicated `__transaction_state` topic.
 
-This module owns every transactional id's metadata on this broker and decides each
-InitProducerId (with a transactional id), AddPartitionsToTxn, AddOffsetsToTxn and
-EndTxn outcome; it writes the transaction markers (WriteTxnMarkers, or a local
-append for partitions led here) and aborts transactions that outlive their timeout.
-Metadata records (layout in `state.py`) are written through the partition's leader
-with acks=all semantics before anything is answered.
+This module owns the entry points the handlers call (Kafka's TransactionCoordinator
+front and TransactionMarkerChannelManager): it checks the transactional id, finds its
+`__transaction_state` partition and runs each request as an operation of that
+partition's ``TxnShard`` (``shard.py``, where every decision is) on the coordinator
+runtime (``broker/coordinator/``), which answers once the operation's records are
+committed (acks=all), NOT_COORDINATOR when this broker does not lead the partition and
+COORDINATOR_LOAD_IN_PROGRESS while it loads it. Reads (DescribeTransactions,
+ListTransactions, KIP-890 verification) look at the shard's state directly.
 
-Rules (Kafka's TransactionCoordinator, followed here)
------------------------------------------------------
-- The coordinator of a transactional id is the leader of partition
-  `abs(javaHash(id)) % transaction.state.log.num.partitions` of `__transaction_state`
-  (created on the first FindCoordinator of a transactional id: 50 partitions,
-  `transaction.state.log.replication.factor` capped to the live brokers, compacted,
-  min ISR `transaction.state.log.min.isr` capped to the replication factor). On
-  election it loads the partition's records (the last one per id wins) and resumes
-  the markers of every prepared transaction; on resignation it drops them. The
-  coordinator epoch is the partition's leader epoch, carried by every marker so a
-  deposed coordinator's markers are refused (TRANSACTION_COORDINATOR_FENCED).
-- One transition at a time per id: while a record is being written (`pending`) any
-  other request gets CONCURRENT_TRANSACTIONS. The in-memory state changes only once
-  the record is replicated to the ISR; a failed write leaves it as it was.
-- InitProducerId: timeout in (0, `transaction.max.timeout.ms`] or
-  INVALID_TRANSACTION_TIMEOUT. A new id gets a fresh producer id at epoch 0; an
-  Empty or Complete* id gets its epoch bumped (a fresh producer id once the epoch is
-  exhausted), which fences the previous producer; an Ongoing one is fenced (epoch
-  bumped at once, PrepareEpochFence) and aborted, and the caller gets
-  CONCURRENT_TRANSACTIONS until the abort completes; a Prepare* one gets
-  CONCURRENT_TRANSACTIONS. A v3+ request naming a producer id and epoch must name the
-  current ones (or, while Empty, the previous ones: a retry whose answer was lost,
-  answered with the current) else PRODUCER_FENCED.
-- AddPartitionsToTxn / AddOffsetsToTxn (the group's `__consumer_offsets` partition):
-  unknown id or another producer id INVALID_PRODUCER_ID_MAPPING, another epoch
-  PRODUCER_FENCED; Prepare* / PrepareEpochFence CONCURRENT_TRANSACTIONS; otherwise the
-  state becomes Ongoing (the start time set when it was not) with the partitions added.
-- EndTxn: Ongoing -> PrepareCommit / PrepareAbort, answered once written; then the
-  markers are written to every partition of the transaction, retried (with backoff,
-  re-reading the leaders from metadata) until each is acknowledged with acks=all, and
-  the state becomes CompleteCommit / CompleteAbort with no partitions. A retry of a
-  completed end answers NONE; the other end of a completed or prepared transaction
-  INVALID_TXN_STATE; a retry while prepared CONCURRENT_TRANSACTIONS; Empty
-  INVALID_TXN_STATE.
-- Transaction version 2 (KIP-890 part 2; EndTxn v5 while `transaction.version` 2 is
-  finalized): the end prepares with the epoch bumped (the markers carry it, and say
-  the transaction is a TV2 one, so a partition refuses a marker that is not above
-  its batches' epoch) and answers with the next producer id and epoch. Once the
-  epoch is exhausted (Short.MaxValue - 1) the prepare record names a fresh producer
-  id (NextProducerId) and the completion switches to it (PreviousProducerId keeps the
-  old one), so a coordinator failover or restart keeps both. Epochs as Kafka checks
-  them: Ongoing / Empty / PrepareEpochFence need the current epoch; prepared ones
-  only a retry (the epoch just below, answered CONCURRENT_TRANSACTIONS), completed
-  ones a retry (answered the same as the end it repeats; also the last epoch of the
-  previous producer id after a roll) or the current epoch (an abort of the empty
-  transaction, which only bumps the epoch); else PRODUCER_FENCED. A partition leader
-  adds partitions for a TV2 producer (Produce v12, TxnOffsetCommit v5: `verify` with
-  ``add``, AddPartitionsToTxn v5 between brokers), which starts a TV2 transaction.
-- Every `transaction.abort.timed.out.transaction.cleanup.interval.ms` an Ongoing
-  transaction older than its timeout is fenced and aborted as InitProducerId would.
-- Verification (KIP-890 part 1): a partition leader asks (AddPartitionsToTxn v4,
-  VerifyOnly) before the first transactional batch of a producer's transaction on
-  that partition; the answer is NONE only for a partition of the Ongoing transaction
-  of that producer id and epoch (else INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
-  CONCURRENT_TRANSACTIONS while prepared, INVALID_TXN_STATE). Nothing is written.
-- An id idle (Empty or Complete*) for `transactional.id.expiration.ms` is removed (a
-  tombstone record), checked every
-  `transaction.remove.expired.transaction.cleanup.interval.ms`; its next
-  InitProducerId gets a fresh producer id.
-- Records are TransactionLogValue v1 (flexible, with the tagged fields) while
-  `transaction.version` >= 1 is finalized, else v0, as Kafka writes them.
-- A fence (InitProducerId over an Ongoing transaction, a timeout) bumps the epoch up
-  to Short.MaxValue, as Kafka's prepareFenceProducerEpoch.
-- Not implemented: the Dead state; KIP-939 two-phase commit (InitProducerId v6).
+Markers are written here, outside the shard: the ``MarkerJob`` effect of a committed
+PrepareCommit / PrepareAbort (and of every prepared transaction when a partition is
+loaded) starts a task that writes the markers (WriteTxnMarkers to each partition's
+leader, or a local append for partitions led here), retried with backoff and fresh
+leaders from metadata until each is acknowledged, then runs the shard's ``complete``
+(CompleteCommit / CompleteAbort). The coordinator epoch (the partition's leader epoch)
+rides on every marker, so a deposed coordinator's markers are refused
+(TRANSACTION_COORDINATOR_FENCED); a task stops when its partition's epoch changes.
+
+The coordinator of a transactional id is the leader of partition
+`abs(javaHash(id)) % transaction.state.log.num.partitions` of `__transaction_state`
+(created on the first FindCoordinator of a transactional id: 50 partitions,
+`transaction.state.log.replication.factor` capped to the live brokers, compacted, min
+ISR `transaction.state.log.min.isr` capped to the replication factor). Producer ids
+come from the controller (`allocate_producer_id`); an operation that needs one answers
+``need_producer_id`` and is run again with one. Records are TransactionLogValue v1
+while `transaction.version` >= 1 is finalized, else v0, as Kafka writes them.
 """
 
 from __future__ import annotations
@@ -78,24 +33,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from jocko_py.broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, Record
+from jocko_py.broker.coordinator.shell import CoordinatorShell, ReplicaLog, SystemClock
 from jocko_py.broker.features import TRANSACTION_VERSION, level
 from jocko_py.broker.group.offsets_store import OFFSETS_TOPIC, partition_for
 from jocko_py.broker.inter_broker import BrokerChannel
-from jocko_py.broker.txn.state import (
-    COMPLETED,
-    PREPARED,
-    TXN_TOPIC,
-    VALID_PREVIOUS,
-    TxnMetadata,
-    TxnState,
-    decode_key,
-    decode_value,
-    txn_key,
-    txn_value,
-)
+from jocko_py.broker.txn.shard import MAX_EPOCH, MarkerJob, TxnAnswer, TxnConfig, TxnShard
+from jocko_py.broker.txn.state import TXN_TOPIC, TxnMetadata, TxnState
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
@@ -103,15 +50,14 @@ if TYPE_CHECKING:
     from jocko_py.broker.interfaces import TxnHost
     from jocko_py.broker.partition import Partition
 
+__all__ = ["MAX_EPOCH", "TransactionCoordinator", "TxnConfig", "config_from", "write_markers"]
+
 log = logging.getLogger("jocko_py.broker.txn")
 
 E = ErrorCode
 S = TxnState
-MAX_EPOCH = 32766  # Short.MaxValue - 1: a bump past it takes a fresh producer id
-WRITE_TIMEOUT_S = 10.0
+WRITE_TIMEOUT_MS = 10_000
 MARKER_TIMEOUT_S = 10.0
-
-
 VERIFY_TIMEOUT_S = 5.0
 # Kafka's add.partitions.to.txn.retry.backoff.ms / .max.ms defaults (not configurable here)
 ADD_RETRY_BACKOFF_S = 0.02
@@ -122,32 +68,20 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(frozen=True)
-class TxnConfig:
-    num_partitions: int = 50
-    replication_factor: int = 3
-    min_isr: int = 2
-    segment_bytes: str = "104857600"
-    max_timeout_ms: int = 900000
-    abort_interval_ms: int = 10000
-    id_expiration_ms: int = 604800000
-    expiry_interval_ms: int = 3600000
-
-    @classmethod
-    def from_broker(cls, broker: TxnHost) -> TxnConfig:
-        c = broker.config
-        return cls(
-            num_partitions=max(1, c.int("transaction.state.log.num.partitions")),
-            replication_factor=max(1, c.int("transaction.state.log.replication.factor")),
-            min_isr=max(1, c.int("transaction.state.log.min.isr")),
-            segment_bytes=c.get("transaction.state.log.segment.bytes") or "104857600",
-            max_timeout_ms=c.int("transaction.max.timeout.ms"),
-            abort_interval_ms=max(
-                10, c.int("transaction.abort.timed.out.transaction.cleanup.interval.ms")),
-            id_expiration_ms=c.int("transactional.id.expiration.ms"),
-            expiry_interval_ms=max(
-                10, c.int("transaction.remove.expired.transaction.cleanup.interval.ms")),
-        )
+def config_from(broker: TxnHost) -> TxnConfig:
+    c = broker.config
+    return TxnConfig(
+        num_partitions=max(1, c.int("transaction.state.log.num.partitions")),
+        replication_factor=max(1, c.int("transaction.state.log.replication.factor")),
+        min_isr=max(1, c.int("transaction.state.log.min.isr")),
+        segment_bytes=c.get("transaction.state.log.segment.bytes") or "104857600",
+        max_timeout_ms=c.int("transaction.max.timeout.ms"),
+        abort_interval_ms=max(
+            10, c.int("transaction.abort.timed.out.transaction.cleanup.interval.ms")),
+        id_expiration_ms=c.int("transactional.id.expiration.ms"),
+        expiry_interval_ms=max(
+            10, c.int("transaction.remove.expired.transaction.cleanup.interval.ms")),
+    )
 
 
 async def write_markers(broker: TxnHost, producer_id: int, producer_epoch: int, commit: bool,
@@ -194,20 +128,43 @@ async def write_markers(broker: TxnHost, producer_id: int, producer_epoch: int, 
     return out
 
 
+class _TxnLog(ReplicaLog):
+    """The coordinator's writes, refused while the partition is under its min ISR (as
+    Kafka's acks=all append: NOT_ENOUGH_REPLICAS, answered COORDINATOR_NOT_AVAILABLE)."""
+
+    def append(self, partition: int, records: list[Record],
+               producer: tuple[int, int] | None, now: int) -> tuple[ErrorCode, int]:
+        p = self.partition(partition)
+        if p is not None and p.is_leader and p.under_min_isr():
+            return E.NOT_ENOUGH_REPLICAS, -1
+        return super().append(partition, records, producer, now)
+
+
 class TransactionCoordinator:
     def __init__(self, broker: TxnHost, config: TxnConfig | None = None) -> None:
         self.broker = broker
-        self.config = config or TxnConfig.from_broker(broker)
+        self.config = config or config_from(broker)
         self.num_partitions = self.config.num_partitions
         self.pinned = False
-        self.txns: dict[str, TxnMetadata] = {}
-        # loaded partitions of __transaction_state -> coordinator epoch
-        self.epochs: dict[int, int] = {}
-        self._to_load: set[int] = set()
         self._channels: dict[int, BrokerChannel] = {}
-        self._markers: dict[str, asyncio.Task[None]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._last_expiry = now_ms()
+        # transactional id -> (partition, coordinator epoch, job, its task)
+        self._markers: dict[str, tuple[int, int, MarkerJob, asyncio.Task[None]]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.clock = SystemClock()
+        log_ = _TxnLog(broker.replicas, TXN_TOPIC)
+        self.runtime: CoordinatorRuntime[TxnShard] = CoordinatorRuntime(
+            "transaction", self._new_shard, log_)
+        self.runtime.on_effect = self._on_effect
+        self.shell = CoordinatorShell(
+            self.runtime, log_,
+            lambda wanted: {i: [r for _, _, r in log_.read(i)] for i in wanted},
+            self.clock, lambda: WRITE_TIMEOUT_MS)
+
+    def _new_shard(self, partition: int) -> TxnShard:
+        return TxnShard(partition, self.config, self._flexible)
+
+    def _flexible(self) -> bool:
+        return level(self.broker.image.features, TRANSACTION_VERSION) >= 1
 
     # -- topic and partitions ------------------------------------------------------------
 
@@ -242,239 +199,70 @@ class TransactionCoordinator:
         img = self.broker.image.partition(TXN_TOPIC, self.partition_for(transactional_id))
         return img.leader if img is not None else -1
 
-    def _partition(self, idx: int) -> Partition | None:
-        p = self.broker.replicas.get(TXN_TOPIC, idx)
-        return p if p is not None and p.is_leader else None
-
-    def _error_for(self, transactional_id: str | None) -> ErrorCode | None:
+    def _status(self, transactional_id: str | None) -> tuple[int, ErrorCode]:
         if not transactional_id:
-            return E.INVALID_REQUEST
+            return -1, E.INVALID_REQUEST
         if not self.topic_exists():
-            return E.NOT_COORDINATOR
+            return -1, E.NOT_COORDINATOR
         idx = self.partition_for(transactional_id)
-        if idx in self._to_load:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
-        if idx not in self.epochs or self._partition(idx) is None:
-            return E.NOT_COORDINATOR
-        return None
+        return idx, self.runtime.status(idx)
 
-    # -- election / resignation ------------------------------------------------------------
+    # -- election / resignation ----------------------------------------------------------
 
     def on_partition_role(self, p: Partition, leader: bool) -> None:
         if p.topic != TXN_TOPIC:
             return
-        idx = p.partition
-        if leader:
-            if not self._to_load:
-                asyncio.get_running_loop().call_soon(self._load_elected)
-            self._to_load.add(idx)
-            self.epochs.pop(idx, None)
-            return
-        self._to_load.discard(idx)
-        if self.epochs.pop(idx, None) is None:
-            return
-        dropped = [tid for tid in self.txns if self.partition_for(tid) == idx]
-        for tid in dropped:
-            del self.txns[tid]
-            task = self._markers.pop(tid, None)
-            if task is not None:
-                task.cancel()
-        log.info("[partition=%s] resigned as transaction coordinator of %d id(s)", p.name,
-                 len(dropped))
-
-    def _load_elected(self) -> None:
-        wanted, self._to_load = self._to_load, set()
         self.topic_exists()
-        for idx in sorted(wanted):
-            p = self._partition(idx)
-            if p is None:
-                continue
-            loaded = self._read_partition(p)
-            for tid, m in loaded.items():
-                if self.partition_for(tid) == idx:
-                    self.txns[tid] = m
-                    old = self._markers.pop(tid, None)
-                    if old is not None:
-                        old.cancel()  # it serves the state before this election
-            self.epochs[idx] = p.leader_epoch
-            for m in loaded.values():
-                if m.state in PREPARED:
-                    self._start_markers(m)
-            log.info("[partition=%s] elected transaction coordinator (epoch %d): %d id(s) "
-                     "loaded", p.name, p.leader_epoch, len(loaded))
+        self.shell.on_partition_role(p, leader)
+        if not leader:
+            for tid, (idx, _, _, task) in list(self._markers.items()):
+                if idx == p.partition:
+                    task.cancel()
+                    del self._markers[tid]
 
-    @staticmethod
-    def _read_partition(p: Partition) -> dict[str, TxnMetadata]:
-        out: dict[str, TxnMetadata] = {}
-        lg = p.log
-        start = lg.log_start_offset
-        for seg in list(lg.segments):
-            for pos, h in seg.iter_headers():
-                if h.is_control or h.next_offset <= start:
-                    continue
-                try:
-                    recs = rb.decode_records(seg.read_batch_at(pos, h), h)
-                except rb.RecordError:
-                    log.exception("[partition=%s] skipping undecodable batch", p.name)
-                    continue
-                for rec in recs:
-                    if rec.key is None or rec.offset < start:
-                        continue
-                    try:
-                        tid = decode_key(rec.key)
-                        if tid is None:
-                            continue
-                        if rec.value is None:
-                            out.pop(tid, None)
-                        else:
-                            out[tid] = decode_value(tid, rec.value)
-                    except Exception:
-                        log.exception("[partition=%s] skipping undecodable record at %d",
-                                      p.name, rec.offset)
-        return out
+    # -- running operations ----------------------------------------------------------------
 
-    # -- the log -------------------------------------------------------------------------------
-
-    async def _write(self, m: TxnMetadata, new: TxnMetadata, *, tombstone: bool = False
-                     ) -> ErrorCode:
-        """Persist ``new`` as ``m``'s next state (acks=all); on success ``m`` becomes it.
-        A ``tombstone`` removes the id instead (expiry)."""
-        tid = m.transactional_id
-        if m.state not in VALID_PREVIOUS[new.state]:
-            log.error("[txn=%s] refusing transition %s -> %s", tid, m.state.kafka_name,
-                      new.state.kafka_name)
-            return E.INVALID_TXN_STATE
-        idx = self.partition_for(tid)
-        epoch = self.epochs.get(idx)
-        p = self._partition(idx)
-        if p is None or epoch is None:
-            return E.NOT_COORDINATOR
-        if p.under_min_isr():
-            return E.COORDINATOR_NOT_AVAILABLE
-        ts = now_ms()
-        value = None if tombstone else txn_value(
-            new, level(self.broker.image.features, TRANSACTION_VERSION) >= 1)
-        batch = rb.build_batch([rb.NewRecord(txn_key(tid), value, (), ts)])
-        m.pending = new.state
-        try:
-            r = p.append_internal(batch, ts)
-            if r.error != E.NONE:
-                log.warning("[txn=%s] write to %s failed: %s", tid, p.name, r.error.name)
-                return E.NOT_COORDINATOR if r.error in (
-                    E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR) else E.COORDINATOR_NOT_AVAILABLE
-            self.broker.replicas.notify_append(p)
-            err = await self.broker.replicas.wait_replicated(
-                p, r.last_offset, time.monotonic() + WRITE_TIMEOUT_S)
-        finally:
-            m.pending = None
-        if err in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
-            return E.NOT_COORDINATOR
+    async def _run(self, transactional_id: str,
+                   op: Callable[[int], Callable[[TxnShard, int], CoordinatorResult[TxnAnswer]]]
+                   ) -> TxnAnswer:
+        """Run ``op(fresh_producer_id)`` on the id's shard; again with a producer id from
+        the controller when it asks for one."""
+        idx, err = self._status(transactional_id)
         if err != E.NONE:
-            return E.COORDINATOR_NOT_AVAILABLE
-        if self.epochs.get(idx) != epoch or self.txns.get(tid) is not m:
-            return E.NOT_COORDINATOR  # resigned meanwhile
-        if tombstone:
-            m.state = S.DEAD
-            del self.txns[tid]
-            return E.NONE
-        m.producer_id, m.producer_epoch = new.producer_id, new.producer_epoch
-        m.last_producer_id, m.last_producer_epoch = new.last_producer_id, new.last_producer_epoch
-        m.timeout_ms, m.state, m.partitions = new.timeout_ms, new.state, set(new.partitions)
-        m.start_ms, m.last_update_ms = new.start_ms, new.last_update_ms
-        m.next_producer_id, m.client_tv = new.next_producer_id, new.client_tv
-        return E.NONE
+            return TxnAnswer(err)
+        fresh = -1
+        for _ in range(3):
+            pending = self.shell.write(idx, op(fresh))
+            resp, err = await pending
+            if err != E.NONE or resp is None:
+                return TxnAnswer(err if err != E.NONE else E.UNKNOWN_SERVER_ERROR)
+            if not resp.need_producer_id:
+                return resp
+            try:
+                fresh = await self.broker.topics.allocate_producer_id()
+            except KafkaError as e:
+                return TxnAnswer(e.code if e.code not in (E.NOT_CONTROLLER, E.NONE)
+                                 else E.COORDINATOR_NOT_AVAILABLE)
+        return TxnAnswer(E.COORDINATOR_NOT_AVAILABLE)
 
-    # -- InitProducerId ---------------------------------------------------------------------------
+    # -- InitProducerId ----------------------------------------------------------------------
 
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
                                producer_id: int = -1, producer_epoch: int = -1
                                ) -> tuple[ErrorCode, int, int]:
-        err = self._error_for(transactional_id)
-        if err is not None:
-            return err, -1, -1
-        if not 0 < timeout_ms <= self.config.max_timeout_ms:
-            return E.INVALID_TRANSACTION_TIMEOUT, -1, -1
-        m = self.txns.get(transactional_id)
-        if m is None:
-            try:
-                pid = await self.broker.topics.allocate_producer_id()
-            except KafkaError as e:
-                return (e.code if e.code != E.NOT_CONTROLLER else E.COORDINATOR_NOT_AVAILABLE,
-                        -1, -1)
-            m = self.txns.get(transactional_id)
-            if m is None:
-                m = TxnMetadata(transactional_id, pid, -1, timeout_ms)
-                self.txns[transactional_id] = m
-        if m.pending is not None:
-            return E.CONCURRENT_TRANSACTIONS, -1, -1
-        if producer_id >= 0:
-            if (producer_id, producer_epoch) == (m.last_producer_id, m.last_producer_epoch) \
-                    and m.state is S.EMPTY:
-                return E.NONE, m.producer_id, m.producer_epoch  # a retry: its answer was lost
-            if (producer_id, producer_epoch) != (m.producer_id, m.producer_epoch):
-                return E.PRODUCER_FENCED, -1, -1
-        if m.state in PREPARED or m.state is S.PREPARE_EPOCH_FENCE:
-            return E.CONCURRENT_TRANSACTIONS, -1, -1
-        if m.state is S.ONGOING:
-            self._fence_and_abort(m, "a new producer initialised")
-            return E.CONCURRENT_TRANSACTIONS, -1, -1
-        new = m.copy()
-        if m.producer_epoch >= MAX_EPOCH:
-            try:
-                new.producer_id = await self.broker.topics.allocate_producer_id()
-            except KafkaError:
-                return E.COORDINATOR_NOT_AVAILABLE, -1, -1
-            new.producer_epoch = 0
-        else:
-            new.producer_epoch = m.producer_epoch + 1
-        new.last_producer_id, new.last_producer_epoch = m.producer_id, m.producer_epoch
-        new.state = S.EMPTY
-        new.partitions = set()
-        new.timeout_ms = timeout_ms
-        new.last_update_ms = now_ms()
-        new.start_ms = -1
-        err2 = await self._write(m, new)
-        if err2 != E.NONE:
-            return err2, -1, -1
-        log.info("[txn=%s] producer id %d epoch %d (timeout %d ms)", transactional_id,
-                 m.producer_id, m.producer_epoch, timeout_ms)
-        return E.NONE, m.producer_id, m.producer_epoch
+        a = await self._run(transactional_id, lambda fresh: lambda s, now: s.init_producer_id(
+            now, transactional_id, timeout_ms, producer_id, producer_epoch, fresh))
+        return a.error, a.producer_id, a.producer_epoch
 
-    # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------------
-
-    def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int
-                        ) -> tuple[ErrorCode, TxnMetadata | None]:
-        err = self._error_for(transactional_id)
-        if err is not None:
-            return err, None
-        m = self.txns.get(transactional_id)
-        if m is None or m.producer_id != producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING, None
-        if m.producer_epoch != producer_epoch:
-            return E.PRODUCER_FENCED, None
-        if m.pending is not None or m.state in PREPARED or m.state is S.PREPARE_EPOCH_FENCE:
-            return E.CONCURRENT_TRANSACTIONS, None
-        return E.NONE, m
+    # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[tuple[str, int]], client_tv: int = 0) -> ErrorCode:
         """AddPartitionsToTxn / AddOffsetsToTxn; ``client_tv`` 2 when a partition leader
-        adds them for a KIP-890 part 2 producer (Produce v12, TxnOffsetCommit v5): the
-        transaction it starts ends with its epoch bumped."""
-        err, m = self._check_producer(transactional_id, producer_id, producer_epoch)
-        if m is None:
-            return err
-        wanted = set(partitions)
-        if m.state is S.ONGOING and wanted <= m.partitions:
-            return E.NONE
-        new = m.copy()
-        if m.state is not S.ONGOING:
-            new.start_ms = now_ms()
-            new.client_tv = client_tv
-        new.state = S.ONGOING
-        new.partitions |= wanted
-        new.last_update_ms = now_ms()
-        return await self._write(m, new)
+        adds them for a KIP-890 part 2 producer (Produce v12, TxnOffsetCommit v5)."""
+        a = await self._run(transactional_id, lambda _fresh: lambda s, now: s.add_partitions(
+            now, transactional_id, producer_id, producer_epoch, partitions, client_tv))
+        return a.error
 
     def verify_local(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
@@ -482,20 +270,12 @@ class TransactionCoordinator:
         the producer's ongoing transaction? One that is not: TRANSACTION_ABORTABLE (at v4
         and v5 alike, as Kafka 4.4; the partition leader tells an older producer
         INVALID_TXN_STATE). Nothing is written."""
-        err = self._error_for(transactional_id)
-        m = self.txns.get(transactional_id)
-        if err is None:
-            if m is None or m.producer_id != producer_id:
-                err = E.INVALID_PRODUCER_ID_MAPPING
-            elif m.producer_epoch != producer_epoch:
-                err = E.PRODUCER_FENCED
-            elif m.state in PREPARED or m.state is S.PREPARE_EPOCH_FENCE:
-                err = E.CONCURRENT_TRANSACTIONS
-        if err is not None or m is None:
-            return {tp: err or E.INVALID_PRODUCER_ID_MAPPING for tp in partitions}
-        ongoing = m.state is S.ONGOING
-        return {tp: E.NONE if ongoing and tp in m.partitions else E.TRANSACTION_ABORTABLE
-                for tp in partitions}
+        idx, err = self._status(transactional_id)
+        if err != E.NONE:
+            return {tp: err for tp in partitions}
+        out, err = self.runtime.read(idx, lambda s: s.verify(
+            transactional_id, producer_id, producer_epoch, partitions))
+        return out if out is not None else {tp: err for tp in partitions}
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: list[tuple[str, int]], add: bool = False
@@ -570,7 +350,7 @@ class TransactionCoordinator:
             return None
         return OFFSETS_TOPIC, int(groups.store.partition_for(group_id))
 
-    # -- EndTxn -----------------------------------------------------------------------------------
+    # -- EndTxn ---------------------------------------------------------------------------------
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                       commit: bool) -> ErrorCode:
@@ -581,213 +361,64 @@ class TransactionCoordinator:
     async def end_txn_v(self, transactional_id: str, producer_id: int, producer_epoch: int,
                         commit: bool, *, bump_epoch: bool) -> tuple[ErrorCode, int, int]:
         """EndTxn; with ``bump_epoch`` (v5 under transaction.version 2, KIP-890 part 2)
-        the transaction ends with the epoch bumped (its markers carry the new one) and
-        the answer names the producer id and epoch of the next transaction, so an
-        EndTxn or produce of this one that arrives late is fenced. Kafka's rules: while
-        Ongoing or Empty the epoch must be the current one; while prepared or complete
-        only a retry (the epoch just below the current one, or the last epoch of the
-        producer id the exhausted epoch rolled over from) is answered, the same answer
-        again; an abort at the current epoch of a completed or empty transaction only
-        bumps the epoch."""
-        err = self._error_for(transactional_id)
-        if err is not None:
-            return err, -1, -1
-        m = self.txns.get(transactional_id)
-        if m is None:
-            return E.INVALID_PRODUCER_ID_MAPPING, -1, -1
-        st = m.state
-        retry_overflow = bump_epoch and st in COMPLETED and m.producer_id != producer_id \
-            and m.last_producer_id == producer_id and producer_epoch == MAX_EPOCH \
-            and m.producer_epoch == 0
-        if m.producer_id != producer_id and not retry_overflow:
-            return E.INVALID_PRODUCER_ID_MAPPING, -1, -1
-        if m.pending is not None:
-            return E.CONCURRENT_TRANSACTIONS, -1, -1
-        is_retry = False
-        if bump_epoch:
-            retry_bump = m.producer_id == producer_id and m.producer_epoch == producer_epoch + 1
-            if st in PREPARED:
-                valid = retry_bump
-            elif st in COMPLETED:
-                valid = retry_bump or retry_overflow or producer_epoch == m.producer_epoch
-            else:  # Ongoing, Empty, PrepareEpochFence
-                valid = producer_epoch == m.producer_epoch
-            if not valid:
-                return E.PRODUCER_FENCED, -1, -1
-            is_retry = st not in (S.ONGOING, S.EMPTY) and (retry_bump or retry_overflow)
-        elif m.producer_epoch != producer_epoch:
-            return E.PRODUCER_FENCED, -1, -1
-        done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
-        if st in COMPLETED and (is_retry or not bump_epoch):
-            # a retry of the end that completed: the same answer (the other end: refused)
-            return (E.NONE, m.producer_id, m.producer_epoch) if st is done \
-                else (E.INVALID_TXN_STATE, -1, -1)
-        if st is S.ONGOING or (bump_epoch and not commit and st in (S.EMPTY, *COMPLETED)):
-            # (v5 may abort an empty transaction: a way to bump the epoch)
-            new = m.copy()
-            new.state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-            new.last_update_ms = now_ms()
-            if st is not S.ONGOING:
-                new.partitions = set()
-            # the end decides the markers' transaction version, as Kafka's
-            # prepareAbortOrCommit (a v4 end writes markers at the batches' epoch)
-            new.client_tv = 2 if bump_epoch else 0
-            if bump_epoch:
-                new.last_producer_id, new.last_producer_epoch = m.producer_id, m.producer_epoch
-                new.producer_epoch = m.producer_epoch + 1
-                if m.producer_epoch >= MAX_EPOCH:
-                    # the epoch is exhausted: the next transaction takes a fresh producer
-                    # id, named in the prepare record (NextProducerId) so it survives a
-                    # coordinator failover
-                    try:
-                        new.next_producer_id = await self.broker.topics.allocate_producer_id()
-                    except KafkaError:
-                        return E.COORDINATOR_NOT_AVAILABLE, -1, -1
-                    if m.pending is not None or m.state is not st:
-                        return E.CONCURRENT_TRANSACTIONS, -1, -1
-            err2 = await self._write(m, new)
-            if err2 == E.NONE:
-                self._start_markers(m)
-                return E.NONE, *self._next_producer(m)
-            return err2, -1, -1
-        return self._end_refused(st, commit), -1, -1
+        the answer names the producer id and epoch of the next transaction."""
+        a = await self._run(transactional_id, lambda fresh: lambda s, now: s.end_txn(
+            now, transactional_id, producer_id, producer_epoch, commit, bump_epoch, fresh))
+        return a.error, a.producer_id, a.producer_epoch
 
-    @staticmethod
-    def _next_producer(m: TxnMetadata) -> tuple[int, int]:
-        """The producer id and epoch the next transaction must use (after a v5 end)."""
-        if m.next_producer_id >= 0:
-            return m.next_producer_id, 0
-        return m.producer_id, m.producer_epoch
+    # -- markers ----------------------------------------------------------------------------------
 
-    @staticmethod
-    def _end_refused(st: TxnState, commit: bool) -> ErrorCode:
-        if st is S.COMPLETE_COMMIT:
-            return E.NONE if commit else E.INVALID_TXN_STATE
-        if st is S.COMPLETE_ABORT:
-            return E.NONE if not commit else E.INVALID_TXN_STATE
-        if st is S.PREPARE_COMMIT:
-            return E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE
-        if st is S.PREPARE_ABORT:
-            return E.CONCURRENT_TRANSACTIONS if not commit else E.INVALID_TXN_STATE
-        if st is S.PREPARE_EPOCH_FENCE:
-            return E.CONCURRENT_TRANSACTIONS
-        return E.INVALID_TXN_STATE  # Empty, Dead
+    def _on_effect(self, partition: int, effect: object) -> None:
+        if isinstance(effect, MarkerJob):
+            self._start_markers(partition, effect)
 
-    # -- fencing and timeouts ------------------------------------------------------------------------
-
-    def _fence_and_abort(self, m: TxnMetadata, reason: str) -> None:
-        """Bump the epoch at once (the current producer is fenced from now on) and abort
-        its transaction with the new epoch."""
-        if m.state is S.ONGOING:
-            if m.producer_epoch > MAX_EPOCH:
-                # nothing above Short.MaxValue: the abort keeps it (the next
-                # InitProducerId takes a fresh producer id)
-                pass
-            else:  # (to Short.MaxValue at most, as Kafka's prepareFenceProducerEpoch)
-                m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
-                m.producer_epoch += 1
-            m.state = S.PREPARE_EPOCH_FENCE
-            log.info("[txn=%s] fencing producer %d (epoch now %d) and aborting: %s",
-                     m.transactional_id, m.producer_id, m.producer_epoch, reason)
-        self._spawn(self._abort_fenced(m))
-
-    async def _abort_fenced(self, m: TxnMetadata) -> None:
-        if m.state is not S.PREPARE_EPOCH_FENCE or m.pending is not None:
+    def _start_markers(self, idx: int, job: MarkerJob) -> None:
+        ctx = self.runtime.contexts.get(idx)
+        if ctx is None:
             return
-        new = m.copy()
-        new.state = S.PREPARE_ABORT
-        new.last_update_ms = now_ms()
-        if await self._write(m, new) == E.NONE:
-            self._start_markers(m)
-
-    def tick(self, now: int | None = None) -> None:
-        """Abort timed-out transactions; retry a fence whose write failed and markers
-        whose task ended without completing; every
-        `transaction.remove.expired.transaction.cleanup.interval.ms`, remove the ids idle
-        (Empty or Complete*) for `transactional.id.expiration.ms`."""
-        ts = now_ms() if now is None else now
-        if ts - self._last_expiry >= self.config.expiry_interval_ms:
-            self._last_expiry = ts
-            for m in list(self.txns.values()):
-                if m.pending is None and m.state in (S.EMPTY, S.COMPLETE_COMMIT,
-                                                     S.COMPLETE_ABORT) \
-                        and self.partition_for(m.transactional_id) in self.epochs \
-                        and m.last_update_ms + self.config.id_expiration_ms <= ts:
-                    self._spawn(self._expire(m))
-        for m in list(self.txns.values()):
-            if m.pending is not None or self.partition_for(m.transactional_id) not in self.epochs:
-                continue
-            if m.state is S.ONGOING and m.start_ms >= 0 and ts > m.start_ms + m.timeout_ms:
-                self._fence_and_abort(m, f"transaction timed out after {m.timeout_ms} ms")
-            elif m.state is S.PREPARE_EPOCH_FENCE:
-                self._spawn(self._abort_fenced(m))
-            elif m.state in PREPARED and m.transactional_id not in self._markers:
-                self._start_markers(m)
-
-    async def _expire(self, m: TxnMetadata) -> None:
-        if m.pending is not None or m.state not in (S.EMPTY, S.COMPLETE_COMMIT,
-                                                    S.COMPLETE_ABORT):
-            return
-        new = m.copy()
-        new.state = S.DEAD
-        if await self._write(m, new, tombstone=True) == E.NONE:
-            log.info("[txn=%s] expired: idle for %d ms (producer %d)", m.transactional_id,
-                     self.config.id_expiration_ms, m.producer_id)
-
-    # -- markers --------------------------------------------------------------------------------------
-
-    def _start_markers(self, m: TxnMetadata) -> None:
-        tid = m.transactional_id
+        tid = job.transactional_id
         old = self._markers.get(tid)
-        if old is not None and not old.done():
-            return
-        task = asyncio.get_running_loop().create_task(self._complete(m))
-        self._markers[tid] = task
+        if old is not None and not old[3].done():
+            if (old[0], old[1], old[2]) == (idx, ctx.epoch, job):
+                return  # already being written
+            old[3].cancel()
+        task = asyncio.get_running_loop().create_task(self._complete(idx, ctx.epoch, job))
+        self._markers[tid] = (idx, ctx.epoch, job, task)
 
         def done(t: asyncio.Task[None]) -> None:
-            if self._markers.get(tid) is t:
+            cur = self._markers.get(tid)
+            if cur is not None and cur[3] is t:
                 del self._markers[tid]
 
         task.add_done_callback(done)
 
-    async def _complete(self, m: TxnMetadata) -> None:
-        tid = m.transactional_id
-        idx = self.partition_for(tid)
-        coord_epoch = self.epochs.get(idx)
-        if coord_epoch is None:
-            return
-        commit = m.state is S.PREPARE_COMMIT
-        pid, epoch, tv = m.producer_id, m.producer_epoch, m.client_tv
-        pending = set(m.partitions)
+    def _current(self, idx: int, coord_epoch: int) -> bool:
+        ctx = self.runtime.contexts.get(idx)
+        return ctx is not None and ctx.epoch == coord_epoch
+
+    async def _complete(self, idx: int, coord_epoch: int, job: MarkerJob) -> None:
+        """Write the job's markers until every partition has one, then complete it."""
+        pending = set(job.partitions)
         backoff = 0.02
         while pending:
-            if self.epochs.get(idx) != coord_epoch or self.txns.get(tid) is not m:
+            if not self._current(idx, coord_epoch):
                 return
-            pending -= await self._send_markers(pid, epoch, commit, coord_epoch, pending, tv)
+            pending -= await self._send_markers(job.producer_id, job.producer_epoch, job.commit,
+                                                coord_epoch, pending, job.transaction_version)
             if pending:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
-        while True:
-            if self.epochs.get(idx) != coord_epoch or self.txns.get(tid) is not m \
-                    or m.state not in PREPARED:
+        tid = job.transactional_id
+        while self._current(idx, coord_epoch):
+            completing = self.shell.write(idx, lambda s, now: s.complete(
+                now, tid, job.producer_id, job.producer_epoch, job.commit))
+            a, err = await completing
+            if err == E.NONE and a is not None:
+                err = a.error  # (a refused append answers its error)
+            if err in (E.NONE, E.NOT_COORDINATOR):
                 return
-            if m.pending is None:
-                new = m.copy()
-                new.state = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
-                new.partitions = set()
-                new.last_update_ms = now_ms()
-                nxt = m.next_producer_id
-                if nxt >= 0:  # the epoch is exhausted: the next transaction has a new id
-                    new.last_producer_id, new.last_producer_epoch = m.producer_id, -1
-                    new.producer_id, new.producer_epoch = nxt, 0
-                    new.next_producer_id = -1
-                err = await self._write(m, new)
-                if err == E.NONE:
-                    log.info("[txn=%s] %s (producer %d epoch %d)", tid,
-                             "committed" if commit else "aborted", pid, epoch)
-                    return
-                if err == E.NOT_COORDINATOR:
-                    return
+            log.info("[txn=%s] completing the transaction failed (%s): retrying", tid,
+                     err.name)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
 
@@ -847,7 +478,7 @@ class TransactionCoordinator:
                     out[(t.name, pr.partition_index)] = ErrorCode.of(pr.error_code)
         return out
 
-    # -- tasks ------------------------------------------------------------------------------------------
+    # -- tasks --------------------------------------------------------------------------------------
 
     def _spawn(self, coro: Any) -> None:
         t = asyncio.get_running_loop().create_task(coro)
@@ -855,18 +486,31 @@ class TransactionCoordinator:
         t.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
-        for t in list(self._tasks) + list(self._markers.values()):
+        self.shell.close()
+        for t in list(self._tasks) + [m[3] for m in self._markers.values()]:
             t.cancel()
         for ch in self._channels.values():
             await ch.close()
 
-    # -- admin views (DescribeTransactions, ListTransactions) ----------------------------------------
+    # -- admin views (DescribeTransactions, ListTransactions) ------------------------------------
+
+    @property
+    def txns(self) -> dict[str, TxnMetadata]:
+        """Every transactional id coordinated here (a snapshot over the loaded shards)."""
+        out: dict[str, TxnMetadata] = {}
+        for idx in list(self.runtime.contexts):
+            shard = self.runtime.shard(idx)
+            if shard is not None:
+                out.update(shard.txns)
+        return out
 
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnMetadata | None]:
-        err = self._error_for(transactional_id)
-        if err is not None:
+        idx, err = self._status(transactional_id)
+        if err != E.NONE:
             return err, None
-        m = self.txns.get(transactional_id)
+        m, err = self.runtime.read(idx, lambda s: s.txns.get(transactional_id))
+        if err != E.NONE:
+            return err, None
         if m is None or m.producer_epoch < 0:
             return E.TRANSACTIONAL_ID_NOT_FOUND, None
         return E.NONE, m
@@ -875,12 +519,12 @@ class TransactionCoordinator:
                           min_duration_ms: int = -1) -> tuple[ErrorCode, list[TxnMetadata]]:
         """The transactions this broker coordinates (every loaded partition), filtered
         by state name, producer id and (v1) running for at least ``min_duration_ms``."""
-        if self._to_load:
+        if self.runtime.loading():
             return E.COORDINATOR_LOAD_IN_PROGRESS, []
-        ts = now_ms()
+        ts = self.clock.now_ms()
         out = []
         for m in self.txns.values():
-            if self.partition_for(m.transactional_id) not in self.epochs or m.producer_epoch < 0:
+            if m.producer_epoch < 0:
                 continue
             if states and m.state.kafka_name not in states:
                 continue
