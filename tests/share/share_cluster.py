@@ -219,7 +219,7 @@ def run(kind: str, root: Path) -> int:
                   f"{len(delivered(ws))} delivered", flush=True)
             time.sleep(LOCK_MS / 1000 + 2)  # a lost accept would be redelivered by now
             lag_zero = group_lag(bs, group) == 0
-        except TimeoutError as e:
+        except (TimeoutError, RuntimeError) as e:
             print(f"FAIL: {e}")
             for w in ws:
                 print(f"--- {w.name}: {w.lines()[-3:]}\n{w.log_tail(8)}")

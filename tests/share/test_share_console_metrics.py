@@ -73,13 +73,13 @@ def test_share_group_pages(jocko_console: tuple[ShareBroker, str], tmp_path: Pat
         text = text_of(page)
         assert f"Share group {group}" in text and "State Stable" in text, text
         assert re.search(rf"{topic} 0 \d+ 0\b", text), text  # start offset, lag 0
-        assert "Total lag 0." in text
+        assert re.search(r"Total lag 0 ?\.", text), text
         assert f"{topic}: [0]" in text  # the member's assignment
     finally:
         w.stop()
     produce_values(b.bootstrap, topic, [f"a-{i}" for i in range(N, N + 7)])
     text = text_of(fetch(url + f"/share-groups/{group}"))
-    assert "Total lag 7." in text, text  # the group's lag counts the new records
+    assert re.search(r"Total lag 7 ?\.", text), text  # the group's lag counts the new records
     with pytest.raises(urllib.error.HTTPError) as e:
         fetch(url + "/share-groups/no-such-group")
     assert e.value.code == 404
