@@ -10,8 +10,9 @@ after each commit). When a third of
 the records are accepted the share partition's leader is SIGKILLed; when the consumers
 have accepted 300 more it is restarted, and then the broker of the group's share
 coordinator for that partition (key "group:topicId:partition": FindCoordinator key type 2
-on Kafka; on jocko-py, which refuses that to clients, the leader of the key's
-`__share_group_state` partition) is SIGKILLed, and restarted once 300 more are accepted.
+on Kafka, checked against the leader of the key's `__share_group_state` partition
+computed as Kafka hashes it; on jocko-py, which refuses that lookup to clients, that
+computed leader) is SIGKILLed, and restarted once 300 more are accepted.
 
 Pass: no record whose accept a commitSync confirmed is delivered again afterwards (a later
 delivery of it with a higher delivery count), none is confirmed twice, and in the end
@@ -109,13 +110,6 @@ def share_coordinator(bs: dict[int, BrokerProcess], group: str, topic_id: Any,
     ``Utils.abs(key.hashCode()) % partitions``, read from Metadata."""
     key = f"{group}:{kafka_uuid_str(topic_id)}:0"
     with Client(alive(bs), timeout=10) as c:
-        if kind == "kafka44":
-            r = c.request(10, 6, {"key_type": 2, "coordinator_keys": [key]})
-            co = r.coordinators[0]
-            if co.error_code:
-                raise RuntimeError(f"FindCoordinator (share) {key}: error "
-                                   f"{co.error_code} {co.error_message}")
-            return int(co.node_id)
         md = c.metadata([STATE_TOPIC])
         t = md.topics[0]
         if t.error_code or not t.partitions:
@@ -124,6 +118,16 @@ def share_coordinator(bs: dict[int, BrokerProcess], group: str, topic_id: Any,
         leader = next(p.leader_id for p in t.partitions if p.partition_index == idx)
         if leader < 0:
             raise RuntimeError(f"{STATE_TOPIC}-{idx} (key {key}) has no leader")
+        if kind == "kafka44":
+            # Kafka answers it: the computed partition's leader must be its answer
+            r = c.request(10, 6, {"key_type": 2, "coordinator_keys": [key]})
+            co = r.coordinators[0]
+            if co.error_code:
+                raise RuntimeError(f"FindCoordinator (share) {key}: error "
+                                   f"{co.error_code} {co.error_message}")
+            if co.node_id != leader:
+                raise RuntimeError(f"FindCoordinator (share) {key}: node {co.node_id}, "
+                                   f"but {STATE_TOPIC}-{idx}'s leader is {leader}")
         return int(leader)
 
 
