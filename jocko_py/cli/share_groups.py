@@ -115,17 +115,21 @@ def cmd_describe(adm: GroupAdmin, args: argparse.Namespace) -> int:
     return 0
 
 
-def _inactive(adm: GroupAdmin, group: str) -> None:
+def _inactive(adm: GroupAdmin, group: str) -> bool:
+    """Refuses a group with members; -> whether the group exists."""
     try:
         g = adm.describe_share_group(group)
     except KafkaError as e:
         if e.code == ErrorCode.GROUP_ID_NOT_FOUND:
-            return  # no such group yet: its offsets may be set before it starts
+            return False  # no such group yet: AlterShareGroupOffsets creates it Empty
         raise
+    if g.group_state == "Dead":
+        return False
     if g.group_state not in ("Empty", "Dead"):
         raise _Usage(f"share group '{group}' is {g.group_state} with {len(g.members)} "
                      "member(s): stop its consumers first (offsets of an active group "
                      "cannot be changed)")
+    return True
 
 
 def cmd_reset(adm: GroupAdmin, args: argparse.Namespace) -> int:
@@ -138,8 +142,9 @@ def cmd_reset(adm: GroupAdmin, args: argparse.Namespace) -> int:
         except ValueError:
             raise _Usage(f"--to-datetime: {args.to_datetime!r} is not an ISO-8601 date-time "
                          "(e.g. 2024-05-01T12:00:00+00:00)") from None
-    _inactive(adm, group)
-    current = {tp: so for tp, (so, _) in adm.share_offsets(group).items()}
+    exists = _inactive(adm, group)
+    current = ({tp: so for tp, (so, _) in adm.share_offsets(group).items()}
+               if exists else {})
     targets: list[tuple[str, int]] = []
     if args.all_topics:
         targets = sorted(current)

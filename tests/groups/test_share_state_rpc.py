@@ -21,6 +21,7 @@ import pytest
 
 from jocko_py.broker.inter_broker import BrokerChannel, ClientSecurity
 from jocko_py.broker.security.cluster_auth import derive_key
+from jocko_py.broker.share.coordinator import partition_for
 from jocko_py.broker.share.persister import DeliveryState as D
 from jocko_py.broker.share.persister import SharePartitionKey, StateBatch
 from jocko_py.broker.share.rpc_persister import RpcPersister
@@ -144,11 +145,13 @@ def test_state_rpcs_and_offsets_admin_on_one_broker_across_a_restart(tmp_path: P
                 ch = BrokerChannel("127.0.0.1", b.port, "t",
                                    security=_security(b.broker_id, b.data_dir))
                 try:
-                    r = await ch.request(10, 6, {"key_type": 2,
-                                                 "coordinator_keys": ["g:nope:0"]}, 5)
+                    r = await ch.request(10, 6, {"key_type": 2, "coordinator_keys": [
+                        "g:nope:0", f"g:{tid}:1", key.coordinator_key()]}, 5)
                 finally:
                     await ch.close()
-                assert r.coordinators[0].error_code == E.INVALID_REQUEST
+                # Python's str(uuid) is not Kafka's Uuid form: malformed too
+                assert [x.error_code for x in r.coordinators] == \
+                    [E.INVALID_REQUEST, E.INVALID_REQUEST, E.NONE]
             finally:
                 await p.close()
 
@@ -156,6 +159,11 @@ def test_state_rpcs_and_offsets_admin_on_one_broker_across_a_restart(tmp_path: P
         with Client(b.bootstrap, timeout=10) as c:
             md = c.metadata([STATE_TOPIC]).topics[0]
             assert md.is_internal and len(md.partitions) == 3
+            # the state went to the partition of Kafka's key ("g:<base64url id>:1"),
+            # Utils.abs(hashCode) % 3, and only there
+            ends = [c.list_offset(STATE_TOPIC, i, -1)[0] for i in range(3)]
+            idx = partition_for(key.coordinator_key(), 3)
+            assert ends[idx] > 0 and sum(ends) == ends[idx], (idx, ends)
         _admin_before(b)
         b.restart()
         _admin_after(b)

@@ -9,8 +9,10 @@ The consumers are slowed (share.acquire.mode=record_limit, 10 records a poll, 10
 after each commit). When a third of
 the records are accepted the share partition's leader is SIGKILLed; when the consumers
 have accepted 300 more it is restarted, and then the broker of the group's share
-coordinator for that partition (FindCoordinator key type 2, "group:topicId:partition")
-is SIGKILLed, and restarted once 300 more are accepted.
+coordinator for that partition (key "group:topicId:partition": FindCoordinator key type 2
+on Kafka, checked against the leader of the key's `__share_group_state` partition
+computed as Kafka hashes it; on jocko-py, which refuses that lookup to clients, that
+computed leader) is SIGKILLed, and restarted once 300 more are accepted.
 
 Pass: no record whose accept a commitSync confirmed is delivered again afterwards (a later
 delivery of it with a higher delivery count), none is confirmed twice, and in the end
@@ -25,7 +27,6 @@ exit status 0 / 1, 2 on a missing prerequisite.
 from __future__ import annotations
 
 import argparse
-import base64
 import sys
 import tempfile
 import time
@@ -35,6 +36,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from jocko_py.broker.share.coordinator import STATE_TOPIC, partition_for
+from jocko_py.broker.share.persister import kafka_uuid_str
 from jocko_py.client import Client, KafkaError
 from tests.share.harness import (
     BROKER_CONFIG,
@@ -97,17 +100,35 @@ def leader_of(bs: dict[int, BrokerProcess], topic: str) -> tuple[int, Any]:
         return md.topics[0].partitions[0].leader_id, md.topics[0].topic_id
 
 
-def share_coordinator(bs: dict[int, BrokerProcess], group: str, topic_id: Any) -> int:
+def share_coordinator(bs: dict[int, BrokerProcess], group: str, topic_id: Any,
+                      kind: str) -> int:
     """The broker of the share coordinator of partition 0's state; the key is Kafka's
-    "group:topicId:partition" with the topic id as Kafka prints a Uuid (base64url)."""
-    tid = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+    "group:topicId:partition" with the topic id as Kafka prints a Uuid (base64url).
+    Kafka 4.4.0 (no authorizer) answers a client's FindCoordinator key type 2; jocko-py
+    refuses it (CLUSTER_ACTION is for the cluster's brokers), so there the coordinator
+    is the leader of the key's `__share_group_state` partition, Kafka's
+    ``Utils.abs(key.hashCode()) % partitions``, read from Metadata."""
+    key = f"{group}:{kafka_uuid_str(topic_id)}:0"
     with Client(alive(bs), timeout=10) as c:
-        r = c.request(10, 6, {"key_type": 2, "coordinator_keys": [f"{group}:{tid}:0"]})
-        co = r.coordinators[0]
-        if co.error_code:
-            raise RuntimeError(f"FindCoordinator (share) {group}:{tid}:0: error "
-                               f"{co.error_code} {co.error_message}")
-        return int(co.node_id)
+        md = c.metadata([STATE_TOPIC])
+        t = md.topics[0]
+        if t.error_code or not t.partitions:
+            raise RuntimeError(f"Metadata {STATE_TOPIC}: error {t.error_code}")
+        idx = partition_for(key, len(t.partitions))
+        leader = next(p.leader_id for p in t.partitions if p.partition_index == idx)
+        if leader < 0:
+            raise RuntimeError(f"{STATE_TOPIC}-{idx} (key {key}) has no leader")
+        if kind == "kafka44":
+            # Kafka answers it: the computed partition's leader must be its answer
+            r = c.request(10, 6, {"key_type": 2, "coordinator_keys": [key]})
+            co = r.coordinators[0]
+            if co.error_code:
+                raise RuntimeError(f"FindCoordinator (share) {key}: error "
+                                   f"{co.error_code} {co.error_message}")
+            if co.node_id != leader:
+                raise RuntimeError(f"FindCoordinator (share) {key}: node {co.node_id}, "
+                                   f"but {STATE_TOPIC}-{idx}'s leader is {leader}")
+        return int(leader)
 
 
 def accepted(ws: list[ShareWorker]) -> set[int]:
@@ -194,7 +215,7 @@ def run(kind: str, root: Path) -> int:
             bs[lead].kill()
             wait_progress(ws, len(accepted(ws)) + 300, 180, "after the leader kill")
             restart(bs[lead])
-            coord = share_coordinator(bs, group, topic_id)
+            coord = share_coordinator(bs, group, topic_id, kind)
             print(f"{time.monotonic() - t0:5.1f}s {len(accepted(ws))} accepted; broker "
                   f"{lead} restarted; SIGKILL broker {coord} (the share coordinator)",
                   flush=True)

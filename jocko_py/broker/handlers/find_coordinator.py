@@ -20,7 +20,6 @@ Unknown key types get INVALID_REQUEST.
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
@@ -29,6 +28,7 @@ from jocko_py.broker.security.authz import (
     authorize_group,
     authorize_transactional_id,
 )
+from jocko_py.broker.share.persister import parse_kafka_uuid
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("jocko_py.broker.handlers.find_coordinator")
@@ -86,11 +86,13 @@ async def _lookup_txn(ctx: RequestContext, key: str
 
 
 def _valid_share_key(key: str) -> bool:
+    """Kafka's ``SharePartitionKey.validate``: ``<group>:<topic id>:<partition>`` with
+    the topic id in Kafka's ``Uuid.toString()`` form (22 characters of URL-safe base64)
+    and a partition >= 0."""
     parts = key.rsplit(":", 2)
-    if len(parts) != 3 or not parts[0]:
+    if len(parts) != 3 or not parts[0] or parse_kafka_uuid(parts[1]) is None:
         return False
     try:
-        uuid.UUID(parts[1])
         return int(parts[2]) >= 0
     except ValueError:
         return False

@@ -64,13 +64,14 @@ class ShareCoordinatorHost(Protocol):
 
 def partition_for(key: str, num_partitions: int) -> int:
     """Kafka's ``Utils.abs(key.hashCode()) % partitions`` over Java's String.hashCode
-    (UTF-16 code units), as for groups (``group/offsets_store.py``; ``share`` does not
-    import ``group``)."""
+    (UTF-16 code units). ``Utils.abs`` is ``Math.abs`` with Integer.MIN_VALUE -> 0 (not
+    the ``& 0x7fffffff`` of ``Utils.toPositive``)."""
     h = 0
     data = key.encode("utf-16-be")
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return (h & 0x7FFFFFFF) % num_partitions
+    signed = h - (1 << 32) if h & 0x80000000 else h
+    return (0 if signed == -(1 << 31) else abs(signed)) % num_partitions
 
 
 def config_from(broker: ShareCoordinatorHost) -> ShareCoordinatorConfig:

@@ -20,6 +20,7 @@ on a read of a partition never initialized.
 
 from __future__ import annotations
 
+import base64
 import enum
 import uuid
 from dataclasses import dataclass, field
@@ -46,8 +47,29 @@ class SharePartitionKey:
     partition: int
 
     def coordinator_key(self) -> str:
-        """The FindCoordinator key (key type 2, SHARE) of this partition's state."""
-        return f"{self.group_id}:{self.topic_id}:{self.partition}"
+        """The FindCoordinator key (key type 2, SHARE) of this partition's state, as
+        Kafka's ``SharePartitionKey.asCoordinatorKey``: the topic id is written as
+        Kafka's ``Uuid.toString()`` (``kafka_uuid_str``), not Python's hex form."""
+        return f"{self.group_id}:{kafka_uuid_str(self.topic_id)}:{self.partition}"
+
+
+def kafka_uuid_str(u: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString()``: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID | None:
+    """The inverse of ``kafka_uuid_str`` (Kafka's ``Uuid.fromString``): 22 characters of
+    URL-safe base64 decoding to 16 bytes, else None."""
+    if len(text) != 22:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(text + "==")
+    except ValueError:
+        return None
+    if len(raw) != 16 or kafka_uuid_str(uuid.UUID(bytes=raw)) != text:
+        return None
+    return uuid.UUID(bytes=raw)
 
 
 @dataclass(frozen=True)
