@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
 import statistics
@@ -61,85 +62,134 @@ def _limits() -> None:
 
 
 class System:
-    """One broker process of either kind, restartable on the same data dir and port."""
+    """The broker processes of either kind (one, or a cluster of `nodes`), restartable
+    on the same data dirs and ports."""
 
     name = ""
+    first_id = 0
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, nodes: int = 1) -> None:
         self.work = work
-        self.data = work / "data"
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.nodes = nodes
+        self.ids = [self.first_id] if nodes == 1 else list(range(1, nodes + 1))
+        self.ports = {i: free_port() for i in self.ids}
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"127.0.0.1:{self.ports[self.ids[0]]}"
 
-    def command(self) -> list[str]:
+    @property
+    def port(self) -> int:
+        return self.ports[self.ids[0]]
+
+    def data(self, i: int) -> Path:
+        return self.work / f"node-{i}" / "data"
+
+    def command(self, i: int) -> list[str]:
         raise NotImplementedError
 
     def prepare(self) -> None:
         """Anything before the first start (Kafka: format the storage)."""
 
     def start(self) -> float:
-        """Start the process; returns its start time (monotonic)."""
+        """Start every process; returns the start time (monotonic)."""
         t0 = time.monotonic()
-        log = open(self.work / f"{self.name}.log", "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(self.command(), cwd=REPO, env=env, stdout=log,
-                                     stderr=subprocess.STDOUT, preexec_fn=_limits)
-        log.close()
+        for i in self.ids:
+            self.data(i).parent.mkdir(parents=True, exist_ok=True)
+            with open(self.work / f"{self.name}-{i}.log", "ab") as log:
+                self.procs[i] = subprocess.Popen(
+                    self.command(i), cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                    preexec_fn=_limits)
         return t0
 
+    def check(self) -> None:
+        """Raise if a process has exited (e.g. out of descriptors)."""
+        for i, p in self.procs.items():
+            if p.poll() is not None:
+                tail = (self.work / f"{self.name}-{i}.log").read_bytes()[-600:]
+                raise RuntimeError(f"{self.name} node {i} exited ({p.returncode}): "
+                                   f"{tail.decode(errors='replace')}")
+
     def stop(self) -> float:
-        assert self.proc is not None
+        """SIGTERM to every process at once; seconds until the last has exited."""
         t0 = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
+        for p in self.procs.values():
+            p.send_signal(signal.SIGTERM)
         try:
-            self.proc.wait(600)
+            for p in self.procs.values():
+                p.wait(max(1.0, t0 + 600 - time.monotonic()))
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(30)
+            self.kill()
             raise RuntimeError(f"{self.name} did not stop within 600 s") from None
-        self.proc = None
+        self.procs = {}
         return time.monotonic() - t0
 
     def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(30)
-            self.proc = None
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+            p.wait(30)
+        self.procs = {}
+
+    def readings(self) -> tuple[int, float]:
+        """Open descriptors and resident memory (MiB), summed over the processes."""
+        pids = [p.pid for p in self.procs.values()]
+        return sum(fd_count(p) for p in pids), sum(rss_mib(p) for p in pids)
 
 
 class Jocko(System):
     name = "jocko-py"
 
-    def command(self) -> list[str]:
-        return [sys.executable, "-m", "jocko_py.cli", "broker", "--broker-id", "0",
-                "--broker-addr", self.bootstrap, "--data-dir", str(self.data)]
+    def __init__(self, work: Path, nodes: int = 1) -> None:
+        super().__init__(work, nodes)
+        self.raft = {i: free_port() for i in self.ids}
+        self.gossip = {i: free_port(socket.SOCK_DGRAM) for i in self.ids}
+
+    def command(self, i: int) -> list[str]:
+        cmd = [sys.executable, "-m", "jocko_py.cli", "broker", "--broker-id", str(i),
+               "--broker-addr", f"127.0.0.1:{self.ports[i]}", "--data-dir", str(self.data(i))]
+        if self.nodes > 1:  # every broker a raft voter, joined by gossip (Kafka's defaults)
+            cmd += ["--controller-quorum-voters",
+                    ",".join(f"{j}@127.0.0.1:{p}" for j, p in self.raft.items()),
+                    "--gossip-addr", f"127.0.0.1:{self.gossip[i]}",
+                    "--join", ",".join(f"127.0.0.1:{p}" for j, p in self.gossip.items()
+                                       if j != i)]
+        return cmd
 
 
 class Kafka(System):
     name = "kafka-4.4.0"
+    first_id = 1
 
-    def __init__(self, work: Path) -> None:
-        super().__init__(work)
-        self.node = ApacheKafka44(self.data)
-        self.node.port = self.port
+    def __init__(self, work: Path, nodes: int = 1) -> None:
+        super().__init__(work, nodes)
+        self.node = {i: ApacheKafka44(self.data(i), node_id=i) for i in self.ids}
+        for i, k in self.node.items():
+            k.port = self.ports[i]
+        if nodes > 1:  # broker and controller each, a static quorum of all of them
+            voters = ",".join(f"{i}@127.0.0.1:{k.controller_port}" for i, k in self.node.items())
+            for k in self.node.values():
+                k.voters, k.cluster_id = voters, self.node[1].cluster_id
 
     def prepare(self) -> None:
-        self.node.format()
+        for k in self.node.values():
+            k.format()
 
-    def command(self) -> list[str]:
+    def command(self, i: int) -> list[str]:
         return ["java", "-Xms512m", "-Xmx2g", "-cp", f"{JARS}/*", "kafka.Kafka",
-                str(self.node.config)]
+                str(self.node[i].config)]
 
 
 # --- the client side -------------------------------------------------------------------
 
-def _wait(cond: Callable[[], bool], deadline: float, what: str) -> None:
+def _wait(cond: Callable[[], bool], deadline: float, what: str,
+          alive: Callable[[], None] | None = None) -> None:
     last: Exception | None = None
     while time.monotonic() < deadline:
+        if alive is not None:
+            alive()
         try:
             if cond():
                 return
@@ -154,77 +204,131 @@ def _port_open(port: int) -> bool:
         return True
 
 
-def _all_led(boot: str, names: list[str], n: int) -> bool:
-    with Client(boot, timeout=60) as c:
+def _leaders(boot: str, names: list[str]) -> tuple[dict[int, str], dict[tuple[str, int], int]]:
+    """The brokers (id: address) and the leader of every partition of `names` (-1: none)."""
+    want = set(names)
+    with Client(boot, timeout=120) as c:
         md = c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False})
-        led = sum(1 for t in md.topics if t.name in set(names)
-                  for p in t.partitions if p.error_code == 0 and p.leader_id >= 0)
-        return led == n
+    brokers = {b.node_id: f"{b.host}:{b.port}" for b in md.brokers}
+    leaders = {(t.name, p.partition_index): (p.leader_id if p.error_code == 0 else -1)
+               for t in md.topics if t.name in want for p in t.partitions}
+    return brokers, leaders
+
+
+def _all_led(boot: str, names: list[str], n: int) -> bool:
+    _, leaders = _leaders(boot, names)
+    return sum(1 for v in leaders.values() if v >= 0) == n
+
+
+def _by_leader(boot: str, names: list[str], todo: set[tuple[str, int]],
+               ) -> dict[str, dict[str, list[int]]]:
+    """`todo` partitions grouped by their leader's address, then topic."""
+    brokers, leaders = _leaders(boot, names)
+    out: dict[str, dict[str, list[int]]] = {}
+    for (t, p) in sorted(todo):
+        addr = brokers.get(leaders.get((t, p), -1))
+        if addr is not None:
+            out.setdefault(addr, {}).setdefault(t, []).append(p)
+    return out
+
+
+def _produce(s: System, names: list[str]) -> None:
+    """One 1 KiB record to every partition, each sent to its leader."""
+    batch = build_batch([NewRecord(None, b"x" * 1024)])
+    todo = {(t, p) for t in names for p in range(100)}
+    deadline = time.monotonic() + 600
+    while todo:
+        s.check()
+        for addr, topics in _by_leader(s.bootstrap, names, todo).items():
+            items = sorted(topics.items())
+            with Client(addr, timeout=300) as c:
+                for i in range(0, len(items), 10):
+                    r = c.request(0, 9, {"transactional_id": None, "acks": 1,
+                                         "timeout_ms": 30000, "topic_data": [
+                        {"name": t, "partition_data": [{"index": p, "records": batch}
+                                                       for p in ps]}
+                        for t, ps in items[i:i + 10]]})
+                    for tr in r.responses:
+                        for pr in tr.partition_responses:
+                            if pr.error_code == 0:
+                                todo.discard((tr.name, pr.index))
+                            elif pr.error_code not in RETRIABLE:
+                                raise RuntimeError(f"{s.name}: produce to {tr.name} failed: "
+                                                   f"{pr.error_code}")
+        if todo:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{s.name}: {len(todo)} partitions refused produce")
+            time.sleep(0.2)
 
 
 def _all_served(boot: str, names: list[str]) -> bool:
-    """Every partition answers ListOffsets (latest) with no error and offset 1."""
-    with Client(boot, timeout=60) as c:
-        for i in range(0, len(names), 10):
-            r = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
-                {"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
-                                            "timestamp": -1} for p in range(100)]}
-                for t in names[i:i + 10]]})
-            for t in r.topics:
-                for p in t.partitions:
-                    if p.error_code or p.offset != 1:
-                        return False
-        return True
+    """Every partition answers ListOffsets (latest) at its leader with no error and
+    offset 1."""
+    todo = {(t, p) for t in names for p in range(100)}
+    groups = _by_leader(boot, names, todo)
+    ok = 0
+    for addr, topics in groups.items():
+        items = sorted(topics.items())
+        with Client(addr, timeout=120) as c:
+            for i in range(0, len(items), 10):
+                r = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+                    {"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
+                                                "timestamp": -1} for p in ps]}
+                    for t, ps in items[i:i + 10]]})
+                for tr in r.topics:
+                    for pr in tr.partitions:
+                        if pr.error_code or pr.offset != 1:
+                            return False
+                        ok += 1
+    return ok == len(todo)
 
 
-def _ready(sys_: System, names: list[str], n: int, t0: float, timeout: float) -> float:
+def _ready(s: System, names: list[str], n: int, t0: float, timeout: float) -> float:
     deadline = t0 + timeout
-    _wait(lambda: _port_open(sys_.port), deadline, f"{sys_.name} port")
-    _wait(lambda: _all_led(sys_.bootstrap, names, n), deadline, f"{sys_.name} leaders")
-    _wait(lambda: _all_served(sys_.bootstrap, names), deadline, f"{sys_.name} data")
+    _wait(lambda: all(_port_open(p) for p in s.ports.values()), deadline,
+          f"{s.name} ports", s.check)
+    _wait(lambda: _all_led(s.bootstrap, names, n), deadline, f"{s.name} leaders", s.check)
+    _wait(lambda: _all_served(s.bootstrap, names), deadline, f"{s.name} data", s.check)
     return time.monotonic() - t0
 
 
-def run_one(kind: type[System], n: int, reps: int, tmp: Path) -> dict[str, Any]:
-    work = tmp / f"{kind.name}-{n}"
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def run_one(kind: type[System], n: int, reps: int, tmp: Path, nodes: int = 1,
+            ) -> dict[str, Any]:
+    work = tmp / f"{kind.name}-{n}-{nodes}"
     work.mkdir()
-    s = kind(work)
-    s.prepare()
+    s = kind(work, nodes)
+    out: dict[str, Any] = {"system": s.name, "partitions": n, "brokers": nodes}
     names = [f"t{i:05d}" for i in range(n // 100)]
     try:
+        s.prepare()
         t0 = s.start()
-        _wait(lambda: _port_open(s.port), t0 + 120, f"{s.name} port")
-        _wait(lambda: _all_led(s.bootstrap, [], 0), t0 + 120, f"{s.name} metadata")
+        _wait(lambda: all(_port_open(p) for p in s.ports.values()), t0 + 300,
+              f"{s.name} ports", s.check)
+        _wait(lambda: len(_leaders(s.bootstrap, [])[0]) == nodes, t0 + 300,
+              f"{s.name} brokers", s.check)
+        out["load_start"] = _load()
         t0 = time.monotonic()
         with Client(s.bootstrap, timeout=900) as c:
             for i in range(0, len(names), 10):
+                s.check()
                 r = c.request(19, 7, {"topics": [
                     {"name": t, "num_partitions": 100, "replication_factor": 1,
                      "assignments": [], "configs": []} for t in names[i:i + 10]],
                     "timeout_ms": 600000, "validate_only": False})
-                bad = [t.error_code for t in r.topics if t.error_code]
+                # TOPIC_ALREADY_EXISTS: a broker's forward to the controller retried
+                # after a leader change and its first attempt had been committed
+                bad = [t.error_code for t in r.topics if t.error_code not in (0, 36)]
                 if bad:
                     raise RuntimeError(f"{s.name}: CreateTopics failed {bad[:3]}")
-        _wait(lambda: _all_led(s.bootstrap, names, n), t0 + 900, f"{s.name} leaders")
-        create_s = time.monotonic() - t0
-        batch = build_batch([NewRecord(None, b"x" * 1024)])
-        with Client(s.bootstrap, timeout=300) as c:
-            for name in names:
-                todo = list(range(100))
-                deadline = time.monotonic() + 120
-                while todo:  # a new leader may not serve yet (NOT_LEADER_OR_FOLLOWER)
-                    r = c.request(0, 9, {"transactional_id": None, "acks": 1,
-                                         "timeout_ms": 30000, "topic_data": [
-                        {"name": name, "partition_data": [
-                            {"index": p, "records": batch} for p in todo]}]})
-                    bad = [(p.index, p.error_code) for t in r.responses
-                           for p in t.partition_responses if p.error_code]
-                    if any(e not in RETRIABLE for _, e in bad) or \
-                            (bad and time.monotonic() > deadline):
-                        raise RuntimeError(f"{s.name}: produce to {name} failed: {bad[:3]}")
-                    todo = [p for p, _ in bad]
-                    if todo:
-                        time.sleep(0.1)
+        _wait(lambda: _all_led(s.bootstrap, names, n), t0 + 1800, f"{s.name} leaders",
+              s.check)
+        out["create_s"] = round(time.monotonic() - t0, 2)
+        out["create_load"] = _load()
+        _produce(s, names)
         with socket.create_connection(("127.0.0.1", s.port), timeout=600) as sock:
             for i in range(max(reps, 5)):  # the JVM's JIT warms up too
                 timed_metadata(sock, i)
@@ -234,24 +338,30 @@ def run_one(kind: type[System], n: int, reps: int, tmp: Path) -> dict[str, Any]:
                 dt, size = timed_metadata(sock, 100 + i)
                 times.append(dt * 1000)
         times.sort()
-        assert s.proc is not None
-        fds, rss = fd_count(s.proc.pid), rss_mib(s.proc.pid)
-        stop_s = s.stop()
+        out.update(metadata_median_ms=round(statistics.median(times), 2),
+                   metadata_p90_ms=round(times[max(int(len(times) * 0.9) - 1, 0)], 2),
+                   metadata_bytes=size, metadata_median_ms_load=_load())
+        s.check()
+        fds, rss = s.readings()
+        out.update(open_fds=fds, open_fds_load=_load(), rss_mib=round(rss, 1),
+                   rss_mib_load=_load())
+        out["stop_s"] = round(s.stop(), 2)
+        out["stop_s_load"] = _load()
         t0 = s.start()
-        restart_s = _ready(s, names, n, t0, 900)
+        out["restart_s"] = round(_ready(s, names, n, t0, 1800), 2)
+        out["restart_s_load"] = _load()
         s.kill()
         t0 = s.start()
-        recovery_s = _ready(s, names, n, t0, 1800)
-        return {
-            "system": s.name, "partitions": n, "create_s": round(create_s, 2),
-            "metadata_median_ms": round(statistics.median(times), 2),
-            "metadata_p90_ms": round(times[max(int(len(times) * 0.9) - 1, 0)], 2),
-            "metadata_bytes": size, "open_fds": fds, "rss_mib": round(rss, 1),
-            "stop_s": round(stop_s, 2), "restart_s": round(restart_s, 2),
-            "recovery_s": round(recovery_s, 2), "load1": round(os.getloadavg()[0], 2),
-        }
+        out["recovery_s"] = round(_ready(s, names, n, t0, 1800), 2)
+        out["recovery_s_load"] = _load()
+    except Exception as e:  # noqa: BLE001 - a system failing at a size is a result too
+        out["error"] = f"{type(e).__name__}: {e}"[:400]
+        out["error_load"] = _load()
     finally:
         s.kill()
+        for i in s.ids:  # the logs stay (beside --out-dir's tables when asked for)
+            shutil.rmtree(s.data(i), ignore_errors=True)
+    return out
 
 
 FIGURES = [("create_s", "create (s)"), ("metadata_median_ms", "full Metadata (ms)"),
@@ -260,20 +370,31 @@ FIGURES = [("create_s", "create (s)"), ("metadata_median_ms", "full Metadata (ms
            ("recovery_s", "recovery after SIGKILL (s)")]
 
 
+def _cell(r: dict[str, Any] | None, key: str) -> tuple[str, str]:
+    if r is None:
+        return "-", ""
+    if key not in r:
+        return ("failed" if "error" in r else "-"), str(r.get("error_load", ""))
+    return f"{r[key]:,}", str(r.get(f"{key}_load", r.get("create_load", "")))
+
+
 def table(results: list[dict[str, Any]]) -> str:
-    by = {(r["system"], r["partitions"]): r for r in results}
-    sizes = sorted({r["partitions"] for r in results})
-    lines = ["| figure | partitions | jocko-py | Kafka 4.4.0 | ratio |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+    by = {(r["system"], r["partitions"], r.get("brokers", 1)): r for r in results}
+    sizes = sorted({(r.get("brokers", 1), r["partitions"]) for r in results})
+    lines = ["| figure | partitions | brokers | jocko-py | load | Kafka 4.4.0 | load | ratio |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for key, label in FIGURES:
-        for n in sizes:
-            j, k = by.get((Jocko.name, n)), by.get((Kafka.name, n))
-            jv = j[key] if j else None
-            kv = k[key] if k else None
+        for nodes, n in sizes:
+            j, k = by.get((Jocko.name, n, nodes)), by.get((Kafka.name, n, nodes))
+            jv = j.get(key) if j else None
+            kv = k.get(key) if k else None
             ratio = f"{jv / kv:.2f}" if jv is not None and kv else "-"
-            lines.append(f"| {label} | {n:,} | {'-' if jv is None else jv} | "
-                         f"{'-' if kv is None else kv} | {ratio} |")
-    return "\n".join(lines) + "\n"
+            (jc, jl), (kc, kl) = _cell(j, key), _cell(k, key)
+            lines.append(f"| {label} | {n:,} | {nodes} | {jc} | {jl} | {kc} | {kl} | {ratio} |")
+    errors = [f"- {r['system']} at {r['partitions']:,} partitions on {r.get('brokers', 1)} "
+              f"broker(s): {r['error']}" for r in results if "error" in r]
+    return "\n".join(lines) + "\n" + ("\nFailures:\n\n" + "\n".join(errors) + "\n"
+                                      if errors else "")
 
 
 def plot(results: list[dict[str, Any]], path: Path) -> bool:
@@ -284,28 +405,80 @@ def plot(results: list[dict[str, Any]], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, axes = plt.subplots(2, 4, figsize=(16, 7))
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7.5))
+    colours = {Jocko.name: "tab:blue", Kafka.name: "tab:orange"}
     for ax, (key, label) in zip(axes.flat, FIGURES, strict=False):
         for system in (Jocko.name, Kafka.name):
-            pts = sorted((r["partitions"], r[key]) for r in results if r["system"] == system)
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=system)
+            for nodes in sorted({r.get("brokers", 1) for r in results}):
+                pts = sorted((r["partitions"], r[key]) for r in results
+                             if r["system"] == system and r.get("brokers", 1) == nodes
+                             and key in r)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts],
+                            marker="o" if nodes == 1 else "s", color=colours[system],
+                            linestyle="-" if nodes == 1 else "none",
+                            label=f"{system}, {nodes} broker{'s' if nodes > 1 else ''}")
         ax.set_title(label)
         ax.set_xlabel("partitions")
-        ax.legend()
+        ax.set_xscale("log")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
     axes.flat[-1].axis("off")
     fig.tight_layout()
     fig.savefig(path)
     return True
 
 
+def write(results: list[dict[str, Any]], out_dir: Path, command: str) -> Path:
+    """The JSON, the Markdown table and the growth curves of `results` under `out_dir`."""
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H%M")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = out_dir / f"{stamp}-scale"
+    base.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
+    md = (f"# Scale: jocko-py beside Apache Kafka 4.4.0 ({stamp} UTC)\n\n"
+          f"`{command}`, {os.cpu_count()} cores shared with other work (the 1-minute load "
+          "average beside each figure, taken as it was measured); topics of 100 partitions "
+          "of replication factor 1 (on three brokers the controller spreads them), one 1 KiB "
+          "record per partition; descriptors and memory summed over the brokers; ratio = "
+          "jocko-py / Kafka (under 1 is jocko-py ahead).\n\n" + table(results))
+    if plot(results, base.with_suffix(".png")):
+        md += f"\n![growth curves]({base.with_suffix('.png').name})\n"
+    base.with_suffix(".md").write_text(md)
+    print(md)
+    return base
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="1000,5000,20000")
+    ap.add_argument("--sizes", default="1000,5000,20000",
+                    help="partitions on one broker (empty: none)")
+    ap.add_argument("--cluster-sizes", default="50000",
+                    help="partitions on --brokers brokers (empty: none)")
+    ap.add_argument("--brokers", type=int, default=3)
     ap.add_argument("--systems", default="jocko,kafka")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument("--tables-from", default="",
+                    help="comma-separated JSON files of earlier runs: only write their "
+                         "joint table and curves")
     args = ap.parse_args()
+    if args.tables_from:
+        results: list[dict[str, Any]] = []
+        for f in args.tables_from.split(","):
+            try:
+                results += json.loads(Path(f).read_text())
+            except (OSError, ValueError) as e:
+                print(f"error: cannot read results {f}: {e}", file=sys.stderr)
+                return 2
+        write(results, args.out_dir, "bench/scale.py " + " ".join(sys.argv[1:]))
+        return 0
+    try:
+        runs = [(int(x), 1) for x in args.sizes.split(",") if x] + \
+            [(int(x), args.brokers) for x in args.cluster_sizes.split(",") if x]
+    except ValueError:
+        print("error: --sizes and --cluster-sizes are comma-separated partition counts",
+              file=sys.stderr)
+        return 2
     kinds: list[type[System]] = []
     for name in args.systems.split(","):
         if name == "jocko":
@@ -319,25 +492,18 @@ def main() -> int:
         else:
             print(f"error: unknown system {name!r} (jocko, kafka)", file=sys.stderr)
             return 2
-    results: list[dict[str, Any]] = []
+    results = []
+    partial = args.out_dir / "scale-partial.json"
+    args.out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="jocko-scale-") as tmp:
-        for n in (int(x) for x in args.sizes.split(",")):
+        for n, nodes in runs:
             for kind in kinds:  # back to back at each size
-                r = run_one(kind, n, args.reps, Path(tmp))
+                r = run_one(kind, n, args.reps, Path(tmp), nodes)
                 print(json.dumps(r), flush=True)
                 results.append(r)
-    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H%M")
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    base = args.out_dir / f"{stamp}-scale"
-    base.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
-    md = (f"# Scale: one broker, jocko-py beside Apache Kafka 4.4.0 ({stamp} UTC)\n\n"
-          f"`bench/scale.py --sizes {args.sizes} --reps {args.reps}`, {os.cpu_count()} "
-          "cores; topics of 100 partitions, one 1 KiB record per partition; ratio = "
-          "jocko-py / Kafka (under 1 is jocko-py ahead).\n\n" + table(results))
-    if plot(results, base.with_suffix(".png")):
-        md += f"\n![growth curves]({base.with_suffix('.png').name})\n"
-    base.with_suffix(".md").write_text(md)
-    print(md)
+                partial.write_text(json.dumps(results, indent=1) + "\n")
+    write(results, args.out_dir, "bench/scale.py " + " ".join(sys.argv[1:]))
+    partial.unlink()
     return 0
 
 

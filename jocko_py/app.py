@@ -42,18 +42,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("jocko_py.app")
 
 
-async def _every(interval_s: float, fn: object, what: str) -> None:
-    assert callable(fn)
-    while True:
-        await asyncio.sleep(interval_s)
-        try:
-            r = fn()
-            if asyncio.iscoroutine(r):
-                await r
-        except Exception:
-            log.exception("background task %s failed", what)
-
-
 def _listeners_text(listeners: tuple[Listener, ...]) -> str:
     """`host:port` for the lone PLAINTEXT listener (as before listeners had names),
     else `NAME://host:port,...`."""
@@ -216,22 +204,6 @@ async def controlled_shutdown(broker: Broker, timeout_s: float) -> None:
     log.info("controlled shutdown: leaderships %s in %.2fs", outcome, time.monotonic() - t0)
 
 
-def disk_retention(broker: Broker) -> int:
-    """Retention by share of disk (`jocko.log.retention.disk.percent`), protecting the
-    offsets committed by the groups this broker coordinates when asked to."""
-    percent = broker.config.int("jocko.log.retention.disk.percent")
-    if percent < 0:
-        return 0
-    committed: dict[tuple[str, int], int] | None = None
-    if broker.config.bool("jocko.log.retention.disk.protect.committed.offsets"):
-        committed = {}
-        gc = broker.services.get("groups")
-        for g in getattr(gc, "groups", {}).values():
-            for tp, om in g.offsets.items():
-                committed[tp] = min(committed.get(tp, om.offset), om.offset)
-    return broker.replicas.apply_disk_retention(percent, committed)
-
-
 def log_effective_config(config: BrokerConfig) -> None:
     """One start-up line with every property whose value differs from Kafka's default."""
     from jocko_py.broker.config import DEFAULTS
@@ -345,31 +317,13 @@ async def _run_broker(config: BrokerConfig, stop: asyncio.Event | None,
     broker.replicas.logs.failure_listeners.append(on_log_dir_failure)
     if broker.replicas.logs.offline_reason is not None:
         on_log_dir_failure(broker.replicas.logs.offline_reason)
-    flush_s = max(0.01, config.int("log.flush.scheduler.interval.ms") / 1000)
-    retention_s = max(0.1, config.int("log.retention.check.interval.ms") / 1000)
-    checkpoint_s = max(0.1, config.int("log.flush.offset.checkpoint.interval.ms") / 1000)
-    logs = broker.replicas.logs
+    jobs = broker.background_jobs()
+    if isinstance(quorum, RaftQuorum):  # the broker's lease with the controller
+        raft, heartbeat_s = quorum, max(0.02, config.int("broker.heartbeat.interval.ms") / 1000)
+        jobs.append(("heartbeat", lambda: heartbeat_loop(broker, raft, heartbeat_s)))
     try:
         async with asyncio.TaskGroup() as tg:
-            bg = [
-                tg.create_task(_every(flush_s, broker.replicas.flush_due, "flush")),
-                tg.create_task(_every(
-                    retention_s, lambda: logs.apply_retention_all(int(time.time() * 1000)),
-                    "retention")),
-                tg.create_task(_every(retention_s, lambda: disk_retention(broker),
-                                      "retention by share of disk")),
-                tg.create_task(_every(checkpoint_s, logs.checkpoint_recovery_points, "checkpoint")),
-            ]
-            bg.append(tg.create_task(broker.replicas.isr_expiration_loop()))
-            if broker.security.tls:
-                reload_s = max(0.05, config.int("jocko.ssl.reload.check.interval.ms") / 1000)
-                bg.append(tg.create_task(_every(
-                    reload_s, broker.security.check_certificates, "certificate reload")))
-            if isinstance(quorum, RaftQuorum):
-                bg.append(tg.create_task(heartbeat_loop(
-                    broker, quorum, max(0.02, config.int("broker.heartbeat.interval.ms") / 1000))))
-            for starter in broker.services.get("background", []):
-                bg.append(tg.create_task(starter()))
+            bg = [tg.create_task(job(), name=name) for name, job in jobs]
             fatal = None
             if isinstance(quorum, RaftQuorum):
                 fatal = tg.create_task(quorum.node.wait_fatal())
@@ -399,9 +353,7 @@ async def _run_broker(config: BrokerConfig, stop: asyncio.Event | None,
         if console is not None:
             await console.stop()
         await server.stop()
-        txn = broker.services.get("transactions")
-        if txn is not None:
-            await txn.close()  # marker tasks and their inter-broker channels
+        await broker.transactions.close()  # marker tasks and their inter-broker channels
         await broker.replicas.shutdown_fetchers()
         await broker.topics.close()
         await quorum.close()

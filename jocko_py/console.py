@@ -71,7 +71,7 @@ import urllib.parse
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jocko_py.broker.http import HttpServer, Request, Response
 from jocko_py.broker.security.authz import CLUSTER, CLUSTER_NAME, GROUP, OPERATIONS, TOPIC
@@ -79,9 +79,50 @@ from jocko_py.broker.security.http_access import HttpAccess, console_read_only
 from jocko_py.broker.security.session import ANONYMOUS
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.config import BrokerConfig
+    from jocko_py.broker.replica_manager import ReplicaManager
+    from jocko_py.broker.security.session import SecurityManager
+    from jocko_py.broker.stats import BrokerStats
+    from jocko_py.cluster.metadata import MetadataImage
+    from jocko_py.cluster.quorum import MetadataQuorum
+    from jocko_py.commitlog.config import LogConfig
 
 log = logging.getLogger("jocko_py.console")
+
+
+class ConsoleHost(Protocol):
+    """What the console shows and uses of its broker (it changes nothing but through
+    the Kafka protocol, as a client)."""
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def controller_id(self) -> int: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def log_config(self) -> LogConfig: ...
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def quorum(self) -> MetadataQuorum: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def security(self) -> SecurityManager: ...
+
+    @property
+    def stats(self) -> BrokerStats: ...
 
 _POST_FORM = re.compile(r"<form[^>]*method=['\"]post['\"][^>]*>")
 # the request being served (each connection is its own task): its principal and peer
@@ -506,7 +547,7 @@ def describe_groups(c: Any, gids: list[str] | None) -> list[dict[str, Any]]:
 
 
 class Console:
-    def __init__(self, broker: Broker, host: str, port: int,
+    def __init__(self, broker: ConsoleHost, host: str, port: int,
                  read_only: bool | None = None) -> None:
         self.broker = broker
         cfg = broker.config
@@ -711,7 +752,7 @@ class Console:
 
     def overview(self, msg: str | None) -> Response:
         b = self.broker
-        img = b.quorum.image
+        img = b.image
         led: dict[int, int] = {}
         under = total = offline = 0
         for t in img.topics.values():
@@ -751,7 +792,7 @@ class Console:
         b = self.broker
         up = int(time.monotonic() - self.started)
         since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.started_wall))
-        mv = finalized(b.quorum.image.features).get(METADATA_VERSION, "-")
+        mv = finalized(b.image.features).get(METADATA_VERSION, "-")
         info = table(["", ""], [
             ["broker", esc(b.broker_id)], ["cluster id", f"<code>{esc(b.cluster_id)}</code>"],
             ["jocko-py version", f"<span id='version'>{esc(jocko_version())}</span>"],
@@ -806,7 +847,7 @@ class Console:
         if not isinstance(b.quorum, RaftQuorum):
             quorum = ("<p id='quorum'>Single node: no raft quorum. This broker is the "
                       f"controller and keeps the metadata in its own log ("
-                      f"{esc(b.quorum.image.records_applied)} records applied).</p>")
+                      f"{esc(b.image.records_applied)} records applied).</p>")
         else:
             quorum = await self._quorum()
         body = ("<h2>Broker</h2>" + info + "<h2>Disk</h2>" + disks + "<h2>Throughput</h2>"
@@ -853,7 +894,7 @@ class Console:
                    if t == topic)
 
     def topics(self, msg: str | None) -> Response:
-        img = self.broker.quorum.image
+        img = self.broker.image
         base = self.broker.log_config
         rows = []
         for name in sorted(img.topics):
@@ -885,7 +926,7 @@ class Console:
         return self.page("Topics", body, msg)
 
     def topic(self, name: str, msg: str | None) -> Response:
-        img = self.broker.quorum.image
+        img = self.broker.image
         self.require("DESCRIBE", TOPIC, name)
         t = img.topics.get(name)
         if t is None:
@@ -922,7 +963,7 @@ class Console:
         from jocko_py.client import KafkaError
 
         self.require("READ", TOPIC, name)
-        t = self.broker.quorum.image.topics.get(name)
+        t = self.broker.image.topics.get(name)
         if t is None:
             return self.not_found(f"Topic {name} does not exist.")
         q = req.query
@@ -1239,7 +1280,7 @@ class Console:
         value = f.get("value", "").encode()
         part_s = f.get("partition", "").strip()
         self.require("WRITE", TOPIC, topic)
-        if topic not in self.broker.quorum.image.topics and not self.may_create_topic(topic):
+        if topic not in self.broker.image.topics and not self.may_create_topic(topic):
             self.require("CREATE", TOPIC, topic)
 
         def run(c: Any) -> tuple[int, int]:

@@ -27,7 +27,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from jocko_py.broker.inter_broker import BrokerChannel, ClientSecurity
 from jocko_py.broker.topics import validate_topic_name
@@ -43,8 +43,9 @@ from jocko_py.cluster.quorum import MetadataQuorum, NotControllerError
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from jocko_py.broker.api import RequestContext
     from jocko_py.broker.partition import IsrChange
+    from jocko_py.broker.security.authz import Principal
+    from jocko_py.protocol.codec import RequestHeader
 
 log = logging.getLogger("jocko_py.broker.controller_channel")
 
@@ -56,7 +57,17 @@ APPLY_TIMEOUT_S = 10.0
 R = TypeVar("R")
 
 
-def is_forwarded(ctx: RequestContext) -> bool:
+class Request(Protocol):
+    """What `is_forwarded` reads of a request (a handler's `RequestContext`)."""
+
+    @property
+    def header(self) -> RequestHeader: ...
+
+    @property
+    def session(self) -> Principal | None: ...
+
+
+def is_forwarded(ctx: Request) -> bool:
     """Was this request forwarded to the controller by another broker? Its client id
     says so, and only a broker of the cluster (JOCKO-CLUSTER) is believed: a client
     claiming that client id is an ordinary client (its mutation quota counts, and its
@@ -67,11 +78,12 @@ def is_forwarded(ctx: RequestContext) -> bool:
 
 
 class ControllerChannel:
-    def __init__(self, quorum: MetadataQuorum, broker_id: int) -> None:
+    def __init__(self, quorum: MetadataQuorum, broker_id: int,
+                 channel_security: ClientSecurity | None = None) -> None:
         self.quorum = quorum
         self.broker_id = broker_id
         self._channels: dict[int, BrokerChannel] = {}
-        self.channel_security: ClientSecurity | None = None  # set by the Broker
+        self.channel_security = channel_security
         self._pid_next = 0
         self._pid_limit = 0
         self._pid_lock = asyncio.Lock()

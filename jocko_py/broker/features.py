@@ -17,6 +17,9 @@ is what ApiVersions reports. Levels are Kafka 4.4.0's:
   `eligible.leader.replicas.version` 0-1 (ELR 1 needs metadata.version 4.0-IV1, 23;
   recorded and reported).
 - `streams.version` 0-1: KIP-1071 streams groups need 1.
+- `share.version` 0-2: KIP-932 share groups need 1 (ShareGroupHeartbeat,
+  ShareGroupDescribe and the share partition APIs answer UNSUPPORTED_VERSION at 0);
+  Kafka 4.4.0 finalizes 2 on a new cluster (its default for metadata.version 4.4).
 
 A new cluster (an empty metadata log) bootstraps at `BOOTSTRAP`, as `kafka-storage
 format` does for Kafka 4.4.0: the controller writes those FeatureLevelRecords first
@@ -40,6 +43,7 @@ TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
 ELR_VERSION = "eligible.leader.replicas.version"
 STREAMS_VERSION = "streams.version"
+SHARE_VERSION = "share.version"
 
 #: metadata.version levels named by Kafka's MetadataVersion (the ones used here)
 MV_3_3_IV3, MV_3_9_IV0, MV_4_0_IV1, MV_4_4_IV2 = 7, 21, 23, 33
@@ -81,6 +85,8 @@ register(FeatureSpec(GROUP_VERSION, 0, 1, 1))
 register(FeatureSpec(ELR_VERSION, 0, 1, 1, {1: {METADATA_VERSION: MV_4_0_IV1}}))
 # KIP-1071 streams groups (1: StreamsGroupHeartbeat served)
 register(FeatureSpec(STREAMS_VERSION, 0, 1, 1))
+# KIP-932 share groups (1: 4.2-IV0's, 2: 4.4-IV0's; neither depends on another feature)
+register(FeatureSpec(SHARE_VERSION, 0, 2, 2))
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 

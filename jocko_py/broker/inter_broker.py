@@ -25,32 +25,16 @@ import asyncio
 import contextlib
 import logging
 import os
-import ssl
 import struct
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from jocko_py.broker.security.client import ClientSecurity as ClientSecurity
 from jocko_py.protocol import codec
 
 log = logging.getLogger("jocko_py.broker.inter_broker")
 
 _LEN = struct.Struct(">i")
 MAX_RESPONSE = 256 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class ClientSecurity:
-    """How this broker connects to the others' inter-broker listener. With
-    ``cluster_key`` the channel authenticates with JOCKO-CLUSTER as broker
-    ``cluster_broker_id`` (instead of ``sasl_mechanism``)."""
-
-    ssl: ssl.SSLContext | None = None
-    sasl_mechanism: str | None = None
-    username: str = ""
-    password: str = ""
-    cluster_broker_id: int = -1
-    cluster_key: Callable[[], bytes | None] | None = None
 
 
 class BrokerChannel:

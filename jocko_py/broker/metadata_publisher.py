@@ -11,14 +11,43 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from jocko_py.cluster.metadata import CONFIG_RESOURCE_BROKER, MetadataDelta, MetadataImage
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.config import BrokerConfig
+    from jocko_py.broker.metadata_cache import MetadataCache
+    from jocko_py.broker.replica_manager import ReplicaManager
+    from jocko_py.cluster.quorum import MetadataQuorum
 
 log = logging.getLogger("jocko_py.broker.metadata_publisher")
+
+
+class PublisherHost(Protocol):
+    """What the publisher reads (the quorum, this broker's id and config) and whom it
+    hands each change to (the dynamic configs, the Metadata cache, the replicas); it
+    sets `serving` once live."""
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def quorum(self) -> MetadataQuorum: ...
+
+    @property
+    def serving(self) -> asyncio.Event: ...
+
+    @property
+    def metadata_cache(self) -> MetadataCache: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+    def apply_dynamic_configs(self, image: MetadataImage) -> None: ...
 
 
 class MetadataPublisher:
@@ -32,7 +61,7 @@ class MetadataPublisher:
 
     CATCH_UP_POLL_S = 0.05
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: PublisherHost) -> None:
         self.broker = broker
         self.batches = 0
         self.live = False

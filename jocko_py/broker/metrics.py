@@ -28,7 +28,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import (
@@ -48,9 +48,37 @@ from jocko_py.protocol import messages
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.group.coordinator import GroupCoordinator
+    from jocko_py.broker.replica_manager import ReplicaManager
+    from jocko_py.broker.security.session import SecurityManager
+    from jocko_py.broker.stats import BrokerStats
+    from jocko_py.cluster.metadata import MetadataImage
+    from jocko_py.cluster.quorum import MetadataQuorum
 
 log = logging.getLogger("jocko_py.broker.metrics")
+
+
+class MetricsHost(Protocol):
+    """What a scrape reads: the counters, the replicas, the image and the quorum, the
+    groups coordinated here, and the security settings (who may scrape)."""
+
+    @property
+    def stats(self) -> BrokerStats: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def quorum(self) -> MetadataQuorum: ...
+
+    @property
+    def groups(self) -> GroupCoordinator: ...
+
+    @property
+    def security(self) -> SecurityManager: ...
 
 
 def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
@@ -64,7 +92,7 @@ def _gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricF
 class BrokerCollector:
     """Reads the broker's counters and state into metric families (on the event loop)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: MetricsHost) -> None:
         self.broker = broker
 
     def collect(self) -> Iterator[Metric]:
@@ -151,7 +179,7 @@ class BrokerCollector:
 
     def _partitions(self) -> Iterator[Metric]:
         rm = self.broker.replicas
-        image = self.broker.quorum.image
+        image = self.broker.image
         lbl = ["topic", "partition"]
         size = _gauge("kafka_log_log_size", "Log size in bytes", lbl)
         segs = _gauge("kafka_log_log_numlogsegments", "Segments in the log", lbl)
@@ -263,9 +291,7 @@ class BrokerCollector:
     # -- consumer groups ------------------------------------------------------------
 
     def _groups(self) -> Iterator[Metric]:
-        gc = self.broker.services.get("groups")
-        if gc is None:
-            return
+        gc = self.broker.groups
         rm = self.broker.replicas
         lbl = ["consumergroup", "topic", "partition"]
         cur = _gauge("kafka_consumergroup_current_offset",
@@ -336,7 +362,7 @@ class _Snapshot:
 class MetricsServer:
     """`GET /metrics` over HTTP (broker/http.py), on the broker's event loop."""
 
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
+    def __init__(self, broker: MetricsHost, host: str, port: int) -> None:
         self.collector = BrokerCollector(broker)
         self.process = [ProcessCollector(registry=None), PlatformCollector(registry=None)]
         self.access = HttpAccess.from_config(broker.security, "metrics")

@@ -21,7 +21,7 @@ import asyncio
 import enum
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jocko_py.broker.inter_broker import BrokerChannel
 from jocko_py.broker.partition import Partition, Role
@@ -29,7 +29,9 @@ from jocko_py.commitlog.errors import KafkaStorageError
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from jocko_py.broker.replica_manager import ReplicaManager
+    from jocko_py.broker.inter_broker import ClientSecurity
+    from jocko_py.broker.stats import BrokerStats
+    from jocko_py.commitlog.manager import LogManager
 
 log = logging.getLogger("jocko_py.broker.replica_fetcher")
 
@@ -93,8 +95,39 @@ def handle_fetch_response(p: Partition, error: int, high_watermark: int,
     return FollowerOutcome.BACK_OFF
 
 
+class FollowerHost(Protocol):
+    """What a fetcher uses of the replica manager: who this broker is, how to reach and
+    ask a leader, its logs (to take a failed dir offline), its counters, and whom to
+    tell of a follower that appended or truncated."""
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def incarnation(self) -> str: ...
+
+    @property
+    def channel_security(self) -> ClientSecurity | None: ...
+
+    @property
+    def replica_fetch_wait_max_ms(self) -> int: ...
+
+    @property
+    def replica_fetch_max_bytes(self) -> int: ...
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def stats(self) -> BrokerStats: ...
+
+    def on_follower_appended(self, p: Partition) -> None: ...
+
+    def on_follower_truncated(self, p: Partition) -> None: ...
+
+
 class ReplicaFetcher:
-    def __init__(self, manager: ReplicaManager, source_id: int, host: str, port: int) -> None:
+    def __init__(self, manager: FollowerHost, source_id: int, host: str, port: int) -> None:
         self.manager = manager
         self.source_id = source_id
         # the client id names this process's incarnation: the leader records positions

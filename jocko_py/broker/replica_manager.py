@@ -110,15 +110,19 @@ class ReplicaManager:
     def __init__(self, data_dir: Path, base_config: LogConfig, broker_id: int,
                  image: Callable[[], MetadataImage], props: Callable[[str], str],
                  stats: BrokerStats | None = None,
-                 extra_log_dirs: tuple[Path, ...] = ()) -> None:
+                 extra_log_dirs: tuple[Path, ...] = (), *,
+                 channel_security: ClientSecurity | None = None,
+                 alter_partition: AlterPartitionFn | None = None,
+                 incarnation: str = "", offline_on_failure: bool = True) -> None:
         self.base_config = base_config
         # bytes/records in and out per topic, ISR shrinks/expands (plain counters)
         self.stats = stats if stats is not None else BrokerStats()
         self.broker_id = broker_id
         self._image = image
-        # TLS / SASL towards the inter-broker listener (set by the Broker)
-        self.channel_security: ClientSecurity | None = None
+        # TLS / SASL towards the inter-broker listener
+        self.channel_security = channel_security
         self.logs = LogManager(data_dir, base_config, extra_log_dirs)
+        self.logs.offline_on_failure = offline_on_failure
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_waiters = Purgatory()
         self.produce_waiters = Purgatory()
@@ -127,10 +131,10 @@ class ReplicaManager:
         self.logs.failure_listeners.append(self._on_log_dir_failure)
         self.logs.dir_failure_listeners.append(self._on_one_log_dir_failure)
         self._group_flush: asyncio.Future[None] | None = None
-        self.alter_partition: AlterPartitionFn | None = None
+        self.alter_partition = alter_partition
         self.txn_verifier: TxnVerifier | None = None
         # this process's incarnation (as registered), named in our fetchers' client ids
-        self.incarnation = ""
+        self.incarnation = incarnation
         self.replica_lag_time_max_ms = int(props("replica.lag.time.max.ms") or 30000)
         self.replica_fetch_wait_max_ms = int(props("replica.fetch.wait.max.ms") or 500)
         self.replica_fetch_max_bytes = int(props("replica.fetch.max.bytes") or 1048576)

@@ -613,8 +613,8 @@ class MetadataImage:
         return dict(self._configs.get((resource_type, resource_name), {}))
 
     def config_resources(self, resource_type: int) -> list[str]:
-        """The names of the resources of one type that hold a config, sorted."""
-        return sorted(name for rtype, name in self._configs if rtype == resource_type)
+        """The names of the resources of a type that have configs set."""
+        return sorted(n for (t, n), cfg in self._configs.items() if t == resource_type and cfg)
 
     def partition(self, topic: str, partition_id: int) -> PartitionImage | None:
         t = self.topics.get(topic)

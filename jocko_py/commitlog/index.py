@@ -96,6 +96,11 @@ class _IndexFile:
             self._write_file(self._pending)
             self._pending = bytearray()
 
+    def write_out(self) -> None:
+        """Write buffered entries to the file, no fsync (still dirty: a flush makes them
+        durable)."""
+        self._spill()
+
     def create_file(self) -> None:
         """Make sure the file exists (empty), so its absence always means damage."""
         self.path.touch()

@@ -13,9 +13,13 @@ On-disk format (Kafka's checkpoint text format, byte for byte)::
     ...               first batch written in that epoch, both ascending
 
 The file is rewritten whole on every change: written to
-``leader-epoch-checkpoint.tmp``, fsynced, renamed over the old one, and the
-directory fsynced.  Changes are rare (a new leader epoch, a truncation), so this
-costs nothing on the produce path.  A file that cannot be parsed is logged and
+``leader-epoch-checkpoint.tmp``, renamed over the old one. A truncation or reset
+fsyncs the file and the directory at once; a new epoch (``assign``: every partition
+a broker becomes leader of, thousands at once when topics are created or leaders
+move) does not (Kafka's KAFKA-15046): the owning log fsyncs it with its next flush
+(:meth:`LeaderEpochCache.sync_paths`). Losing an unsynced assign to a power loss is
+safe: a checkpoint behind the log is rebuilt from the batch headers on load, one
+ahead of it is truncated to the log end.  A file that cannot be parsed is logged and
 ignored; the owning :class:`~jocko_py.commitlog.log.Log` then rebuilds the
 entries from the batch headers (see :attr:`LeaderEpochCache.checkpoint_found`).
 
@@ -93,6 +97,8 @@ class LeaderEpochCache:
         self._starts: list[int] = []
         #: False when the file was missing or unreadable: the owner should rebuild.
         self.checkpoint_found = False
+        #: True when the file was last written without fsync (``assign``)
+        self.unsynced = False
         try:
             text = path.read_text()
         except FileNotFoundError:
@@ -158,7 +164,7 @@ class LeaderEpochCache:
         epoch, so callers may call it for every append.
         """
         if self._assign(epoch, start_offset):
-            self._write()
+            self._write(sync=False)
 
     def _assign(self, epoch: int, start_offset: int) -> bool:
         if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
@@ -222,19 +228,48 @@ class LeaderEpochCache:
 
     # --- file -----------------------------------------------------------------------
 
-    def _write(self) -> None:
+    def sync_paths(self) -> list[Path]:
+        """What to fsync so the last write is durable (the file, then its directory for
+        the rename); empty when it is. Clears the mark: the caller fsyncs them."""
+        if not self.unsynced:
+            return []
+        self.unsynced = False
+        return [self.path, self.path.parent]
+
+    def sync(self) -> None:
+        """fsync the last write, if it was not."""
+        for p in self.sync_paths():
+            try:
+                fd = os.open(p, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                self.unsynced = True
+                raise KafkaStorageError(f"cannot fsync {p}: {exc}") from exc
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                self.unsynced = True
+                raise KafkaStorageError(f"cannot fsync {p}: {exc}") from exc
+            finally:
+                os.close(fd)
+
+    def _write(self, sync: bool = True) -> None:
         lines = [str(_VERSION), str(len(self._epochs))]
         lines.extend(f"{e} {s}" for e, s in zip(self._epochs, self._starts, strict=True))
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             with open(tmp, "w") as f:
                 f.write("\n".join(lines) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.replace(tmp, self.path)
-            _fsync_dir(self.path.parent)
+            if sync:
+                _fsync_dir(self.path.parent)
         except OSError as exc:
             raise KafkaStorageError(f"cannot write {self.path}: {exc}") from exc
+        self.unsynced = not sync
         self.checkpoint_found = True
 
     def __repr__(self) -> str:

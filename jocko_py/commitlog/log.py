@@ -258,6 +258,7 @@ class Log:
             if b <= recovery_point:
                 first_unsafe = i
         expected = None
+        recovered: list[LogSegment] = []
         for i, base in enumerate(bases):
             recover = not had_clean_shutdown and i >= first_unsafe
             if expected is not None and base < expected:
@@ -268,6 +269,8 @@ class Log:
                 break
             seg, truncated = LogSegment.open(self.dir, base, self.config, recover=recover)
             self._add_segment(seg)
+            if recover:
+                recovered.append(seg)
             expected = seg.next_offset
             if truncated:
                 for later in bases[i + 1 :]:
@@ -287,11 +290,16 @@ class Log:
         if had_clean_shutdown:
             self._recovery_point = leo
         else:
-            # Everything now in the files has been validated; make it durable so
-            # the recovery point can move to the end.
-            for seg in self.segments:
-                seg.flush()
-            self._recovery_point = leo
+            # Kafka's LogLoader: what was recovered is validated, not flushed (an fsync
+            # of every file of every log made a restart after a crash cost seconds per
+            # thousand partitions); the recovery point stays at the checkpoint (at most
+            # the end) and moves when the log is next flushed, so a crash before that
+            # validates these segments again.
+            self._recovery_point = min(recovery_point, leo)
+            for seg in recovered:
+                seg.dirty = True  # the next flush covers what was recovered
+                seg.offset_index.write_out()  # rebuilt indexes reach the files
+                seg.time_index.write_out()
         self._load_leader_epochs()
         self._load_producer_state()
         self._loaded = True
@@ -863,6 +871,7 @@ class Log:
     def flush(self) -> None:
         """fsync every segment with unflushed data; the recovery point moves to the end."""
         leo = self.log_end_offset
+        self.leader_epochs.sync()
         for seg in reversed(self.segments):
             if seg.dirty:
                 seg.flush()
@@ -886,6 +895,7 @@ class Log:
                 fds.extend(seg.begin_flush())
             elif seg.next_offset <= self._recovery_point:
                 break
+        fds.extend(self.leader_epochs.sync_paths())
         ticket = FlushTicket(self, self.log_end_offset, fds)
         HANDLES.flush_started([fd for fd in fds if isinstance(fd, int)])
         self.unflushed_messages = 0
@@ -899,6 +909,7 @@ class Log:
         if ticket.error is not None:
             for seg in self.segments:  # flush everything again next time
                 seg.dirty = True
+            self.leader_epochs.unsynced = True
             raise KafkaStorageError(f"fsync of {self.name} failed: {ticket.error}")
         self._recovery_point = max(self._recovery_point, min(ticket.log_end_offset,
                                                              self.log_end_offset))
@@ -925,6 +936,10 @@ class Log:
         """Flush and close every segment; writes the producer snapshot first."""
         if self._loaded and self.segments:
             self.save_producer_state()
+        try:
+            self.leader_epochs.sync()
+        except KafkaStorageError:
+            logger.exception("[log=%s] leader-epoch checkpoint fsync on close failed", self.name)
         for seg in self.segments:
             try:
                 seg.flush()

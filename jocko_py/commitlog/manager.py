@@ -49,6 +49,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from jocko_py.commitlog.config import LogConfig
@@ -64,6 +65,8 @@ logger = logging.getLogger(__name__)
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
+# threads that fsync the logs on a clean shutdown (Kafka: num.recovery.threads.per.data.dir)
+SHUTDOWN_FLUSH_THREADS = 16
 
 TopicPartition = tuple[str, int]
 
@@ -434,17 +437,49 @@ class LogManager:
                 self.mark_offline(e.message, self._where.get(tp))
         return deleted
 
+    def _flush_all_parallel(self) -> bool:
+        """Flush every log and write its producer snapshot, the fsyncs on
+        `SHUTDOWN_FLUSH_THREADS` threads (Kafka closes its logs on a pool too): one fsync
+        after another cost a clean stop seconds per thousand partitions. The tickets are
+        taken and settled on this thread (descriptors and recovery points are the owner's);
+        only fsyncs and the snapshot files run on the pool. False if any failed."""
+        ok = True
+        tickets: list[FlushTicket] = []
+        for tp, lg in self.logs.items():
+            try:
+                tickets.append(lg.begin_flush())
+            except KafkaStorageError:
+                ok = False
+                logger.exception("[partition=%s-%d] flush on shutdown failed", *tp)
+        logs = [lg for lg in self.logs.values() if lg.segments]
+        if len(tickets) + len(logs) > 1:
+            with ThreadPoolExecutor(SHUTDOWN_FLUSH_THREADS,
+                                    thread_name_prefix="log-shutdown") as pool:
+                list(pool.map(run_flush, tickets))
+                list(pool.map(Log.save_producer_state, logs))
+        else:
+            for t in tickets:
+                run_flush(t)
+        for t in tickets:
+            try:
+                t.log.end_flush(t)
+            except KafkaStorageError:
+                ok = False
+                logger.exception("[log=%s] flush on shutdown failed", t.log.name)
+        for lg in self.logs.values():  # what the tickets did not cover (nothing, normally)
+            try:
+                lg.flush()
+            except KafkaStorageError:
+                ok = False
+                logger.exception("[log=%s] flush on shutdown failed", lg.name)
+        self._dirty.clear()
+        return ok
+
     def close_all(self, broker_epoch: int = -1) -> None:
         """Flush, checkpoint and close every log, then mark the shutdown clean in every
         directory that did not fail, naming ``broker_epoch`` (the epoch this broker was
         registered under; -1 when it was not)."""
-        failed = False
-        for tp, lg in self.logs.items():
-            try:
-                lg.flush()
-            except KafkaStorageError:
-                failed = True
-                logger.exception("[partition=%s-%d] flush on shutdown failed", *tp)
+        failed = not self._flush_all_parallel()
         try:
             self.checkpoint_recovery_points()
         except KafkaStorageError:

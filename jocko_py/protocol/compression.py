@@ -22,7 +22,7 @@ import zlib
 
 import cramjam
 
-from jocko_py.protocol.records import CorruptRecordError, RecordBatchTooLargeError
+from jocko_py.protocol.record_errors import CorruptRecordError, RecordBatchTooLargeError
 
 __all__ = [
     "GZIP",

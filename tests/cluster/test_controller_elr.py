@@ -209,13 +209,15 @@ def test_describe_topic_partitions_reports_the_elr() -> None:
     from jocko_py.broker.handlers import describe_topic_partitions as dtp
     k, leader, a, b = _leader_first()
     k.shrink_to(leader)
-    ctx = SimpleNamespace(broker=SimpleNamespace(topics=SimpleNamespace(image=k.img)))
+    ctx = SimpleNamespace(broker=SimpleNamespace(image=k.img))
     req = SimpleNamespace(topics=[SimpleNamespace(name="t")], response_partition_limit=10,
                           cursor=None)
     out: dict[str, Any] = asyncio.run(dtp.handle(ctx, req))  # type: ignore[arg-type]
-    part = out["topics"][0]["partitions"][0]
-    assert part["eligible_leader_replicas"] == list(k.p.elr) == sorted({a, b})
-    assert part["last_known_elr"] == []
+    from jocko_py.protocol import codec
+    _, r = codec.decode_response(75, 0, bytes(codec.encode_response(75, 0, 1, out))[4:])
+    part = r.topics[0].partitions[0]
+    assert part.eligible_leader_replicas == list(k.p.elr) == sorted({a, b})
+    assert part.last_known_elr == []
 
 
 def test_when_every_eligible_replica_restarted_the_last_leader_leads_again() -> None:

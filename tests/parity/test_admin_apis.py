@@ -134,7 +134,8 @@ def test_describe_topic_partitions_pages_with_a_cursor(target: TargetBroker, top
 @pytest.mark.parametrize("version", [*kt.VERSIONS, "4.4"])
 def test_kafka_features_describe_and_update(target: TargetBroker, version: str) -> None:
     """A new cluster is finalized as Kafka 4.4.0 formats one (metadata.version 4.4-IV2,
-    transaction.version 2, group.version 1, eligible.leader.replicas.version 1); tools
+    transaction.version 2, group.version 1, eligible.leader.replicas.version 1,
+    share.version 2); tools
     older than 4.4 name the newest metadata.version UNKNOWN, as against Kafka 4.4.0."""
     b = target.bootstrap
     out = kt.run(version, kt.FEATURES, "--bootstrap-server", b, "describe")
@@ -143,7 +144,7 @@ def test_kafka_features_describe_and_update(target: TargetBroker, version: str) 
                      rf"SupportedMaxVersion: {mv}\s+FinalizedVersionLevel: {mv}\s+Epoch: \d+",
                      out), out
     for name, top in (("transaction.version", 2), ("group.version", 1),
-                      ("eligible.leader.replicas.version", 1)):
+                      ("eligible.leader.replicas.version", 1), ("share.version", 2)):
         assert re.search(rf"Feature: {re.escape(name)}\s+SupportedMinVersion: 0\s+"
                          rf"SupportedMaxVersion: {top}\s+FinalizedVersionLevel: {top}\s+", out), out
     # already there: nothing to do; newer than supported, a downgrade, an unsupported
@@ -178,7 +179,7 @@ def test_update_features_and_api_versions_features(target: TargetBroker) -> None
         av = c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
         assert {f.name: f.max_version_level for f in av.finalized_features} == {
             "metadata.version": 33, "transaction.version": 2, "group.version": 1,
-            "eligible.leader.replicas.version": 1, "streams.version": 1}
+            "eligible.leader.replicas.version": 1, "streams.version": 1, "share.version": 2}
         # before v4 the features whose range starts at 0 are left out (KIP-1022)
         assert {f.name: (f.min_version, f.max_version) for f in av.supported_features} == {
             "metadata.version": (7, 33)}
@@ -186,7 +187,8 @@ def test_update_features_and_api_versions_features(target: TargetBroker) -> None
         assert {f.name: (f.min_version, f.max_version) for f in av.supported_features} == {
             "metadata.version": (7, 33), "kraft.version": (0, 0),
             "transaction.version": (0, 2), "group.version": (0, 1),
-            "eligible.leader.replicas.version": (0, 1), "streams.version": (0, 1)}
+            "eligible.leader.replicas.version": (0, 1), "streams.version": (0, 1),
+            "share.version": (0, 2)}
         assert av.finalized_features_epoch >= 0
 
 

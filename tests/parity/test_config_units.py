@@ -136,7 +136,7 @@ def test_a_new_cluster_bootstraps_its_features_and_an_old_log_keeps_its_level() 
     img.apply_batch(recs)
     assert finalized(img.features) == {
         "metadata.version": 33, "transaction.version": 2, "group.version": 1,
-        "eligible.leader.replicas.version": 1, "streams.version": 1}
+        "eligible.leader.replicas.version": 1, "streams.version": 1, "share.version": 2}
     assert c.bootstrap_records(img) == []
     old = MetadataImage()
     old.apply(ClusterSecretRecord(b"s" * 32))

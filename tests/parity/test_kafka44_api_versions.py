@@ -38,8 +38,6 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
     40: (None, "delegation tokens"),
     41: (None, "delegation tokens"),
     64: (None, "UnregisterBroker"),
-    76: (None, "share groups (KIP-932)"),
-    77: (None, "share groups (KIP-932)"),
     78: (None, "share groups (KIP-932)"),
     79: (None, "share groups (KIP-932)"),
     80: (None, "AddRaftVoter: the quorum is not reconfigurable (KIP-853)"),
@@ -59,7 +57,6 @@ NOT_YET: dict[int, tuple[int | None, str]] = {
 # feature -> (jocko-py's supported range, None when unknown to it; why it differs)
 FEATURES_NOT_YET: dict[str, tuple[tuple[int, int] | None, str]] = {
     "kraft.version": ((0, 0), "kraft.version 1 (KIP-853 dynamic quorums)"),
-    "share.version": (None, "share groups (KIP-932)"),
 }
 
 

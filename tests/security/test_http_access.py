@@ -79,7 +79,7 @@ class Site:
         return m.group(1)
 
     def topics(self) -> set[str]:
-        return set(self.broker.broker.quorum.image.topics)
+        return set(self.broker.broker.image.topics)
 
 
 def request(url: str, method: str = "GET", auth: tuple[str, str] | None = None,
@@ -266,7 +266,7 @@ def test_acls_decide_who_may_create_a_topic(acl_site: Site) -> None:
     status, headers, _ = s.request(s.console + "/topics", "POST", auth=ALICE, form={
         "name": "alice-orders", "partitions": "2", "csrf": s.token(ALICE)})
     assert status == 303 and headers["location"].startswith("/topics/alice-orders")
-    assert len(s.broker.broker.quorum.image.topics["alice-orders"].partitions) == 2
+    assert len(s.broker.broker.image.topics["alice-orders"].partitions) == 2
     # WRITE: alice produces to her topic, bob is refused
     status, headers, _ = s.request(s.console + "/produce", "POST", auth=ALICE, form={
         "topic": "alice-orders", "partition": "1", "value": "v", "csrf": s.token(ALICE)})

@@ -384,7 +384,7 @@ def _on_loop(b: EmbeddedBroker, coro: Any) -> Any:
 
 def _records(b: EmbeddedBroker, tid: str) -> list[Any]:
     """Every `__transaction_state` record of ``tid`` in this broker's log, in order."""
-    tc = b.broker.services["transactions"]
+    tc = b.broker.transactions
     p = b.broker.replicas.get(TXN_TOPIC, tc.partition_for(tid))
     out = []
     for seg in list(p.log.segments):
@@ -402,7 +402,7 @@ def test_an_exhausted_epoch_rolls_the_producer_id_durably(embedded: EmbeddedBrok
     with Client(embedded.bootstrap_servers) as c:
         topic = _topic(c)
         t = Txn2(c, tid)
-        tc = embedded.broker.services["transactions"]
+        tc = embedded.broker.transactions
 
         async def near_exhaustion() -> None:
             # the epoch 32765 (as after that many transactions), written as any transition

@@ -191,7 +191,16 @@ class CoordinatorShell(Generic[S]):
         if not wanted:
             return
         t0 = time.monotonic()
-        recs = self.reader(wanted)
+        try:
+            recs = self.reader(wanted)
+        except Exception:
+            # a segment rolled or truncated under the reader: the partitions stay
+            # LOADING (clients retry on COORDINATOR_LOAD_IN_PROGRESS) and load again
+            log.exception("loading %s coordinator partitions %s failed; retrying in 1 s",
+                          self.runtime.name, wanted)
+            self._load_scheduled = True
+            asyncio.get_running_loop().call_later(1.0, self._load_elected)
+            return
         now = self.clock.now_ms()
         n = 0
         for idx in wanted:

@@ -8,29 +8,40 @@ once the operation's records are committed (acks=all, ``offsets.commit.timeout.m
 NOT_COORDINATOR when this broker does not lead the partition and
 COORDINATOR_LOAD_IN_PROGRESS while it loads it; this module turns those errors into
 each API's answer. Reads (OffsetFetch, DescribeGroups, ListGroups) look at the shard's
-state directly. Not implemented: share groups.
+state directly. Share groups (KIP-932): ``gc.share`` (``ShareEntry``) serves
+ShareGroupHeartbeat and ShareGroupDescribe, initializes the share state of newly
+assigned partitions through the persister (``broker.share_persister``, the
+one persister of this broker) once the shard's records saying so are committed, deletes
+it with the group, and tells the share partitions when a member leaves.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from jocko_py.broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime
 from jocko_py.broker.coordinator.shell import CoordinatorShell, ReplicaLog, SystemClock
+from jocko_py.broker.group import group_configs
 from jocko_py.broker.group.consumer import HeartbeatRequest, HeartbeatResult, TopicInfo
 from jocko_py.broker.group.offsets import CommitRequest
 from jocko_py.broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
 from jocko_py.broker.group.shard import GroupConfig, GroupShard
+from jocko_py.broker.group.share import HeartbeatRequest as ShareHeartbeatRequest
+from jocko_py.broker.group.share import HeartbeatResult as ShareHeartbeatResult
+from jocko_py.broker.group.share import InitRequest, ShareConfig
+from jocko_py.broker.group.share_service import MemberLeft
 from jocko_py.broker.group.state import Group, GroupState, JoinResult, OffsetAndMetadata, SyncResult
 from jocko_py.broker.group.streams import HeartbeatRequest as StreamsHeartbeatRequest
 from jocko_py.broker.group.streams import HeartbeatResult as StreamsHeartbeatResult
 from jocko_py.broker.group.streams_service import config_from
+from jocko_py.broker.share.persister import SharePartitionKey, SharePersister
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import CoordinatorHost, GroupHost
 
 __all__ = ["CommitRequest", "GroupConfig", "GroupCoordinator"]
 
@@ -43,27 +54,35 @@ Offsets = dict[tuple[str, int], ErrorCode]
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Broker, config: GroupConfig | None = None) -> None:
+    def __init__(self, broker: GroupHost, config: GroupConfig | None = None) -> None:
         self.broker = broker
         self.config = config or GroupConfig.from_broker(broker)
         self.store = OffsetsStore(broker)
         self.loaded = False
         # KIP-1071 streams groups: their settings and their heartbeat (streams_service.py)
         self.streams = StreamsEntry(self)
+        # KIP-932 share groups: their settings, heartbeat and share state (ShareEntry)
+        self.share = ShareEntry(self)
         log_ = ReplicaLog(broker.replicas, OFFSETS_TOPIC)
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             "group", self._new_shard, log_)
+        self.runtime.on_effect = self.share.on_effect
         self.shell = CoordinatorShell(
             self.runtime, log_, lambda wanted: self.store.read(log_, wanted), SystemClock(),
             lambda: broker.config.int("offsets.commit.timeout.ms"))
 
     def _new_shard(self, partition: int) -> GroupShard:
         return GroupShard(partition, self.config, self._topics,
-                          streams_config=self.streams.config)
+                          streams_config=self.streams.config, share_config=self.share.config,
+                          group_configs=self.group_overrides)
+
+    def group_overrides(self, group_id: str) -> dict[str, str]:
+        """The group configs set on ``group_id`` (GROUP config resources, type 32)."""
+        return self.broker.image.configs(group_configs.GROUP_RESOURCE, group_id)
 
     def _topics(self) -> dict[str, TopicInfo]:
         return {name: TopicInfo(t.topic_id, len(t.partitions))
-                for name, t in self.broker.topics.image.topics.items()}
+                for name, t in self.broker.image.topics.items()}
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -246,6 +265,14 @@ class GroupCoordinator:
         return E.NONE, shard.groups.get(group_id)
 
     async def delete_group(self, group_id: str) -> E:
+        shard, err = self._shard(group_id)
+        g = shard.groups.get(group_id) if shard is not None else None
+        if g is not None and g.share is not None and not g.share.members:
+            # an empty share group: its share state goes first (Kafka deletes it through
+            # the persister before the group's records)
+            err = await self.share.delete_state(group_id, g.share.state_partitions())
+            if err != E.NONE:
+                return err
         return await self._write(group_id, lambda s, now: s.delete_group(now, group_id),
                                  lambda err, _r: err)
 
@@ -267,6 +294,150 @@ class StreamsEntry:
 
         return await self.gc._write(
             group_id, lambda s, now: s.streams_heartbeat(now, group_id, req), error)
+
+
+def share_config_from(broker: CoordinatorHost) -> ShareConfig:
+    c = broker.config
+
+    def num(key: str, default: int) -> int:
+        raw = c.get(key)
+        try:
+            return int(raw) if raw else default
+        except ValueError:
+            return default
+
+    lo_s = num("group.share.min.session.timeout.ms", 45000)
+    hi_s = num("group.share.max.session.timeout.ms", 60000)
+    lo_h = num("group.share.min.heartbeat.interval.ms", 5000)
+    hi_h = num("group.share.max.heartbeat.interval.ms", 15000)
+    return ShareConfig(
+        session_timeout_ms=min(max(num("group.share.session.timeout.ms", 45000), lo_s), hi_s),
+        heartbeat_interval_ms=min(max(num("group.share.heartbeat.interval.ms", 5000), lo_h),
+                                  hi_h),
+        max_size=max(1, num("group.share.max.size", 200)),
+        initialize_retry_interval_ms=num("group.share.initialize.retry.interval.ms", 30000))
+
+
+class ShareEntry:
+    """``gc.share``: share groups' settings, ShareGroupHeartbeat, and their share state."""
+
+    def __init__(self, gc: GroupCoordinator) -> None:
+        self.gc = gc
+        self.config = share_config_from(gc.broker)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wired = False
+
+    @property
+    def persister(self) -> SharePersister:
+        return self.gc.broker.share_persister
+
+    def wire(self) -> None:
+        """Hand the share partitions (``broker.share_partitions``, installed
+        after the group coordinator) the group configs they read (lock duration,
+        delivery count limit, isolation, auto offset reset); once."""
+        if self._wired:
+            return
+        m = self.gc.broker.share_partitions
+        if m is not None:
+            m.group_config = self.gc.group_overrides
+            self._wired = True
+
+    def group_config(self, group_id: str) -> group_configs.ShareGroupConfig:
+        """A share group's settings (its group configs over the broker's)."""
+        return group_configs.share_group_config(self.gc.broker.config.get,
+                                                self.gc.group_overrides(group_id))
+
+    async def heartbeat(self, group_id: str, req: ShareHeartbeatRequest
+                        ) -> ShareHeartbeatResult:
+        def error(err: E, r: ShareHeartbeatResult | None) -> ShareHeartbeatResult:
+            if r is not None:
+                return ShareHeartbeatResult(
+                    err, f"the group's records were not replicated: {err.name}")
+            return ShareHeartbeatResult(err)
+
+        self.wire()
+        return await self.gc._write(
+            group_id, lambda s, now: s.share_heartbeat(now, group_id, req), error)
+
+    # -- effects of committed share-group records ---------------------------------------
+
+    def on_effect(self, partition: int, effect: object) -> None:
+        if isinstance(effect, InitRequest):
+            self._spawn(self._initialize(effect))
+        elif isinstance(effect, MemberLeft):
+            self._member_left(effect)
+
+    def _spawn(self, coro: Any) -> None:
+        try:
+            t = asyncio.get_running_loop().create_task(coro)
+        except RuntimeError:  # no loop (a unit test driving the runtime by hand)
+            coro.close()
+            return
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    def _member_left(self, effect: MemberLeft) -> None:
+        # HOOK (share-part): the share partitions release the records the member held
+        m = self.gc.broker.share_partitions
+        if m is not None:
+            try:
+                m.member_left(effect.group_id, effect.member_id)
+            except Exception:
+                log.exception("[group=%s] share partitions: member_left(%s) failed",
+                              effect.group_id, effect.member_id)
+
+    def _start_offset(self, name: str, partition: int, reset: str, new_partition: bool) -> int:
+        """Where a partition's share state starts: the log start for ``earliest`` (and
+        for a partition added to a topic the group had state for), the high watermark
+        for ``latest``; -1 (the share partition resolves the reset itself when it loads)
+        when this broker does not lead the partition or for ``by_duration``."""
+        p = self.gc.broker.replicas.get(name, partition)
+        if p is None or not p.is_leader:
+            return 0 if new_partition else -1
+        if new_partition or reset == "earliest":
+            return int(p.log.log_start_offset)
+        if reset == "latest":
+            return int(p.high_watermark)
+        return -1
+
+    async def _initialize(self, req: InitRequest) -> None:
+        reset = self.group_config(req.group_id).auto_offset_reset
+        ok = True
+        for tid, (name, parts) in req.topics.items():
+            for part in sorted(parts):
+                key = SharePartitionKey(req.group_id, tid, part)
+                start = self._start_offset(name, part, reset, tid in req.new_partitions)
+                try:
+                    err = await self.persister.initialize(key, req.state_epoch, start)
+                except Exception as exc:
+                    log.warning("[group=%s] share state of %s-%d not initialized: %r",
+                                req.group_id, name, part, exc)
+                    err = E.COORDINATOR_NOT_AVAILABLE
+                if err != E.NONE:
+                    log.warning("[group=%s] share state of %s-%d not initialized: %s",
+                                req.group_id, name, part, err.name)
+                    ok = False
+        if ok:
+            log.info("[group=%s] share state initialized for %s", req.group_id,
+                     {n: sorted(ps) for n, ps in req.topics.values()})
+        await self.gc._write(
+            req.group_id,
+            lambda s, now: s.share_initialized(now, req.group_id, req.topics, ok),
+            lambda _err, _r: None)
+
+    async def delete_state(self, group_id: str,
+                           parts: dict[Any, tuple[str, frozenset[int]]]) -> E:
+        for tid, (name, ps) in parts.items():
+            for part in sorted(ps):
+                try:
+                    err = await self.persister.delete(SharePartitionKey(group_id, tid, part))
+                except Exception as exc:
+                    log.warning("[group=%s] share state of %s-%d not deleted: %r",
+                                group_id, name, part, exc)
+                    err = E.COORDINATOR_NOT_AVAILABLE
+                if err != E.NONE:
+                    return err
+        return E.NONE
 
 
 def _offsets_error(offsets: dict[tuple[str, int], CommitRequest]

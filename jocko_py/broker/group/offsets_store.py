@@ -23,6 +23,8 @@ struct.
   subscribed partitions from the metadata image.)
 * key versions 17-23 = a KIP-1071 streams group (StreamsGroup* records, see
   `streams_records.py`), replayed beside the KIP-848 records (`shard.py`).
+* key versions 10-15 = a KIP-932 share group (ShareGroup* records, see
+  `share_records.py`), replayed the same way.
 * a null value is a tombstone: the offset or group was deleted.
 
 The partition of a group is Kafka's `abs(javaStringHashCode(group)) % partitions`
@@ -48,7 +50,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jocko_py.broker.coordinator.runtime import LogRecord
-from jocko_py.broker.group import streams_records
+from jocko_py.broker.group import share_records, streams_records
 from jocko_py.broker.group.consumer import (
     CurrentRecord,
     MemberRecord,
@@ -61,7 +63,7 @@ from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from jocko_py.broker.coordinator.shell import ReplicaLog
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import CoordinatorHost
 
 log = logging.getLogger("jocko_py.broker.group.offsets_store")
 
@@ -202,6 +204,8 @@ def consumer_record(group: str, kind: str, member_id: str, rec: object | None
 def decode_consumer_value(kind: str, data: bytes) -> object:
     if streams_records.is_streams_kind(kind):
         return streams_records.decode_value(kind, data)
+    if share_records.is_share_kind(kind):
+        return share_records.decode_value(kind, data)
     version = _KIND_VERSION[kind]
     _, vname, _ = _CONSUMER_RECORDS[version]
     (vv,) = _I16.unpack_from(data)
@@ -251,7 +255,10 @@ def decode_key(data: bytes) -> DecodedKey | None:
     if version in streams_records.STREAMS_RECORDS:
         kind, group, member_id = streams_records.decode_key(version, body)
         return DecodedKey(kind, group, member_id=member_id)
-    return None  # e.g. partition metadata (4), share groups: not ours
+    if version in share_records.SHARE_RECORDS:
+        kind, group, member_id = share_records.decode_key(version, body)
+        return DecodedKey(kind, group, member_id=member_id)
+    return None  # e.g. partition metadata (4): not ours
 
 
 def decode_offset_value(data: bytes) -> OffsetAndMetadata:
@@ -298,7 +305,7 @@ def decode_group_value(group_id: str, data: bytes, now: int) -> Group:
 class OffsetsStore:
     """Reads and writes `__consumer_offsets` through the broker's partitions."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: CoordinatorHost) -> None:
         self.broker = broker
         self.num_partitions = max(1, broker.config.int("offsets.topic.num.partitions"))
         self.replication_factor = max(1, broker.config.int("offsets.topic.replication.factor"))
@@ -306,7 +313,7 @@ class OffsetsStore:
         self.pinned = False
 
     def topic_exists(self) -> bool:
-        t = self.broker.topics.image.topics.get(OFFSETS_TOPIC)
+        t = self.broker.image.topics.get(OFFSETS_TOPIC)
         if t is not None and not self.pinned:
             # read once, as Kafka does: partitions added later must not move groups
             self.num_partitions = len(t.partitions)
@@ -319,7 +326,7 @@ class OffsetsStore:
         if self.topic_exists():
             return
         t0 = time.monotonic()
-        live = sum(not b.fenced for b in self.broker.topics.image.brokers.values())
+        live = sum(not b.fenced for b in self.broker.image.brokers.values())
         try:
             await self.broker.topics.create_topic(
                 OFFSETS_TOPIC, self.num_partitions,
@@ -344,7 +351,7 @@ class OffsetsStore:
 
     def leader_of(self, group_id: str) -> int:
         """The broker leading the group's partition (its coordinator), or -1."""
-        img = self.broker.topics.image.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        img = self.broker.image.partition(OFFSETS_TOPIC, self.partition_for(group_id))
         return img.leader if img is not None else -1
 
     def read(self, log_: ReplicaLog, wanted: list[int]) -> dict[int, list[LogRecord]]:
@@ -357,7 +364,7 @@ class OffsetsStore:
         out: dict[int, list[LogRecord]] = {i: [] for i in wanted}
         if not self.topic_exists():
             return out
-        t = self.broker.topics.image.topics.get(OFFSETS_TOPIC)
+        t = self.broker.image.topics.get(OFFSETS_TOPIC)
         count = max(self.num_partitions, len(t.partitions) if t is not None else 0)
         streams = [log_.read(idx) for idx in range(count)]
         for _ts, offset, rec in heapq.merge(*streams, key=lambda r: r[0]):

@@ -26,6 +26,9 @@ Rules
   the partition is loaded.
 - Transactional offset commits are held per producer id until their marker reaches
   the partition (``complete_txn``).
+- Share groups (KIP-932, ``share_service.py`` inside the shard): ShareGroupHeartbeat and
+  the share state's initialization answers (``share_initialized``); a share group is
+  refused by the other protocols' requests (GROUP_ID_NOT_FOUND / INCONSISTENT_GROUP_PROTOCOL).
 - A group is classic, consumer or streams (KIP-1071, ``streams_service.py`` inside the
   shard); an empty group (offsets only) changes kind when a member of another kind
   joins; a classic group in use is upgraded in place, and a consumer group left with
@@ -37,7 +40,7 @@ from __future__ import annotations
 import logging
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +70,10 @@ from jocko_py.broker.group.offsets_store import (
     group_key,
     group_value,
 )
+from jocko_py.broker.group.share import HeartbeatRequest as ShareHeartbeatRequest
+from jocko_py.broker.group.share import HeartbeatResult as ShareHeartbeatResult
+from jocko_py.broker.group.share import ShareConfig
+from jocko_py.broker.group.share_service import GroupTimeouts, ShareGroups
 from jocko_py.broker.group.state import (
     Group,
     GroupState,
@@ -83,7 +90,7 @@ from jocko_py.protocol import messages
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import CoordinatorHost
 
 log = logging.getLogger("jocko_py.broker.group")
 
@@ -110,7 +117,7 @@ class GroupConfig:
     migration_policy: str = "bidirectional"
 
     @classmethod
-    def from_broker(cls, broker: Broker) -> GroupConfig:
+    def from_broker(cls, broker: CoordinatorHost) -> GroupConfig:
         c = broker.config
 
         def num(key: str, default: int) -> int:
@@ -162,7 +169,9 @@ class GroupShard:
     def __init__(self, partition: int, config: GroupConfig,
                  topics: Callable[[], dict[str, TopicInfo]],
                  new_id: Callable[[], str] = _uuid,
-                 streams_config: StreamsConfig | None = None) -> None:
+                 streams_config: StreamsConfig | None = None,
+                 share_config: ShareConfig | None = None,
+                 group_configs: Callable[[str], Mapping[str, str]] | None = None) -> None:
         self.partition = partition
         self.config = config
         self.topics = topics
@@ -174,6 +183,11 @@ class GroupShard:
             streams_config or StreamsConfig(), self.groups,
             lambda: {n: t.partitions for n, t in self.topics().items()},
             self._drop_consumer_records)
+        # a group's configs (GROUP config resources: overrides of the broker's settings)
+        self.group_configs = group_configs or (lambda _g: {})
+        self.share_config = share_config or ShareConfig()
+        self.share = ShareGroups(self.share_config, self.groups, topics,
+                                 self._drop_consumer_records, self._share_timeouts)
         self.loaded = False
         self._next_token = 0
         # the running operation's time, and whether the group tick is scheduled (it runs
@@ -187,13 +201,35 @@ class GroupShard:
         # what the running operation produces (one operation at a time)
         self._records: list[Record] = []
         self._done: Completions = []
+        self._effects: list[object] = []
+
+    # -- group configs -----------------------------------------------------------------
+
+    def _group_int(self, group_id: str, name: str, default: int) -> int:
+        raw = self.group_configs(group_id).get(name)
+        try:
+            return int(raw) if raw else default
+        except ValueError:
+            return default
+
+    def consumer_session_timeout_ms(self, group_id: str) -> int:
+        return self._group_int(group_id, "consumer.session.timeout.ms",
+                               self.config.consumer_session_timeout_ms)
+
+    def _share_timeouts(self, group_id: str) -> GroupTimeouts:
+        c = self.share_config
+        return GroupTimeouts(
+            self._group_int(group_id, "share.session.timeout.ms", c.session_timeout_ms),
+            self._group_int(group_id, "share.heartbeat.interval.ms", c.heartbeat_interval_ms))
 
     # -- results -----------------------------------------------------------------------
 
     def _result(self, response: Any, **kw: Any) -> CoordinatorResult[Any]:
+        if self._effects:
+            kw["effects"] = list(kw.get("effects", [])) + self._effects
         r: CoordinatorResult[Any] = CoordinatorResult(
             response, records=self._records, completions=self._done, **kw)
-        self._records, self._done = [], []
+        self._records, self._done, self._effects = [], [], []
         if not self._ticking and self.loaded:
             # something happened: the tick looks at the groups until they are idle again
             self._ticking = True
@@ -225,6 +261,7 @@ class GroupShard:
                     self.groups.pop(k.group, None)
                     self._consumer_written.pop(k.group, None)
                     self.streams.forget(k.group)
+                    self.share.forget(k.group)
                     self._loading_consumer.pop(k.group, None)
                 return
             if self.loaded:
@@ -241,11 +278,12 @@ class GroupShard:
         recs = self._loading_consumer.setdefault(k.group, {})
         if rec.value is None:
             recs.pop((k.kind, k.member_id), None)
-            if k.kind in ("metadata", "streams_metadata"):  # the group was deleted
+            if k.kind in ("metadata", "streams_metadata", "share_metadata"):  # deleted
                 self._loading_consumer.pop(k.group, None)
         else:
             recs[(k.kind, k.member_id)] = decode_consumer_value(k.kind, rec.value)
-        self._group_for_replay(k.group)
+            # (a tombstone makes no group: a deleted group's records follow its own)
+            self._group_for_replay(k.group)
 
     def _group_for_replay(self, group_id: str) -> Group:
         g = self.groups.get(group_id)
@@ -266,6 +304,7 @@ class GroupShard:
                 topics = self.topics()
             g.consumer.adopt_topics(topics)
         self.streams.restore(self._loading_consumer, now)
+        self.share.restore(self._loading_consumer, now)
         self._loading_consumer = {}
         for g in self.groups.values():
             if g.state_timestamp < 0:
@@ -312,7 +351,7 @@ class GroupShard:
             g = self.groups[group_id] = Group(group_id, now)
         if g.is_(S.DEAD):
             return self._result(JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
-        if g.streams is not None:
+        if g.streams is not None or g.share is not None:
             return self._result(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
         if g.has_consumer_members():
             return self._classic_join_consumer_group(
@@ -728,7 +767,13 @@ class GroupShard:
         topics: dict[str, TopicInfo] | None = None
         for g in list(self.groups.values()):
             try:
-                if g.streams is not None:
+                if g.share is not None:
+                    if topics is None:
+                        topics = self.topics()
+                    recs, effects = self.share.tick(g, now, topics)
+                    self._records += recs
+                    self._effects += effects
+                elif g.streams is not None:
                     if topics is None:
                         topics = self.topics()
                     self._records += self.streams.tick(
@@ -743,6 +788,7 @@ class GroupShard:
                 log.exception("[group=%s] timer handling failed", g.group_id)
         busy = any(g.members or g.pending_members or g.has_consumer_members()
                    or (g.streams is not None and g.streams.members)
+                   or self.share.busy(g)
                    for g in self.groups.values())
         self._ticking = True  # (re)armed here, or not at all while idle
         r = self._result(None, timers=[Timer("tick", now + TICK_MS, _tick_op)] if busy else [])
@@ -791,7 +837,7 @@ class GroupShard:
 
     def _tick_consumer_group(self, g: Group, cg: ConsumerGroupModel, now: int,
                              topics: dict[str, TopicInfo]) -> None:
-        for mid, reason in cg.expired(now, self.config.consumer_session_timeout_ms):
+        for mid, reason in cg.expired(now, self.consumer_session_timeout_ms(g.group_id)):
             log.info("[group=%s] removing member %s: %s", g.group_id, mid, reason)
             cg.remove_member(mid)
         before = cg.group_epoch
@@ -842,7 +888,7 @@ class GroupShard:
             g = self.groups[group_id] = Group(group_id, now)
         if g.is_(S.DEAD):
             return self._result(HeartbeatResult(E.COORDINATOR_NOT_AVAILABLE))
-        if g.streams is not None:
+        if g.streams is not None or g.share is not None:
             return self._result(HeartbeatResult(E.GROUP_ID_NOT_FOUND,
                                                 f"Group {group_id} is not a consumer group."))
         if g.consumer is None:
@@ -865,7 +911,7 @@ class GroupShard:
             return self._result(HeartbeatResult(E.GROUP_ID_NOT_FOUND,
                                                 f"group {group_id} is not available"))
         before = (cg.group_epoch, len(cg.members))
-        r = cg.heartbeat(req, self.topics(), now, self.config.consumer_session_timeout_ms)
+        r = cg.heartbeat(req, self.topics(), now, self.consumer_session_timeout_ms(group_id))
         if r.error == E.NONE:
             self._persist_consumer_group(g)
         if (cg.group_epoch, len(cg.members)) != before:
@@ -895,6 +941,31 @@ class GroupShard:
                 err, f"could not write the group: {err.name}"))
 
         return self._result(r, on_append_error=failed)
+
+    # -- ShareGroupHeartbeat (KIP-932) ----------------------------------------------------
+
+    def share_heartbeat(self, now: int, group_id: str, req: ShareHeartbeatRequest
+                        ) -> CoordinatorResult[ShareHeartbeatResult]:
+        self._now = now
+        r, records, effects = self.share.heartbeat(now, group_id, req)
+        self._records += records
+        self._effects += effects
+
+        def failed(err: ErrorCode) -> CoordinatorResult[ShareHeartbeatResult]:
+            if r.error != E.NONE:
+                return self._result(r)
+            return self._result(ShareHeartbeatResult(
+                err, f"could not write the group: {err.name}"))
+
+        return self._result(r, on_append_error=failed)
+
+    def share_initialized(self, now: int, group_id: str,
+                          parts: dict[uuid.UUID, tuple[str, frozenset[int]]], ok: bool
+                          ) -> CoordinatorResult[None]:
+        """The persister initialized (``ok``) or failed to initialize ``parts``."""
+        self._now = now
+        self._records += self.share.initialized(group_id, parts, ok)
+        return self._result(None)
 
     def _drop_consumer_records(self, g: Group) -> list[Record]:
         """Tombstones for the KIP-848 records of ``g`` (it changes kind)."""
@@ -1061,6 +1132,8 @@ class GroupShard:
             return None
         if g.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
+        if g.share is not None:
+            return E.GROUP_ID_NOT_FOUND
         if g.streams is not None:
             serr = self.streams.check_commit(g, member_id, generation_id, now)
             if serr != E.NONE:
@@ -1102,6 +1175,8 @@ class GroupShard:
             g = self.groups[group_id] = Group(group_id, now)
         if g.is_(S.DEAD):
             return self._result({tp: E.COORDINATOR_NOT_AVAILABLE for tp in offsets})
+        if g.share is not None:
+            return self._result({tp: E.GROUP_ID_NOT_FOUND for tp in offsets})
         if g.streams is not None:
             serr = self.streams.check_commit(g, member_id, generation_id, now)
             if serr != E.NONE:
@@ -1165,12 +1240,13 @@ class GroupShard:
         if g is None or g.is_(S.DEAD):
             return self._result(E.GROUP_ID_NOT_FOUND)
         if not g.is_(S.EMPTY) or g.has_consumer_members() \
-                or (g.streams is not None and g.streams.members):
+                or (g.streams is not None and g.streams.members) or self.share.busy(g):
             return self._result(E.NON_EMPTY_GROUP)
         self._records += self.offsets.tombstones(g)
         self._records.append((group_key(group_id), None))
         self._persist_consumer_group(g, gone=True)
         self._records += self.streams.deletion(g)
+        self._records += self.share.deletion(g)
         log.info("[group=%s] deleted", group_id)
         return self._result(E.NONE, replay=True, on_append_error=self._result)
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jocko_py.broker.group.consumer import ConsumerGroupModel
+from jocko_py.broker.group.share import ShareGroupModel
 from jocko_py.broker.group.streams import StreamsGroupModel
 from jocko_py.protocol.errors import ErrorCode
 
@@ -186,11 +187,15 @@ class Group:
         self.consumer: ConsumerGroupModel | None = None
         # a KIP-1071 streams group (group/streams.py); None for the other kinds
         self.streams: StreamsGroupModel | None = None
+        # a KIP-932 share group (group/share.py); None for the other kinds
+        self.share: ShareGroupModel | None = None
 
     @property
     def group_type(self) -> str:
         if self.streams is not None:
             return "streams"
+        if self.share is not None:
+            return "share"
         return "classic" if self.consumer is None else "consumer"
 
     def has_consumer_members(self) -> bool:

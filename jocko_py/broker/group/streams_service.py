@@ -38,14 +38,14 @@ from jocko_py.broker.group.streams import (
 from jocko_py.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import CoordinatorHost
 
 log = logging.getLogger("jocko_py.broker.group.streams")
 E = ErrorCode
 Record = tuple[bytes, bytes | None]
 
 
-def config_from(broker: Broker) -> StreamsConfig:
+def config_from(broker: CoordinatorHost) -> StreamsConfig:
     c = broker.config
 
     def num(key: str, default: int) -> int:
@@ -107,7 +107,8 @@ class StreamsGroups:
             return HeartbeatResult(E.COORDINATOR_NOT_AVAILABLE), records
         if g.streams is None:
             if g.members or g.pending_members or not g.is_(GroupState.EMPTY) \
-                    or g.has_consumer_members() or req.member_epoch != 0:
+                    or g.has_consumer_members() or g.share is not None \
+                    or req.member_epoch != 0:
                 return HeartbeatResult(E.GROUP_ID_NOT_FOUND,
                                        f"Group {group_id} is not a streams group."), records
             if g.consumer is not None:  # an empty consumer group: its records go

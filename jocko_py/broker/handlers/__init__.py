@@ -19,6 +19,7 @@ MODULES = [
     "groups",
     "consumer_groups",
     "streams_groups",
+    "share_groups",
     "offsets",
     "controller_apis",
     "offset_for_leader_epoch",

@@ -103,7 +103,7 @@ async def describe_acls(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if why:
         return fail(ErrorCode.INVALID_REQUEST, why)
     by_resource: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
-    for r in sorted(ctx.broker.topics.image.acls.values(), key=record_key):
+    for r in sorted(ctx.broker.image.acls.values(), key=record_key):
         if matches(f, r):
             by_resource.setdefault((r.resource_type, r.resource_name, r.pattern_type), []).append(
                 {"principal": r.principal, "host": r.host, "operation": r.operation,

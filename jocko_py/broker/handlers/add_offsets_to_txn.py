@@ -13,10 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
-from jocko_py.broker.group import coordinator as group_coordinator
 from jocko_py.broker.handlers.add_partitions_to_txn import fenced_as
 from jocko_py.broker.security.authz import authorize_group, authorize_transactional_id
-from jocko_py.broker.txn import coordinator
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 
@@ -29,10 +27,10 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not authorize_group(ctx, "READ", req.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     try:
-        await group_coordinator(ctx.broker).ensure_active()
+        await ctx.broker.groups.ensure_active()
     except KafkaError:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
-    tc = coordinator(ctx.broker)
+    tc = ctx.broker.transactions
     tp = tc.offsets_partition(req.group_id)
     if tp is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}

@@ -27,7 +27,6 @@ from jocko_py.broker.security.authz import (
     authorize_transactional_id,
     denied_topics,
 )
-from jocko_py.broker.txn import coordinator
 from jocko_py.protocol.errors import ErrorCode
 
 
@@ -48,7 +47,7 @@ def _topic_results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict[str, A
 async def _add(ctx: RequestContext, tid: str, pid: int, epoch: int,
                wanted: list[tuple[str, int]], verify_only: bool
                ) -> dict[tuple[str, int], ErrorCode]:
-    tc = coordinator(ctx.broker)
+    tc = ctx.broker.transactions
     by_broker = ctx.version >= 4
     if by_broker:  # broker to broker (KIP-890)
         if not authorize_cluster(ctx, "CLUSTER_ACTION"):
@@ -61,7 +60,7 @@ async def _add(ctx: RequestContext, tid: str, pid: int, epoch: int,
     if denied:
         return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied
                 else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted}
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     unknown = {tp for tp in wanted if image.partition(*tp) is None}
     if unknown:
         return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown

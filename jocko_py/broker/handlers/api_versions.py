@@ -42,7 +42,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         "finalized_features_epoch": -1,
     }
     if ctx.version >= 3:
-        image = ctx.broker.topics.image
+        image = ctx.broker.image
         # below v4 a feature whose minimum is 0 is left out: older clients cannot read
         # it (Kafka's KAFKA-17492)
         out["supported_features"] = [

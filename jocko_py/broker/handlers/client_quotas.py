@@ -98,7 +98,7 @@ async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if len(set(types)) != len(types):
         return fail(ErrorCode.INVALID_REQUEST, "An entity type appears more than once")
     entries = []
-    for ent, values in sorted(ctx.broker.topics.image.quotas.items(), key=repr):
+    for ent, values in sorted(ctx.broker.image.quotas.items(), key=repr):
         if _matches(req.components, req.strict, ent):
             entries.append({
                 "entity": [{"entity_type": t, "entity_name": n} for t, n in ent],

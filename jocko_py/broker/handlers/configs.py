@@ -14,11 +14,16 @@ dynamic configs (ConfigRecords through the controller), applied live by every br
 read-only configs get INVALID_REQUEST "Cannot update these configs dynamically", as
 in Kafka. Broker loggers (type 8, `broker_loggers.py`): every logger and its level,
 changed with IncrementalAlterConfigs (AlterConfigs refuses them, as Kafka).
+Group resources (type 32, KIP-848/932, see `group/group_configs.py`): every group config
+of a group (set: GROUP_CONFIG, else DEFAULT_CONFIG from the broker's `group.*` setting),
+set with Alter/IncrementalAlterConfigs as ConfigRecords through the controller,
+validated against the broker's `group.consumer.*` / `group.share.*` / `group.streams.*`
+limits (INVALID_CONFIG); ACLs DESCRIBE_CONFIGS / ALTER_CONFIGS on the group.
 While `eligible.leader.replicas.version` is finalized at 1, a broker-level
 `min.insync.replicas` and the removal of the cluster-level one are refused
 (INVALID_CONFIG, Kafka 4.x's words), and setting the cluster-level one, even to its
 value, is written (the controller clears every ELR with it, cluster/controller.py).
-Client-metrics and group resources: INVALID_REQUEST.
+Client-metrics resources: INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -36,14 +41,15 @@ from jocko_py.broker.broker_configs import (
 )
 from jocko_py.broker.controller_channel import is_forwarded
 from jocko_py.broker.features import ELR_VERSION, level
-from jocko_py.broker.security.authz import authorize_cluster, authorize_topic
+from jocko_py.broker.group import group_configs
+from jocko_py.broker.security.authz import authorize_cluster, authorize_group, authorize_topic
 from jocko_py.commitlog.config import TOPIC_CONFIGS, TOPIC_TO_BROKER, LogConfig
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import ConfigHost
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 MIN_ISR = "min.insync.replicas"
@@ -57,7 +63,7 @@ BROKER_THROTTLES = frozenset({"leader.replication.throttled.rate",
                               "replica.alter.log.dirs.io.max.bytes.per.second"})
 
 
-def validate_topic_configs(broker: Broker, configs: Mapping[str, str | None]) -> None:
+def validate_topic_configs(broker: ConfigHost, configs: Mapping[str, str | None]) -> None:
     try:
         LogConfig.from_properties(
             {k: v for k, v in configs.items() if v is not None}, broker.log_config
@@ -67,9 +73,9 @@ def validate_topic_configs(broker: Broker, configs: Mapping[str, str | None]) ->
 
 
 def describe_topic_configs(
-    broker: Broker, topic: str, keys: list[str] | None, *, extra: dict[str, str] | None = None
+    broker: ConfigHost, topic: str, keys: list[str] | None, *, extra: dict[str, str] | None = None
 ) -> list[dict[str, Any]]:
-    overrides = dict(broker.topics.image.topic_configs(topic))
+    overrides = dict(broker.image.topic_configs(topic))
     overrides.update(extra or {})
     effective = LogConfig.from_properties(overrides, broker.log_config).to_properties()
     view = broker.config_view()
@@ -105,19 +111,22 @@ def describe_topic_configs(
     return out
 
 
-def describe_broker_configs(broker: Broker, name: str,
+def describe_broker_configs(broker: ConfigHost, name: str,
                             keys: list[str] | None) -> list[dict[str, Any]]:
     return broker.config_view().describe(keys, per_broker=name != "")
 
 
 _DENIED = defaultdict(lambda: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                      {TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+                      {TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                       GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED})
 
 
 def _authorized(ctx: RequestContext, op: str, resource_type: int, name: str) -> bool:
     """Topic configs need the operation on the topic, broker configs on the cluster."""
     if resource_type == TOPIC:
         return authorize_topic(ctx, op, name)
+    if resource_type == GROUP:
+        return authorize_group(ctx, op, name)
     return authorize_cluster(ctx, op)
 
 
@@ -133,7 +142,7 @@ async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if not _authorized(ctx, "DESCRIBE_CONFIGS", r.resource_type, r.resource_name):
             res.update(error_code=_DENIED[r.resource_type], error_message=None)
         elif r.resource_type == TOPIC:
-            if r.resource_name not in broker.topics.image.topics:
+            if r.resource_name not in broker.image.topics:
                 res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            error_message=f"Topic {r.resource_name} does not exist")
             else:
@@ -150,6 +159,14 @@ async def describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
                            error_message=f"Unexpected broker id {r.resource_name}")
             else:
                 res["configs"] = broker_loggers.describe(keys)
+        elif r.resource_type == GROUP:
+            if not r.resource_name:
+                res.update(error_code=ErrorCode.INVALID_REQUEST,
+                           error_message="Group name must not be empty")
+            else:
+                res["configs"] = group_configs.describe(
+                    broker.config.get, broker.topics.image.configs(GROUP, r.resource_name),
+                    keys)
         else:
             res.update(error_code=ErrorCode.INVALID_REQUEST,
                        error_message=f"Unsupported resource type {r.resource_type}")
@@ -180,7 +197,7 @@ async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
     name = r.resource_name
     if name != "" and not name.isdigit():
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {name}")
-    current = broker.topics.image.configs(BROKER, name)
+    current = broker.image.configs(BROKER, name)
     view = broker.config_view()
     changes: dict[str, str | None] = {}
     if incremental:
@@ -230,6 +247,42 @@ async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
             BROKER, name, changes, forwarded=is_forwarded(ctx))
 
 
+async def _apply_group(ctx: RequestContext, r: Any, incremental: bool,
+                       validate_only: bool) -> None:
+    """A group's configs: ConfigRecords of resource type 32 through the controller."""
+    broker = ctx.broker
+    name = r.resource_name
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+    current = broker.topics.image.configs(GROUP, name)
+    new: dict[str, str | None] = dict(current)
+    if incremental:
+        for c in r.configs:
+            if c.config_operation == SET:
+                new[c.name] = c.value
+            elif c.config_operation == DELETE:
+                new[c.name] = None
+            elif c.config_operation in (APPEND, SUBTRACT):
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Config value append is not allowed for config key: {c.name}")
+            else:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Unknown operation {c.config_operation}")
+    else:
+        new = {c.name: c.value for c in r.configs}
+        for k in current:
+            new.setdefault(k, None)
+    try:
+        group_configs.validate(broker.config.get, new)
+    except group_configs.GroupConfigError as e:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+    if validate_only:
+        return
+    changes = {k: v for k, v in new.items() if current.get(k) != v}
+    if changes:
+        await broker.topics.set_configs(GROUP, name, changes, forwarded=is_forwarded(ctx))
+
+
 async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: bool) -> dict[str, Any]:
     broker = ctx.broker
     res: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
@@ -256,14 +309,17 @@ async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: 
             if not validate_only:
                 broker_loggers.apply(logger_changes)
             return res
+        if r.resource_type == GROUP:
+            await _apply_group(ctx, r, incremental, validate_only)
+            return res
         if r.resource_type != TOPIC:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Unsupported resource type {r.resource_type}")
         name = r.resource_name
-        if name not in broker.topics.image.topics:
+        if name not in broker.image.topics:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"Topic {name} does not exist")
-        current = broker.topics.image.topic_configs(name)
+        current = broker.image.topic_configs(name)
         if incremental:
             new: dict[str, str | None] = dict(current)
             for c in r.configs:

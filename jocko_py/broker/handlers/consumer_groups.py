@@ -8,8 +8,10 @@ range) and hands it out with member epochs (rules in ``broker/group/consumer.py`
 the coordinator names a joining member; v1 (KIP-1082): the member names itself, and
 ``SubscribedTopicRegex`` subscribes by regular expression (Python ``re``, matched
 against the whole topic name; internal topics never match). The answer's heartbeat
-interval is ``group.consumer.heartbeat.interval.ms``; a member is removed after
-``group.consumer.session.timeout.ms`` without a heartbeat. Without ``group.version`` 1
+interval is the group's ``consumer.heartbeat.interval.ms`` (a group config) or
+``group.consumer.heartbeat.interval.ms``; a member is removed after the group's
+``consumer.session.timeout.ms`` or ``group.consumer.session.timeout.ms`` without a
+heartbeat. Without ``group.version`` 1
 finalized (a metadata log from before features were recorded, or a downgrade) a
 heartbeat gets UNSUPPORTED_VERSION, as Kafka 4.4 answers.
 
@@ -34,7 +36,6 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.features import GROUP_VERSION, level
-from jocko_py.broker.group import coordinator
 from jocko_py.broker.group.consumer import HeartbeatRequest, TopicPartition, group_assignment
 from jocko_py.broker.handlers.groups import AUTHORIZED_OPS_NOT_REQUESTED, client_host
 from jocko_py.broker.security.authz import authorize_group, denied_topics
@@ -43,15 +44,18 @@ from jocko_py.protocol.errors import ErrorCode
 
 @api(68, 0, 1)
 async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     interval = gc.config.consumer_heartbeat_interval_ms
+    raw = gc.group_overrides(req.group_id or "").get("consumer.heartbeat.interval.ms")
+    if raw and raw.isdigit():  # the group's config (GROUP config resource) wins
+        interval = int(raw)
 
     def error(code: ErrorCode, msg: str | None) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": code, "error_message": msg,
                 "member_id": None, "member_epoch": -1, "heartbeat_interval_ms": 0,
                 "assignment": None}
 
-    if level(ctx.broker.topics.image.features, GROUP_VERSION) < 1:
+    if level(ctx.broker.image.features, GROUP_VERSION) < 1:
         # the consumer protocol needs group.version 1, as Kafka answers without it
         return {**error(ErrorCode.UNSUPPORTED_VERSION, ""), "error_message": None,
                 "member_epoch": 0}
@@ -95,7 +99,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, A
 
 def _topic_partitions(ctx: RequestContext, tps: frozenset[TopicPartition]
                       ) -> list[dict[str, Any]]:
-    image = ctx.broker.topics.image  # by id: proportional to the answer, not the cluster
+    image = ctx.broker.image  # by id: proportional to the answer, not the cluster
 
     def name(tid: uuid.UUID) -> str:
         t = image.topic_by_id(tid)
@@ -107,7 +111,7 @@ def _topic_partitions(ctx: RequestContext, tps: frozenset[TopicPartition]
 
 @api(69, 0, 1)
 async def consumer_group_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     out = []
     for gid in req.group_ids:
         if not authorize_group(ctx, "DESCRIBE", gid):

@@ -79,7 +79,7 @@ async def broker_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not isinstance(quorum, RaftQuorum) or not quorum.is_active_controller():
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
                 "is_caught_up": False, "is_fenced": True, "should_shut_down": False}
-    b = quorum.image.brokers.get(req.broker_id)
+    b = ctx.broker.image.brokers.get(req.broker_id)
     if b is not None and b.broker_epoch != req.broker_epoch:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.STALE_BROKER_EPOCH,
                 "is_caught_up": False, "is_fenced": True, "should_shut_down": False}

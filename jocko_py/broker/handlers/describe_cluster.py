@@ -22,7 +22,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     error = ErrorCode.NONE
     if ctx.version >= 1 and req.endpoint_type != 1:
         error = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
-    image = broker.topics.image
+    image = broker.image
     with_fenced = ctx.version >= 2 and req.include_fenced_brokers
     return {
         "throttle_time_ms": 0,

@@ -42,7 +42,7 @@ def _answer(error: ErrorCode, partition: dict[str, Any] | None, nodes: list[dict
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     quorum = broker.quorum
-    image = broker.topics.image
+    image = broker.image
     if not authorize_cluster(ctx, "DESCRIBE"):
         return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, [])
     nodes = [{"node_id": b.broker_id, "listeners": [

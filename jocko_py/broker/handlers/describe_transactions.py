@@ -15,13 +15,12 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import authorize_transactional_id
-from jocko_py.broker.txn import coordinator
 from jocko_py.protocol.errors import ErrorCode
 
 
 @api(65, 0, 0)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    tc = coordinator(ctx.broker)
+    tc = ctx.broker.transactions
     states = []
     for tid in req.transactional_ids:
         err, m = tc.describe(tid)

@@ -24,7 +24,6 @@ from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.features import txn_v2
 from jocko_py.broker.handlers.add_partitions_to_txn import fenced_as
 from jocko_py.broker.security.authz import authorize_transactional_id
-from jocko_py.broker.txn import coordinator
 from jocko_py.protocol.errors import ErrorCode
 
 
@@ -35,9 +34,9 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if ctx.version >= 5:
             out0["producer_id"], out0["producer_epoch"] = -1, -1
         return out0
-    err, pid, epoch = await coordinator(ctx.broker).end_txn_v(
+    err, pid, epoch = await ctx.broker.transactions.end_txn_v(
         req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
-        bump_epoch=ctx.version >= 5 and txn_v2(ctx.broker.topics.image.features))
+        bump_epoch=ctx.version >= 5 and txn_v2(ctx.broker.image.features))
     out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": fenced_as(ctx.version, 2, err)}
     if ctx.version >= 5:
         ok = err == ErrorCode.NONE

@@ -31,7 +31,7 @@ from jocko_py.protocol.errors import ErrorCode, KafkaError
 @api(57, 0, 2)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
-    features = broker.topics.image.features
+    features = broker.image.features
     validate_only = ctx.version >= 1 and req.validate_only
     error, message = ErrorCode.NONE, None
     wanted: dict[str, int] = {}

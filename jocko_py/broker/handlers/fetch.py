@@ -64,7 +64,7 @@ HW_NOT_SENT = 2**63 - 1  # v18: the follower does not track it (the field's defa
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     v = ctx.version
     sessions = ctx.broker.fetch_sessions
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     by_id = v >= 13
     replica_id = req.replica_state.replica_id if v >= 15 else req.replica_id
     requested: list[FetchPartition] = []
@@ -132,7 +132,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                else ReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED) if i in denied
                else next(read) for i in range(len(to_read))]
     session_id, answer = context.respond(results, _now_ms())
-    image = ctx.broker.topics.image  # leaders may have moved while the fetch waited
+    image = ctx.broker.image  # leaders may have moved while the fetch waited
     topics: list[dict[str, Any]] = []
     leaders: list[int] = []
     for i in answer:

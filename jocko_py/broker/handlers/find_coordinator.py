@@ -18,9 +18,7 @@ import logging
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
-from jocko_py.broker.group import coordinator
 from jocko_py.broker.security.authz import authorize_group, authorize_transactional_id
-from jocko_py.broker.txn import coordinator as txn_coordinator
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("jocko_py.broker.handlers.find_coordinator")
@@ -38,7 +36,7 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
     if not authorize_group(ctx, "DESCRIBE", key):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     try:
         await gc.ensure_active()
     except KafkaError as e:
@@ -47,7 +45,7 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int
     if not gc.loaded:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     leader = gc.store.leader_of(key)
-    b = ctx.broker.topics.image.brokers.get(leader)
+    b = ctx.broker.image.brokers.get(leader)
     addr = None if b is None or b.fenced else ctx.address_of(b)
     if b is None or addr is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
@@ -60,13 +58,13 @@ async def _lookup_txn(ctx: RequestContext, key: str
         return ErrorCode.INVALID_REQUEST, "empty transactional id", -1, "", -1
     if not authorize_transactional_id(ctx, "DESCRIBE", key):
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
-    tc = txn_coordinator(ctx.broker)
+    tc = ctx.broker.transactions
     try:
         await tc.ensure_topic()
     except KafkaError as e:
         log.warning("[txn=%s] cannot create the transaction state topic: %s", key, e.message)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
-    b = ctx.broker.topics.image.brokers.get(tc.leader_of(key))
+    b = ctx.broker.image.brokers.get(tc.leader_of(key))
     # the coordinator's address on the listener this request came in on, as for groups
     addr = None if b is None or b.fenced else ctx.address_of(b)
     if b is None or addr is None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
-from jocko_py.broker.group import coordinator
 from jocko_py.broker.security.authz import (
     GROUP,
     authorize_cluster,
@@ -44,7 +43,7 @@ async def join_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 "protocol_type": None, "protocol_name": None if v >= 7 else "", "leader": "",
                 "skip_assignment": False, "member_id": req.member_id or "", "members": []}
     instance_id = req.group_instance_id if v >= 5 else None
-    r = await coordinator(ctx.broker).join(
+    r = await ctx.broker.groups.join(
         group_id=req.group_id, member_id=req.member_id or "", instance_id=instance_id,
         client_id=ctx.header.client_id or "", client_host=client_host(ctx),
         session_timeout_ms=req.session_timeout_ms,
@@ -77,7 +76,7 @@ async def sync_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not authorize_group(ctx, "READ", req.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "protocol_type": None,
                 "protocol_name": None, "assignment": b""}
-    r = await coordinator(ctx.broker).sync(
+    r = await ctx.broker.groups.sync(
         group_id=req.group_id, generation_id=req.generation_id, member_id=req.member_id,
         instance_id=req.group_instance_id if v >= 3 else None,
         protocol_type=req.protocol_type if v >= 5 else None,
@@ -92,7 +91,7 @@ async def sync_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
 async def heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not authorize_group(ctx, "READ", req.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-    err = await coordinator(ctx.broker).heartbeat(
+    err = await ctx.broker.groups.heartbeat(
         req.group_id, req.member_id,
         req.group_instance_id if ctx.version >= 3 else None, req.generation_id)
     return {"throttle_time_ms": 0, "error_code": err}
@@ -106,7 +105,7 @@ async def leave_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
         members = [(m.member_id or "", m.group_instance_id) for m in req.members]
     else:
         members = [(req.member_id, None)]
-    top, per = await coordinator(ctx.broker).leave(req.group_id, members)
+    top, per = await ctx.broker.groups.leave(req.group_id, members)
     if ctx.version < 3:
         err = top
         if err == ErrorCode.NONE and per:
@@ -122,7 +121,7 @@ async def leave_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
 
 @api(16, 0, 5)
 async def list_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     states = {s.lower() for s in req.states_filter} if ctx.version >= 4 else set()
     types = {t.lower() for t in req.types_filter} if ctx.version >= 5 else set()
     out = []
@@ -133,6 +132,8 @@ async def list_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
             continue
         if g.streams is not None:
             state, ptype = g.streams.state().value, "streams"
+        elif g.share is not None:
+            state, ptype = g.share.state(), "share"
         elif g.consumer is not None:
             state, ptype = g.consumer.state().value, "consumer"
         else:
@@ -152,7 +153,7 @@ async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
     with no error up to v5; v6 (KIP-1043) says GROUP_ID_NOT_FOUND and why, as Kafka 4.x."""
     from jocko_py.broker.group.state import GroupState
 
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     out = []
     for gid in req.groups:
         err, g = gc.describe(gid)
@@ -163,7 +164,8 @@ async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
             "protocol_type": "", "protocol_data": "", "members": [],
             "authorized_operations": AUTHORIZED_OPS_NOT_REQUESTED, "error_message": None,
         }
-        if err == ErrorCode.NONE and (g is None or g.consumer is not None or g.streams is not None):
+        if err == ErrorCode.NONE and (g is None or g.consumer is not None or g.streams is not None
+                                      or g.share is not None):
             if ctx.version >= 6:
                 entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
                 entry["error_message"] = f"Group {gid} not found." if g is None \
@@ -191,7 +193,7 @@ async def describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
 
 @api(42, 0, 3)
 async def delete_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     results = []
     for gid in req.groups_names:
         err = await gc.delete_group(gid) if authorize_group(ctx, "DELETE", gid) \

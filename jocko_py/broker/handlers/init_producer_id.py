@@ -22,7 +22,6 @@ from jocko_py.broker.security.authz import (
     authorize_cluster,
     authorize_transactional_id,
 )
-from jocko_py.broker.txn import coordinator as txn_coordinator
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 MAX_EPOCH = 32766
@@ -35,7 +34,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             return {"throttle_time_ms": 0,
                     "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     "producer_id": -1, "producer_epoch": -1}
-        err, pid, epoch = await txn_coordinator(ctx.broker).init_producer_id(
+        err, pid, epoch = await ctx.broker.transactions.init_producer_id(
             req.transactional_id, req.transaction_timeout_ms,
             req.producer_id if ctx.version >= 3 else -1,
             req.producer_epoch if ctx.version >= 3 else -1)

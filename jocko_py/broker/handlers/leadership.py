@@ -134,7 +134,7 @@ async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> dict[s
 
 @api(46, 0, 0)
 async def list_partition_reassignments(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     if not authorize_cluster(ctx, "DESCRIBE"):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
                 "topics": []}

@@ -2,9 +2,9 @@
 
 v0 lists the client-metrics resources (type 16); v1 the resources of the types asked
 (none: every type): topics (2, every topic, internal ones too), brokers (4) and broker
-loggers (8) (every registered broker), client metrics (16) and groups (32). This broker
-keeps no client-metrics or group configs (IncrementalAlterConfigs refuses them), so
-there are never any of those. A type outside these gets UNSUPPORTED_VERSION and nothing
+loggers (8) (every registered broker), client metrics (16) and groups (32: the groups
+with group configs set, as Kafka's GroupConfigManager lists them). This broker keeps no
+client-metrics configs, so there are never any of those. A type outside these gets UNSUPPORTED_VERSION and nothing
 else, as Apache Kafka 4.4.0 answers; the request needs DESCRIBE_CONFIGS on the cluster.
 """
 
@@ -32,13 +32,15 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if any(t not in V1_TYPES for t in types):
         out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return out
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     found: list[dict[str, Any]] = []
     for t in dict.fromkeys(types):
         if t == TOPIC:
             names = sorted(image.topics)
         elif t in (BROKER, BROKER_LOGGER):
             names = [str(b) for b in sorted(image.brokers)]
+        elif t == GROUP:
+            names = image.config_resources(GROUP)
         else:
             names = []
         found += [{"resource_name": n, "resource_type": t} for n in names]

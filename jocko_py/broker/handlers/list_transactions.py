@@ -16,7 +16,6 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import authorize_transactional_id
-from jocko_py.broker.txn import coordinator
 from jocko_py.broker.txn.state import TxnState
 from jocko_py.protocol.errors import ErrorCode
 
@@ -33,7 +32,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     known = {s.kafka_name for s in TxnState}
     wanted = set(req.state_filters or [])
     unknown = sorted(wanted - known)
-    err, txns = coordinator(ctx.broker).list_transactions(
+    err, txns = ctx.broker.transactions.list_transactions(
         wanted & known if wanted else None, set(req.producer_id_filters or []) or None,
         req.duration_filter if ctx.version >= 1 else -1)
     if wanted and not wanted & known:

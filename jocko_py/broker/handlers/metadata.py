@@ -47,7 +47,7 @@ __all__ = ["AUTHORIZED_OPS_NOT_REQUESTED", "ZERO", "error_entry", "handle", "top
 @api(3, 0, 13)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
-    image = broker.topics.image
+    image = broker.image
     cache = broker.metadata_cache
     live = frozenset(b.broker_id for b in image.brokers.values() if not b.fenced)
     # taken before any await: encoding many topics yields to the loop, and the brokers

@@ -26,14 +26,13 @@ import uuid
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
-from jocko_py.broker.group import coordinator
 from jocko_py.broker.group.coordinator import CommitRequest
 from jocko_py.broker.security.authz import authorize_group, denied_topics
 from jocko_py.protocol.errors import ErrorCode
 
 
 def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
-    t = ctx.broker.topics.image.topics.get(topic)
+    t = ctx.broker.image.topics.get(topic)
     return t is not None and partition in t.partitions
 
 
@@ -41,13 +40,13 @@ def _resolve(ctx: RequestContext, topics: Any, by_id: bool) -> list[str | None]:
     """Each request topic's name; at v10 its id looked up (None: an unknown id)."""
     if not by_id:
         return [t.name for t in topics]
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     return [None if (ti := image.topic_by_id(t.topic_id)) is None else ti.name
             for t in topics]
 
 
 def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID | None:
-    t = ctx.broker.topics.image.topics.get(name)
+    t = ctx.broker.image.topics.get(name)
     return None if t is None else t.topic_id
 
 
@@ -86,7 +85,7 @@ async def offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 p.committed_offset, p.committed_leader_epoch if v >= 6 else -1,
                 p.committed_metadata)
     if wanted:
-        gc = coordinator(ctx.broker)
+        gc = ctx.broker.groups
         # acknowledged once the ISR of the group's partition has the commit
         committed = await gc.commit(
             group_id=req.group_id, generation_id=req.generation_id_or_member_epoch,
@@ -113,7 +112,7 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, require_stable
         (t.name, p) for t in topics for p in t.partition_indexes]
     if not authorize_group(ctx, "DESCRIBE", group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
-    err, offsets = coordinator(ctx.broker).fetch_offsets(group_id, wanted, member)
+    err, offsets = ctx.broker.groups.fetch_offsets(group_id, wanted, member)
     # topics the principal may not describe: left out of "all", an error when named
     denied = denied_topics(ctx, "DESCRIBE", (tp[0] for tp in offsets))
     if err != ErrorCode.NONE:
@@ -121,7 +120,7 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, require_stable
             return err, []
         offsets = {tp: None for tp in wanted}
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     for (topic, part), om in offsets.items():
         if topic in denied:
             if wanted is None:
@@ -215,7 +214,7 @@ async def offset_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 wanted.append(tp)
             else:
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    err, per = await coordinator(ctx.broker).delete_offsets(req.group_id, wanted)
+    err, per = await ctx.broker.groups.delete_offsets(req.group_id, wanted)
     if err != ErrorCode.NONE:
         return {"error_code": err, "throttle_time_ms": 0, "topics": []}
     results.update(per)

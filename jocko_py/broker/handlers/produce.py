@@ -64,7 +64,7 @@ def _partition_response(index: int, r: AppendResult) -> dict[str, Any]:
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | NoResponse:
     replicas = ctx.broker.replicas
     acks = req.acks
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     by_id = ctx.version >= 13
     # (topic, topic id, partition) -> result; entries to append keep their position
     slots: list[tuple[str, uuid.UUID | None, list[tuple[int, AppendResult | None]]]] = []
@@ -151,7 +151,7 @@ def _precheck(ctx: RequestContext, topic: str, data: Any, acks: int) -> AppendRe
         return AppendResult(ErrorCode.INVALID_REQUIRED_ACKS)
     if not authorize_topic(ctx, "WRITE", topic):
         return AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    if ctx.broker.replicas.get(topic, 0) is None and topic not in ctx.broker.topics.image.topics:
+    if ctx.broker.replicas.get(topic, 0) is None and topic not in ctx.broker.image.topics:
         try:
             validate_topic_name(topic)
         except KafkaError as e:

@@ -66,7 +66,7 @@ async def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not authorize_cluster(ctx, "DESCRIBE"):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": None, "results": []}
-    img = ctx.broker.topics.image
+    img = ctx.broker.image
     by_user: dict[str, list[dict[str, int]]] = {}
     for (name, mech), rec in sorted(img.scram.items()):
         by_user.setdefault(name, []).append({"mechanism": mech, "iterations": rec.iterations})

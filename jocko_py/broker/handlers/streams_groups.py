@@ -30,7 +30,6 @@ from __future__ import annotations
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
-from jocko_py.broker.group import coordinator
 from jocko_py.broker.group.streams import (
     CopartitionGroup,
     HeartbeatRequest,
@@ -62,7 +61,7 @@ DESCRIPTION_NOT_REQUESTED, DESCRIPTION_UNAVAILABLE = 0, 1
 def streams_enabled(ctx: RequestContext) -> bool:
     from jocko_py.broker.features import finalized
 
-    return finalized(ctx.broker.topics.image.features).get(STREAMS_VERSION, 0) >= 1
+    return finalized(ctx.broker.image.features).get(STREAMS_VERSION, 0) >= 1
 
 
 def _tasks(items: Any) -> frozenset[Task] | None:
@@ -104,7 +103,7 @@ def _task_list(tasks: frozenset[Task]) -> list[dict[str, Any]]:
 
 @api(88, 0, 1)
 async def streams_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     cfg = gc.streams.config
 
     def error(code: ErrorCode, msg: str | None) -> dict[str, Any]:
@@ -223,10 +222,10 @@ async def _create_internal_topics(ctx: RequestContext, topics: tuple[TopicInfo, 
                 break
         else:
             status.append((Status.MISSING_INTERNAL_TOPICS, msg))
-    live = sum(not b.fenced for b in broker.topics.image.brokers.values()) or 1
+    live = sum(not b.fenced for b in broker.image.brokers.values()) or 1
     default_rf = broker.config.int("default.replication.factor")
     for t in topics:
-        if t.name in unauthorized or t.name in broker.topics.image.topics:
+        if t.name in unauthorized or t.name in broker.image.topics:
             continue
         rf = t.replication_factor if t.replication_factor > 0 else min(default_rf, live)
         try:
@@ -295,7 +294,7 @@ def _describe(ctx: RequestContext, sg: StreamsGroupModel) -> dict[str, Any]:
 
 @api(89, 0, 1)
 async def streams_group_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     want_description = ctx.version >= 1 and bool(
         getattr(req, "include_topology_description", False))
     out = []
@@ -347,7 +346,7 @@ async def streams_group_topology_description_update(ctx: RequestContext, req: An
                       "The streams group protocol is not enabled (streams.version is 0).")
     if not authorize_group(ctx, "READ", req.group_id):
         return answer(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     err, g = gc.describe(req.group_id)
     if err != ErrorCode.NONE:
         return answer(err)

@@ -117,7 +117,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
 @api(20, 1, 6)
 async def delete_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
     broker = ctx.broker
-    image = broker.topics.image
+    image = broker.image
     wanted: list[tuple[str | None, uuid.UUID]] = []
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
@@ -169,7 +169,7 @@ async def create_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
             if mutation_quota_exceeded(ctx, ctx.version >= 3):
                 raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             manual = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
-            known = broker.topics.image.topics.get(t.name)
+            known = broker.image.topics.get(t.name)
             before = len(known.partitions) if known is not None else 0
             await broker.topics.create_partitions(
                 t.name, t.count, req.validate_only,

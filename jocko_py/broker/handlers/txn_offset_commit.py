@@ -33,7 +33,6 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.features import txn_v2
-from jocko_py.broker.group import coordinator
 from jocko_py.broker.group.coordinator import CommitRequest
 from jocko_py.broker.group.offsets_store import OFFSETS_TOPIC
 from jocko_py.broker.security.authz import authorize_group, authorize_transactional_id
@@ -50,7 +49,7 @@ async def _verify(ctx: RequestContext, req: Any, version: int) -> ErrorCode:
     verifies it is in the transaction, part 2 (v5 under transaction.version 2) adds it."""
     replicas = ctx.broker.replicas
     verifier = replicas.txn_verifier
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     if verifier is None or not req.group_id or not gc.store.topic_exists():
         return ErrorCode.NONE
     tp = (OFFSETS_TOPIC, gc.store.partition_for(req.group_id))
@@ -58,7 +57,7 @@ async def _verify(ctx: RequestContext, req: Any, version: int) -> ErrorCode:
     if p is None or not p.is_leader or p.log.producer_state.in_transaction(
             req.producer_id, req.producer_epoch):
         return ErrorCode.NONE
-    add = version >= 5 and txn_v2(ctx.broker.topics.image.features)
+    add = version >= 5 and txn_v2(ctx.broker.image.features)
     token = p.log.producer_state.verification_token(req.producer_id)
     try:
         answers = await verifier(req.transactional_id, req.producer_id, req.producer_epoch, [tp],
@@ -81,7 +80,7 @@ async def _verify(ctx: RequestContext, req: Any, version: int) -> ErrorCode:
 @api(28, 0, 6)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     v = ctx.version
-    image = ctx.broker.topics.image
+    image = ctx.broker.image
     results: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], CommitRequest] = {}
     order: list[tuple[str, int]] = []
@@ -116,7 +115,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if verify_err != ErrorCode.NONE:
         results.update({tp: verify_err for tp in wanted})
         wanted = {}
-    gc = coordinator(ctx.broker)
+    gc = ctx.broker.groups
     if wanted:
         # (a generation or member epoch of a group that did not exist: v6 names it)
         missing = v >= 6 and req.generation_id_or_member_epoch >= 0 \

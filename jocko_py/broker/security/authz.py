@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from jocko_py.cluster.acl_control import CLUSTER as CLUSTER
 from jocko_py.cluster.acl_control import CLUSTER_NAME as CLUSTER_NAME
@@ -42,9 +42,6 @@ from jocko_py.cluster.acl_control import TOPIC as TOPIC
 from jocko_py.cluster.acl_control import TRANSACTIONAL_ID as TRANSACTIONAL_ID
 from jocko_py.cluster.acl_control import WILDCARD as WILDCARD
 from jocko_py.cluster.metadata import AccessControlEntryRecord, MetadataImage
-
-if TYPE_CHECKING:
-    from jocko_py.broker.api import RequestContext
 
 # Kafka's ResourceType, PatternType, AclOperation and AclPermissionType codes
 RESOURCE_TYPES = {"UNKNOWN": 0, "ANY": 1, "TOPIC": 2, "GROUP": 3, "CLUSTER": 4,
@@ -131,7 +128,47 @@ class Authorizer:
         return bits
 
 
-def authorize(ctx: RequestContext, op: str, resource_type: int, name: str) -> bool:
+class Principal(Protocol):
+    """Who sends a request: a connection's `Session`."""
+
+    @property
+    def principal(self) -> str: ...
+
+    @property
+    def client_host(self) -> str: ...
+
+    @property
+    def authenticated(self) -> bool: ...
+
+    @property
+    def cluster_broker_id(self) -> int | None: ...
+
+
+class Guard(Protocol):
+    """The broker's security settings, as the checks use them (`SecurityManager`)."""
+
+    @property
+    def authorizer(self) -> Authorizer | None: ...
+
+    def is_cluster_peer(self, s: Principal | None) -> bool: ...
+
+
+class _Guarded(Protocol):
+    @property
+    def security(self) -> Guard: ...
+
+
+class AccessRequest(Protocol):
+    """What the checks read of a request: a handler's `RequestContext`."""
+
+    @property
+    def session(self) -> Principal | None: ...
+
+    @property
+    def broker(self) -> _Guarded: ...
+
+
+def authorize(ctx: AccessRequest, op: str, resource_type: int, name: str) -> bool:
     """May this request's principal do ``op`` on the resource? True for in-process
     callers without a session and for brokers of the cluster (JOCKO-CLUSTER); else True
     without an authorizer, except CLUSTER_ACTION (what brokers do to each other: only
@@ -147,23 +184,23 @@ def authorize(ctx: RequestContext, op: str, resource_type: int, name: str) -> bo
     return az.authorize(s.principal, s.client_host, OPERATIONS[op], resource_type, name)
 
 
-def authorize_topic(ctx: RequestContext, op: str, topic: str) -> bool:
+def authorize_topic(ctx: AccessRequest, op: str, topic: str) -> bool:
     return authorize(ctx, op, TOPIC, topic)
 
 
-def authorize_group(ctx: RequestContext, op: str, group: str) -> bool:
+def authorize_group(ctx: AccessRequest, op: str, group: str) -> bool:
     return authorize(ctx, op, GROUP, group)
 
 
-def authorize_transactional_id(ctx: RequestContext, op: str, transactional_id: str) -> bool:
+def authorize_transactional_id(ctx: AccessRequest, op: str, transactional_id: str) -> bool:
     return authorize(ctx, op, TRANSACTIONAL_ID, transactional_id)
 
 
-def authorize_cluster(ctx: RequestContext, op: str) -> bool:
+def authorize_cluster(ctx: AccessRequest, op: str) -> bool:
     return authorize(ctx, op, CLUSTER, CLUSTER_NAME)
 
 
-def authorized_operations(ctx: RequestContext, resource_type: int, name: str) -> int:
+def authorized_operations(ctx: AccessRequest, resource_type: int, name: str) -> int:
     """The authorized-operations bitfield a response reports when asked."""
     az = ctx.broker.security.authorizer
     s = ctx.session
@@ -172,7 +209,7 @@ def authorized_operations(ctx: RequestContext, resource_type: int, name: str) ->
     return az.authorized_operations(s.principal, s.client_host, resource_type, name)
 
 
-def denied_topics(ctx: RequestContext, op: str, topics: Iterable[str]) -> set[str]:
+def denied_topics(ctx: AccessRequest, op: str, topics: Iterable[str]) -> set[str]:
     """The topics among ``topics`` this request may not ``op`` (empty without an
     authorizer: the common case costs one attribute lookup)."""
     if ctx.broker.security.authorizer is None or ctx.session is None:
@@ -180,12 +217,12 @@ def denied_topics(ctx: RequestContext, op: str, topics: Iterable[str]) -> set[st
     return {t for t in set(topics) if not authorize(ctx, op, TOPIC, t)}
 
 
-def may_create_topic(ctx: RequestContext, topic: str) -> bool:
+def may_create_topic(ctx: AccessRequest, topic: str) -> bool:
     """CREATE on the cluster or on the topic (Kafka's rule for topic creation)."""
     return authorize_cluster(ctx, "CREATE") or authorize_topic(ctx, "CREATE", topic)
 
 
-def authorize_any_topic(ctx: RequestContext, op: str) -> bool:
+def authorize_any_topic(ctx: AccessRequest, op: str) -> bool:
     """Kafka's authorizeByResourceType (KIP-679): may the principal ``op`` some topic
     (an ALLOW ACL for it on any topic pattern)? Used for idempotent producers."""
     az = ctx.broker.security.authorizer

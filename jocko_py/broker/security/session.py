@@ -27,14 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jocko_py.broker.config import BrokerConfig, ConfigError, Listener
-from jocko_py.broker.inter_broker import ClientSecurity
 from jocko_py.broker.security.authz import (
     AUTHORIZER_NAMES,
     CLUSTER,
     CLUSTER_NAME,
     OPERATIONS,
     Authorizer,
+    Principal,
 )
+from jocko_py.broker.security.client import ClientSecurity
 from jocko_py.broker.security.cluster_auth import ClusterAuthServer, NonceCache, derive_key
 from jocko_py.broker.security.quotas import QuotaManager
 from jocko_py.broker.security.sasl import (
@@ -170,7 +171,7 @@ class SecurityManager:
     def cluster_auth_server(self) -> ClusterAuthServer:
         return ClusterAuthServer(self.cluster_key, self.cluster_nonces)
 
-    def is_cluster_peer(self, s: Session | None) -> bool:
+    def is_cluster_peer(self, s: Principal | None) -> bool:
         """May this connection use the broker-only APIs? An in-process caller; a broker
         of this cluster (JOCKO-CLUSTER); or, as Kafka's rule, a principal the configured
         authorizer allows CLUSTER_ACTION on the cluster (super.users or an ACL)."""

@@ -100,7 +100,7 @@ from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from jocko_py.broker.core import Broker
+    from jocko_py.broker.interfaces import TxnHost
     from jocko_py.broker.partition import Partition
 
 log = logging.getLogger("jocko_py.broker.txn")
@@ -134,7 +134,7 @@ class TxnConfig:
     expiry_interval_ms: int = 3600000
 
     @classmethod
-    def from_broker(cls, broker: Broker) -> TxnConfig:
+    def from_broker(cls, broker: TxnHost) -> TxnConfig:
         c = broker.config
         return cls(
             num_partitions=max(1, c.int("transaction.state.log.num.partitions")),
@@ -150,7 +150,7 @@ class TxnConfig:
         )
 
 
-async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, commit: bool,
+async def write_markers(broker: TxnHost, producer_id: int, producer_epoch: int, commit: bool,
                         coordinator_epoch: int, partitions: list[tuple[str, int]],
                         transaction_version: int = 0) -> dict[tuple[str, int], ErrorCode]:
     """Append one marker to each partition led here (WriteTxnMarkers, and the
@@ -186,7 +186,7 @@ async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, c
                                                 internal=True)
         for tp, r in zip(keys, results, strict=True):
             out[tp] = r.error
-    groups = broker.services.get("groups")
+    groups = broker.groups
     if groups is not None:
         for tp, err in out.items():
             if tp[0] == OFFSETS_TOPIC and err == E.NONE:
@@ -195,7 +195,7 @@ async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, c
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: Broker, config: TxnConfig | None = None) -> None:
+    def __init__(self, broker: TxnHost, config: TxnConfig | None = None) -> None:
         self.broker = broker
         self.config = config or TxnConfig.from_broker(broker)
         self.num_partitions = self.config.num_partitions
@@ -212,7 +212,7 @@ class TransactionCoordinator:
     # -- topic and partitions ------------------------------------------------------------
 
     def topic_exists(self) -> bool:
-        t = self.broker.topics.image.topics.get(TXN_TOPIC)
+        t = self.broker.image.topics.get(TXN_TOPIC)
         if t is not None and not self.pinned:
             self.num_partitions = len(t.partitions)
             self.pinned = True
@@ -221,7 +221,7 @@ class TransactionCoordinator:
     async def ensure_topic(self) -> None:
         if self.topic_exists():
             return
-        live = sum(not b.fenced for b in self.broker.topics.image.brokers.values())
+        live = sum(not b.fenced for b in self.broker.image.brokers.values())
         rf = max(1, min(self.config.replication_factor, live))
         try:
             await self.broker.topics.create_topic(
@@ -239,7 +239,7 @@ class TransactionCoordinator:
         return partition_for(transactional_id, self.num_partitions)
 
     def leader_of(self, transactional_id: str) -> int:
-        img = self.broker.topics.image.partition(TXN_TOPIC, self.partition_for(transactional_id))
+        img = self.broker.image.partition(TXN_TOPIC, self.partition_for(transactional_id))
         return img.leader if img is not None else -1
 
     def _partition(self, idx: int) -> Partition | None:
@@ -353,7 +353,7 @@ class TransactionCoordinator:
             return E.COORDINATOR_NOT_AVAILABLE
         ts = now_ms()
         value = None if tombstone else txn_value(
-            new, level(self.broker.topics.image.features, TRANSACTION_VERSION) >= 1)
+            new, level(self.broker.image.features, TRANSACTION_VERSION) >= 1)
         batch = rb.build_batch([rb.NewRecord(txn_key(tid), value, (), ts)])
         m.pending = new.state
         try:
@@ -550,7 +550,7 @@ class TransactionCoordinator:
         return out
 
     def _channel(self, broker_id: int) -> BrokerChannel | None:
-        b = self.broker.topics.image.brokers.get(broker_id)
+        b = self.broker.image.brokers.get(broker_id)
         if b is None or b.fenced:
             return None
         ch = self._channels.get(broker_id)
@@ -565,7 +565,7 @@ class TransactionCoordinator:
         return ch
 
     def offsets_partition(self, group_id: str) -> tuple[str, int] | None:
-        groups = self.broker.services.get("groups")
+        groups = self.broker.groups
         if groups is None or not groups.store.topic_exists():
             return None
         return OFFSETS_TOPIC, int(groups.store.partition_for(group_id))
@@ -795,7 +795,7 @@ class TransactionCoordinator:
                             partitions: set[tuple[str, int]], tv: int = 0
                             ) -> set[tuple[str, int]]:
         """One round: the partitions whose marker is now written (or need none)."""
-        image = self.broker.topics.image
+        image = self.broker.image
         by_leader: dict[int, list[tuple[str, int]]] = {}
         done: set[tuple[str, int]] = set()
         for tp in partitions:
