@@ -134,9 +134,11 @@ txn-soak: venv-test
 
 # Kafka Streams 4.4.0 (group.protocol=streams, exactly_once_v2), two instances on three
 # brokers, one SIGKILLed mid-stream and restarted: exact counts (tests/groups/streams_cluster.py);
-# prints PASS or FAIL with its seed.
+# prints PASS or FAIL with its seed. Then kafka-streams-groups' answers about a running app on
+# Apache Kafka 4.4.0 and on jocko-py, compared (tests/groups/streams_describe_vs_kafka44.py).
 streams-cluster: venv-test java-deps
 	$(BIN)/python -m tests.groups.streams_cluster
+	$(BIN)/python -m tests.groups.streams_describe_vs_kafka44
 
 # franz-go's own kgo integration suite (its newest release, through the Go module proxy)
 # against three Apache Kafka 4.4.0 nodes and three jocko-py brokers, KGO_TEST_RF=3

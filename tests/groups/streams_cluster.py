@@ -40,6 +40,9 @@ OVERRIDES = {
     "group.streams.heartbeat.interval.ms": "300",
     "group.streams.min.session.timeout.ms": "6000",
     "group.streams.session.timeout.ms": "6000",
+    # the killed instance's open transaction (Kafka Streams' 10 s transaction timeout) is
+    # aborted within a second of timing out, not ten
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
 WORDS = [f"w{i}" for i in range(40)]
 PARTITIONS = 6
