@@ -69,6 +69,10 @@ class AckType(enum.IntEnum):
     RENEW = 4
 
 
+
+ACK_TYPE_VALUES = frozenset(int(a) for a in AckType)
+
+
 @dataclass(frozen=True)
 class SharePartitionConfig:
     """The limits of one share partition: broker defaults and the group's configs."""
@@ -276,7 +280,7 @@ class SharePartition:
                                  "acknowledge types must be one or one per offset")
             for i, off in enumerate(range(b.first_offset, b.last_offset + 1)):
                 t = b.types[0] if len(b.types) == 1 else b.types[i]
-                if t not in AckType._value2member_map_:
+                if t not in ACK_TYPE_VALUES:
                     return AckResult(E.INVALID_REQUEST, f"invalid acknowledge type {t}")
                 if off in changes:
                     return AckResult(E.INVALID_REQUEST, f"offset {off} acknowledged twice")
