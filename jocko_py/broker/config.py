@@ -163,6 +163,23 @@ _READ_ELSEWHERE = frozenset({
     "log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.roll.ms",
     "log.roll.hours", "log.roll.jitter.ms", "log.roll.jitter.hours",
     "num.shards",  # jocko_py/shards.py
+    # group settings and their bounds read by the group coordinator, the share
+    # partitions and group configs' validation (broker/group/group_configs.py)
+    "group.consumer.assignment.interval.ms", "group.consumer.min.assignment.interval.ms",
+    "group.consumer.max.assignment.interval.ms", "group.consumer.min.heartbeat.interval.ms",
+    "group.consumer.max.heartbeat.interval.ms", "group.consumer.min.session.timeout.ms",
+    "group.consumer.max.session.timeout.ms", "group.share.assignment.interval.ms",
+    "group.share.min.assignment.interval.ms", "group.share.max.assignment.interval.ms",
+    "group.share.delivery.count.limit", "group.share.min.delivery.count.limit",
+    "group.share.max.delivery.count.limit", "group.share.heartbeat.interval.ms",
+    "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms",
+    "group.share.session.timeout.ms", "group.share.min.session.timeout.ms",
+    "group.share.max.session.timeout.ms", "group.share.record.lock.duration.ms",
+    "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms",
+    "group.share.partition.max.record.locks", "group.share.min.partition.max.record.locks",
+    "group.share.max.partition.max.record.locks", "group.share.max.share.sessions",
+    "group.share.max.size", "group.share.initialize.retry.interval.ms",
+    "group.streams.assignors",
 })
 # Kafka broker properties that jocko-py accepts and does not use (threads, buffers,
 # listeners it does not serve, ZooKeeper, transactions...): a stock server.properties
