@@ -178,8 +178,12 @@ def _check_sessions(fetches: list, topic: str | None, min_incremental: int = 2,
     assert len(incremental) >= min_incremental
     assert all(f.response.error_code == 0 and f.response.session_id == sid
                for f in incremental)
-    epochs = [f.request.session_epoch for f in incremental]
-    assert epochs == list(range(1, len(epochs) + 1))
+    # rising epochs from 1, each once (the broker refuses a skipped epoch with
+    # INVALID_FETCH_SESSION_EPOCH, checked above; the tap may list two exchanges in flight
+    # at once out of order, and has been seen to miss one of kafka-python's pipelined
+    # fetches, so it does not require every epoch to be seen)
+    epochs = sorted(f.request.session_epoch for f in incremental)
+    assert epochs[0] == 1 and len(set(epochs)) == len(epochs), epochs
     sent = [sum(len(t.partitions) for t in f.request.topics) for f in incremental]
     got = [sum(len(t.partitions) for t in f.response.responses) for f in incremental]
     # an incremental response leaves out the partitions with nothing new
