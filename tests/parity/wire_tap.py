@@ -96,7 +96,9 @@ class WireTap:
                 data = src.recv(1 << 16)
                 if not data:
                     break
-                dst.sendall(data)
+                # a request is registered before it is forwarded: forwarded first, its
+                # response could come back (on the other pump's thread) before the
+                # request is known, and the exchange would be left without one
                 buf += data
                 while len(buf) >= 4:
                     (size,) = struct.unpack_from(">i", buf, 0)
@@ -105,6 +107,7 @@ class WireTap:
                     frame = bytes(buf[4:4 + size])
                     del buf[:4 + size]
                     self._observe(frame, pending, requests)
+                dst.sendall(data)
         except OSError:
             pass
         finally:
