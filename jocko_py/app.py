@@ -151,7 +151,7 @@ async def heartbeat_loop(broker: Broker, quorum: RaftQuorum, interval_s: float) 
             if quorum.is_active_controller():
                 _, is_fenced = node.record_heartbeat(me, offset)
             else:
-                resp = await broker.topics.forward(63, 1, {
+                resp = await broker.controller_channel.forward(63, 1, {
                     "broker_id": me, "broker_epoch": b.broker_epoch if b else -1,
                     "current_metadata_offset": offset, "want_fence": False,
                     "want_shut_down": False}, ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
@@ -356,7 +356,7 @@ async def _run_broker(config: BrokerConfig, stop: asyncio.Event | None,
         await server.stop()
         await broker.transactions.close()  # marker tasks and their inter-broker channels
         await broker.replicas.shutdown_fetchers()
-        await broker.topics.close()
+        await broker.controller_channel.close()
         await quorum.close()
         broker.close()
         if failed:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from jocko_py.broker.inter_broker import BrokerChannel, ClientSecurity
-from jocko_py.broker.topics import validate_topic_name
+from jocko_py.broker.topic_names import validate_topic_name
 from jocko_py.cluster.controller import check_manual_assignments, committed_producer_block
 from jocko_py.cluster.controller_result import ControllerResult
 from jocko_py.cluster.metadata import (

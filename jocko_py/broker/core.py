@@ -66,13 +66,13 @@ class Broker:
         self.security = SecurityManager(config, lambda: quorum.image)
         # how this broker dials the others (the controller, leaders it follows)
         channel_security = self.security.broker_channel_security()
-        self.topics = ControllerChannel(quorum, config.broker_id, channel_security)
+        self.controller_channel = ControllerChannel(quorum, config.broker_id, channel_security)
         # what the broker counts as it serves (requests, bytes, ...): see broker/metrics.py
         self.stats = BrokerStats()
         self.replicas = ReplicaManager(
             config.data_dir, self.log_config, config.broker_id, lambda: quorum.image,
             config.get, self.stats, config.extra_log_dirs,
-            channel_security=channel_security, alter_partition=self.topics.alter_partition,
+            channel_security=channel_security, alter_partition=self.controller_channel.alter_partition,
             incarnation=str(quorum.incarnation),
             # in a cluster a failed data dir takes this broker out (others lead instead)
             offline_on_failure=bool(config.voters),

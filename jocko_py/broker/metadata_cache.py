@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jocko_py.broker.topics import INTERNAL_TOPICS
+from jocko_py.broker.topic_names import INTERNAL_TOPICS
 from jocko_py.cluster.metadata import MetadataDelta, MetadataImage, TopicImage
 from jocko_py.protocol import messages
 from jocko_py.protocol.errors import ErrorCode

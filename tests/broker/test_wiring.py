@@ -38,9 +38,9 @@ def test_services_are_typed_attributes_wired_at_construction(tmp_path: Path) -> 
         assert rm.txn_verifier == b.transactions.verify
         # the replica manager and the controller channel share the inter-broker security
         # and ISR changes go to the controller, as given to their constructors
-        assert rm.channel_security is b.topics.channel_security
+        assert rm.channel_security is b.controller_channel.channel_security
         assert rm.channel_security is not None
-        assert rm.alter_partition == b.topics.alter_partition
+        assert rm.alter_partition == b.controller_channel.alter_partition
         assert rm.incarnation == str(b.quorum.incarnation)
         assert rm.logs.offline_on_failure is False  # a single node keeps its dir online
         assert b.image is b.quorum.image
@@ -69,7 +69,7 @@ def test_every_periodic_job_is_listed_once(tmp_path: Path) -> None:
 def test_the_image_has_one_accessor() -> None:
     """Everything above the controller channel and the publisher reads the metadata
     image as `broker.image` (or through the image getter it was given), never through
-    `.topics.image` or `.quorum.image`: one way to reach it, found by one search."""
+    `.controller_channel.image` or `.quorum.image`: one way to reach it, found by one search."""
     import ast
 
     root = Path(__file__).resolve().parents[2] / "jocko_py"
@@ -85,6 +85,6 @@ def test_the_image_has_one_accessor() -> None:
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if (isinstance(node, ast.Attribute) and node.attr == "image"
                     and isinstance(node.value, ast.Attribute)
-                    and node.value.attr in ("topics", "quorum")):
+                    and node.value.attr in ("controller_channel", "quorum")):
                 found.append(f"{rel}:{node.lineno}: .{node.value.attr}.image")
     assert not found, "read the image as broker.image:\n" + "\n".join(found)

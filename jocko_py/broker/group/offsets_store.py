@@ -328,7 +328,7 @@ class OffsetsStore:
         t0 = time.monotonic()
         live = sum(not b.fenced for b in self.broker.image.brokers.values())
         try:
-            await self.broker.topics.create_topic(
+            await self.broker.controller_channel.create_topic(
                 OFFSETS_TOPIC, self.num_partitions,
                 max(1, min(self.replication_factor, live)),
                 {"cleanup.policy": "compact", "segment.bytes": self.segment_bytes,

@@ -83,7 +83,7 @@ async def create_acls(ctx: RequestContext, req: Any) -> dict[str, Any]:
                       _relayed, lambda r: any(x.error_code == ErrorCode.NOT_CONTROLLER
                                               for x in r.results))
     try:
-        return await ctx.broker.topics.submit(decide, forward, forwarded=is_forwarded(ctx))
+        return await ctx.broker.controller_channel.submit(decide, forward, forwarded=is_forwarded(ctx))
     except KafkaError as e:
         return fail(e.code, e.message)
 
@@ -143,6 +143,6 @@ async def delete_acls(ctx: RequestContext, req: Any) -> dict[str, Any]:
                       _relayed, lambda r: any(x.error_code == ErrorCode.NOT_CONTROLLER
                                               for x in r.filter_results))
     try:
-        return await ctx.broker.topics.submit(decide, forward, forwarded=is_forwarded(ctx))
+        return await ctx.broker.controller_channel.submit(decide, forward, forwarded=is_forwarded(ctx))
     except KafkaError as e:
         return fail(e.code, e.message)

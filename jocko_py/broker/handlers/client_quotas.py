@@ -64,7 +64,7 @@ async def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
         for e in req.entries]}, relayed,
         lambda r: any(x.error_code == ErrorCode.NOT_CONTROLLER for x in r.entries))
     try:
-        return await ctx.broker.topics.submit(decide, forward, forwarded=is_forwarded(ctx))
+        return await ctx.broker.controller_channel.submit(decide, forward, forwarded=is_forwarded(ctx))
     except KafkaError as e:
         return fail(e.code, e.message)
 

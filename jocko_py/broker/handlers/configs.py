@@ -243,7 +243,7 @@ async def _apply_broker(ctx: RequestContext, r: Any, incremental: bool,
     changes = {k: v for k, v in changes.items()
                if current.get(k) != v or (elr and k == MIN_ISR and name == "")}
     if changes:
-        await broker.topics.set_configs(
+        await broker.controller_channel.set_configs(
             BROKER, name, changes, forwarded=is_forwarded(ctx))
 
 
@@ -280,7 +280,7 @@ async def _apply_group(ctx: RequestContext, r: Any, incremental: bool,
         return
     changes = {k: v for k, v in new.items() if current.get(k) != v}
     if changes:
-        await broker.topics.set_configs(GROUP, name, changes, forwarded=is_forwarded(ctx))
+        await broker.controller_channel.set_configs(GROUP, name, changes, forwarded=is_forwarded(ctx))
 
 
 async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: bool) -> dict[str, Any]:
@@ -352,7 +352,7 @@ async def _apply(ctx: RequestContext, r: Any, incremental: bool, validate_only: 
         if not validate_only:
             changes = {k: v for k, v in new.items() if current.get(k) != v}
             if changes:
-                await broker.topics.set_topic_configs(
+                await broker.controller_channel.set_topic_configs(
                     name, changes, forwarded=is_forwarded(ctx))
     except KafkaError as e:
         res.update(error_code=e.code, error_message=e.message)

@@ -39,10 +39,10 @@ from jocko_py.protocol.errors import ErrorCode
 
 @api(56, 2, 3, broker_only=True)
 async def alter_partition(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    topics = ctx.broker.topics
+    channel = ctx.broker.controller_channel
     if not authorize_cluster(ctx, "CLUSTER_ACTION"):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "topics": []}
-    if not topics.quorum.is_active_controller():
+    if not channel.quorum.is_active_controller():
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
     b = ctx.broker.image.brokers.get(req.broker_id)
     if b is None or b.broker_epoch != req.broker_epoch:
@@ -51,7 +51,7 @@ async def alter_partition(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code = await topics.alter_partition_local(
+            code = await channel.alter_partition_local(
                 req.broker_id, t.topic_id, p.partition_index, p.leader_epoch,
                 p.partition_epoch, *_isr_and_epochs(ctx.version, p), forwarded=True)
             if code == ErrorCode.NOT_CONTROLLER:
@@ -93,7 +93,7 @@ async def allocate_producer_ids(ctx: RequestContext, req: Any) -> dict[str, Any]
     if not authorize_cluster(ctx, "CLUSTER_ACTION"):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "producer_id_start": -1,
                 "producer_id_len": 0}
-    code, start, count = await ctx.broker.topics.allocate_producer_block(
+    code, start, count = await ctx.broker.controller_channel.allocate_producer_block(
         req.broker_id, req.broker_epoch, forwarded=True)
     return {"throttle_time_ms": 0, "error_code": code,
             "producer_id_start": start if not code else -1,

@@ -14,7 +14,7 @@ from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.security.authz import denied_topics
-from jocko_py.broker.topics import INTERNAL_TOPICS
+from jocko_py.broker.topic_names import INTERNAL_TOPICS
 from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
 from jocko_py.protocol.errors import ErrorCode
 

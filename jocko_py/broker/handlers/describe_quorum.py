@@ -83,7 +83,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return _answer(ErrorCode.NOT_CONTROLLER, None, [])
     body = {"topics": [{"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]}
     try:
-        resp = await broker.topics.forward(55, ctx.version, body,
+        resp = await broker.controller_channel.forward(55, ctx.version, body,
                                            ok=lambda r: r.error_code != ErrorCode.NOT_CONTROLLER)
     except KafkaError as e:
         return _answer(e.code, None, [], e.message)

@@ -64,7 +64,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             wanted.setdefault(name, lvl)
     if not error and not validate_only and wanted:
         try:
-            await broker.topics.update_features(
+            await broker.controller_channel.update_features(
                 wanted, forwarded=is_forwarded(ctx))
         except KafkaError as e:
             error, message = e.code, e.message

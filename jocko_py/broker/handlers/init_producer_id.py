@@ -49,7 +49,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": req.producer_id,
                 "producer_epoch": req.producer_epoch + 1}
     try:
-        pid = await ctx.broker.topics.allocate_producer_id()
+        pid = await ctx.broker.controller_channel.allocate_producer_id()
     except KafkaError as e:
         code = e.code if e.code != ErrorCode.NOT_CONTROLLER else ErrorCode.COORDINATOR_NOT_AVAILABLE
         return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1,

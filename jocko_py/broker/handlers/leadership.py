@@ -64,7 +64,7 @@ async def elect_leaders(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return ControllerResult(records, out)
 
     try:
-        return await broker.topics.submit(decide, _relay(ctx, 43, req),
+        return await broker.controller_channel.submit(decide, _relay(ctx, 43, req),
                                           forwarded=is_forwarded(ctx))
     except KafkaError as e:
         return {"throttle_time_ms": 0, "error_code": e.code, "replica_election_results": []}
@@ -125,7 +125,7 @@ async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> dict[s
             "responses": responses, "allow_replication_factor_change": allow_rf_change})
 
     try:
-        return await broker.topics.submit(decide, _relay(ctx, 45, req),
+        return await broker.controller_channel.submit(decide, _relay(ctx, 45, req),
                                           forwarded=is_forwarded(ctx))
     except KafkaError as e:
         return {"throttle_time_ms": 0, "error_code": e.code, "error_message": None,

@@ -36,7 +36,7 @@ from jocko_py.broker.security.authz import (
     denied_topics,
     may_create_topic,
 )
-from jocko_py.broker.topics import INTERNAL_TOPICS, validate_topic_name
+from jocko_py.broker.topic_names import INTERNAL_TOPICS, validate_topic_name
 from jocko_py.cluster.metadata import TopicImage
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 from jocko_py.protocol.wire import Encoded
@@ -90,7 +90,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                     continue
                 if auto and name not in INTERNAL_TOPICS and may_create_topic(ctx, name):
                     try:
-                        await broker.topics.create_topic(
+                        await broker.controller_channel.create_topic(
                             name, broker.config.num_partitions,
                             min(broker.config.int("default.replication.factor"), len(live) or 1),
                         )

@@ -43,7 +43,7 @@ from jocko_py.broker.features import txn_v2
 from jocko_py.broker.leader_discovery import LEADER_HINT_ERRORS, current_leader, node_endpoints
 from jocko_py.broker.partition import AppendResult
 from jocko_py.broker.security.authz import authorize_topic, authorize_transactional_id
-from jocko_py.broker.topics import INTERNAL_TOPICS, validate_topic_name
+from jocko_py.broker.topic_names import INTERNAL_TOPICS, validate_topic_name
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode, KafkaError, ProtocolError
 

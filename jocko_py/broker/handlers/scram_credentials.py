@@ -56,7 +56,7 @@ async def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
         lambda r: {"throttle_time_ms": 0, "results": [dict(x) for x in r.results]},
         lambda r: any(x.error_code == ErrorCode.NOT_CONTROLLER for x in r.results))
     try:
-        return await ctx.broker.topics.submit(decide, forward, forwarded=is_forwarded(ctx))
+        return await ctx.broker.controller_channel.submit(decide, forward, forwarded=is_forwarded(ctx))
     except KafkaError as e:
         return all_fail(e.code, e.message)
 

@@ -50,7 +50,7 @@ from jocko_py.broker.security.authz import (
     authorized_operations,
     denied_topics,
 )
-from jocko_py.broker.topics import INTERNAL_TOPICS, validate_topic_name
+from jocko_py.broker.topic_names import INTERNAL_TOPICS, validate_topic_name
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 STREAMS_VERSION = "streams.version"
@@ -229,7 +229,7 @@ async def _create_internal_topics(ctx: RequestContext, topics: tuple[TopicInfo, 
             continue
         rf = t.replication_factor if t.replication_factor > 0 else min(default_rf, live)
         try:
-            await broker.topics.create_topic(t.name, t.partitions, rf, dict(t.configs))
+            await broker.controller_channel.create_topic(t.name, t.partitions, rf, dict(t.configs))
         except KafkaError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 for i, (code, detail) in enumerate(status):

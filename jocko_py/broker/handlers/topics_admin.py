@@ -23,7 +23,7 @@ from jocko_py.broker.api import RequestContext, api
 from jocko_py.broker.controller_channel import is_forwarded
 from jocko_py.broker.handlers.configs import describe_topic_configs, validate_topic_configs
 from jocko_py.broker.security.authz import authorize_topic, may_create_topic
-from jocko_py.broker.topics import INTERNAL_TOPICS
+from jocko_py.broker.topic_names import INTERNAL_TOPICS
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 ZERO = uuid.UUID(int=0)
@@ -92,7 +92,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 rf = (t.replication_factor if t.replication_factor != -1
                       else broker.config.int("default.replication.factor"))
             configs: dict[str, str] = {c.name: c.value for c in t.configs}
-            tid = await broker.topics.create_topic(
+            tid = await broker.controller_channel.create_topic(
                 t.name, n, rf, configs, validate_only=req.validate_only,
                 validate_configs=lambda c: validate_topic_configs(broker, c),
                 forwarded=is_forwarded(ctx),
@@ -147,7 +147,7 @@ async def delete_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             known = image.topics.get(name)
             parts = len(known.partitions) if known is not None else 0
-            entry["topic_id"] = await broker.topics.delete_topic(
+            entry["topic_id"] = await broker.controller_channel.delete_topic(
                 name, forwarded=is_forwarded(ctx))
             throttle = max(throttle, count_mutations(ctx, parts))
         except KafkaError as e:
@@ -171,7 +171,7 @@ async def create_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
             manual = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
             known = broker.image.topics.get(t.name)
             before = len(known.partitions) if known is not None else 0
-            await broker.topics.create_partitions(
+            await broker.controller_channel.create_partitions(
                 t.name, t.count, req.validate_only,
                 forwarded=is_forwarded(ctx), assignments=manual)
             if not req.validate_only:

@@ -56,7 +56,7 @@ class ShareCoordinatorHost(Protocol):
     def image(self) -> MetadataImage: ...
 
     @property
-    def topics(self) -> ControllerChannel: ...
+    def controller_channel(self) -> ControllerChannel: ...
 
     @property
     def replicas(self) -> ReplicaManager: ...
@@ -148,7 +148,7 @@ class ShareCoordinator:
         live = sum(not b.fenced for b in self.broker.image.brokers.values())
         rf = max(1, min(self.config.replication_factor, live))
         try:
-            await self.broker.topics.create_topic(
+            await self.broker.controller_channel.create_topic(
                 STATE_TOPIC, self.config.num_partitions, rf,
                 {"cleanup.policy": "delete", "retention.ms": "-1",
                  "compression.type": "producer",

@@ -181,7 +181,7 @@ class TransactionCoordinator:
         live = sum(not b.fenced for b in self.broker.image.brokers.values())
         rf = max(1, min(self.config.replication_factor, live))
         try:
-            await self.broker.topics.create_topic(
+            await self.broker.controller_channel.create_topic(
                 TXN_TOPIC, self.config.num_partitions, rf,
                 {"cleanup.policy": "compact", "segment.bytes": self.config.segment_bytes,
                  "compression.type": "uncompressed", "unclean.leader.election.enable": "false",
@@ -239,7 +239,7 @@ class TransactionCoordinator:
             if not resp.need_producer_id:
                 return resp
             try:
-                fresh = await self.broker.topics.allocate_producer_id()
+                fresh = await self.broker.controller_channel.allocate_producer_id()
             except KafkaError as e:
                 return TxnAnswer(e.code if e.code not in (E.NOT_CONTROLLER, E.NONE)
                                  else E.COORDINATOR_NOT_AVAILABLE)
