@@ -5,7 +5,9 @@ periodic job in one place for `app.py` to run. In process, no socket opened."""
 from __future__ import annotations
 
 import asyncio
+import tomllib
 from pathlib import Path
+from typing import Any
 
 from jocko_py.app import build_quorum
 from jocko_py.broker.config import build_config
@@ -88,3 +90,110 @@ def test_the_image_has_one_accessor() -> None:
                     and node.value.attr in ("controller_channel", "quorum")):
                 found.append(f"{rel}:{node.lineno}: .{node.value.attr}.image")
     assert not found, "read the image as broker.image:\n" + "\n".join(found)
+
+
+# -- the import structure (issue 23's "what must be shown"), over jocko_py/ --------------
+
+_PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def _contracts() -> dict[str, dict[str, Any]]:
+    with _PYPROJECT.open("rb") as f:
+        cfg = tomllib.load(f)["tool"]["importlinter"]
+    return {c["name"]: c for c in cfg["contracts"]}
+
+
+def _graph() -> Any:
+    import grimp
+
+    return grimp.build_graph("jocko_py", cache_dir=None)
+
+
+def test_no_module_import_cycle() -> None:
+    """No two modules of jocko_py import each other, directly or around a loop (imports
+    under TYPE_CHECKING count): stricter than the acyclic-siblings contract."""
+    g = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = 0
+    for root in sorted(g.modules):  # Tarjan's strongly connected components, iterative
+        if root in index:
+            continue
+        work = [(root, iter(sorted(g.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(g.find_modules_directly_imported_by(w)))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    scc = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        scc.append(w)
+                        if w == v:
+                            break
+                    if len(scc) > 1:
+                        cycles.append(sorted(scc))
+    assert len(g.modules) > 300  # the whole package was read
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_only_the_composition_root_and_the_request_path_import_broker() -> None:
+    """`Broker` (broker/core.py) is imported by app.py, which builds and runs it, and by
+    the handlers' context: api.py's RequestContext and the request path that makes it
+    (server.py accepts, connection.py reads a request and builds its context). Every
+    other component is handed a narrow Protocol (broker/interfaces.py)."""
+    importers = set(_graph().find_modules_that_directly_import("jocko_py.broker.core"))
+    allowed = {"jocko_py.app", "jocko_py.broker.api", "jocko_py.broker.server",
+               "jocko_py.broker.connection"}
+    assert importers <= allowed, f"Broker imported by {sorted(importers - allowed)}"
+    contract = _contracts()["Broker is built by the composition root and reached through "
+                            "the handlers' context"]
+    assert contract["protected_modules"] == ["jocko_py.broker.core"]
+    assert set(contract["allowed_importers"]) == allowed
+
+
+def test_every_module_is_inside_the_layer_contracts() -> None:
+    """Each top-level module of jocko_py has a layer, and each module of the CLI has a
+    place in the CLI's contract: a module left out of a `layers` contract is not checked."""
+    pkg = Path(__file__).resolve().parents[2] / "jocko_py"
+    named: set[str] = set()
+    layers = _contracts()["Layers flow downward"]["layers"]
+    for layer in layers:
+        named |= {m.strip() for m in layer.split("|")}
+    top = {f"jocko_py.{p.stem}" for p in pkg.glob("*.py") if p.stem != "__init__"} | \
+        {f"jocko_py.{p.name}" for p in pkg.iterdir() if (p / "__init__.py").exists()}
+    assert top - named == set(), f"no layer for {sorted(top - named)}"
+    cli = _contracts()["The CLI: one module per command family under its entry point"]
+    in_cli: set[str] = set()
+    for layer in cli["layers"]:
+        in_cli |= {m.strip() for m in layer.split("|")}
+    modules = {p.stem for p in (pkg / "cli").glob("*.py") if p.stem != "__init__"}
+    assert modules - in_cli == set(), f"CLI modules outside the contract: {modules - in_cli}"
+
+
+def test_the_import_contracts_hold() -> None:
+    """`lint-imports` (the contracts in pyproject.toml) passes: layers flow downward, the
+    CLI's modules sit under its entry point, Broker is protected, no cycle."""
+    from importlinter.cli import lint_imports
+
+    assert lint_imports(config_filename=str(_PYPROJECT), no_cache=True) == 0
