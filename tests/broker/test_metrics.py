@@ -4,7 +4,6 @@ produces and consumes; every checked value is compared with what the test sent."
 from __future__ import annotations
 
 import re
-import signal
 import time
 import urllib.error
 import urllib.request
@@ -18,8 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jocko_py.broker.stats import STRUCT_ARRAYS, BrokerStats
 from jocko_py.client import Client, KafkaError
-from jocko_py.embedded import BrokerCluster
 from tests.support.broker import REPO, BrokerProcess, free_port
+from tests.support.cluster import running_cluster
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -187,18 +186,20 @@ def test_metrics_off_by_default(tmp_path: Path) -> None:
 
 
 def test_cluster_metrics_raft_gossip_and_replication(tmp_path: Path) -> None:
-    with BrokerCluster(3, tmp_path / "cluster", metrics=True) as cluster:
+    metrics_ports = {i: free_port() for i in (1, 2, 3)}
+    with running_cluster(tmp_path / "cluster", 3, per_broker=lambda i: {
+            "jocko.metrics.addr": f"127.0.0.1:{metrics_ports[i]}"}) as cluster:
         def scrape_id(i: int) -> Samples:
-            url = f"http://127.0.0.1:{cluster.metrics_ports[i]}/metrics"
+            url = f"http://127.0.0.1:{metrics_ports[i]}/metrics"
             with urllib.request.urlopen(url, timeout=10) as r:
                 text = r.read().decode()
             return {(s.name, frozenset(s.labels.items())): s.value
                     for f in text_string_to_metric_families(text) for s in f.samples}
 
-        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
         admin.create_topics([NewTopic("replicated", num_partitions=3, replication_factor=3)])
         admin.close()
-        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
         for i in range(30):
             producer.send("replicated", f"r{i}".encode(), partition=i % 3)
         producer.flush()
@@ -228,7 +229,7 @@ def test_cluster_metrics_raft_gossip_and_replication(tmp_path: Path) -> None:
                          topic="replicated") for m in ms.values()) > 0
 
         # one broker goes away: the others see it dead and their partitions short of it
-        cluster.stop_broker(3, sig=signal.SIGKILL)
+        cluster.brokers[3].kill()
         deadline = time.monotonic() + 30
         while True:
             ms = {i: scrape_id(i) for i in (1, 2)}

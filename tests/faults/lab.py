@@ -37,8 +37,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.support.broker import BrokerProcess, free_port
-from tests.support.cluster import FAST
+from tests.support.broker import free_port
+from tests.support.cluster import FAST, ClusterBroker
 
 KAFKA_PORT, RAFT_PORT, GOSSIP_PORT = 9092, 9093, 9094
 PREFIX = "jf"
@@ -71,18 +71,17 @@ def can_isolate() -> tuple[bool, str]:
     return True, ""
 
 
-class FaultBroker(BrokerProcess):
-    """A cluster broker started inside its namespace (``ip netns exec`` execs the broker,
-    so ``proc.pid`` is the broker's own pid: signals reach it directly)."""
+class FaultBroker(ClusterBroker):
+    """A cluster broker (tests/support/cluster.py's) started inside its namespace (``ip
+    netns exec`` execs the broker, so ``proc.pid`` is the broker's own pid: signals reach
+    it directly)."""
 
     def __init__(self, lab: Lab, broker_id: int, host: str, ports: tuple[int, int, int],
-                 netns: str | None) -> None:
-        super().__init__(lab.root / f"broker-{broker_id}" / "data", port=ports[0],
-                         broker_id=broker_id, overrides=lab.props,
-                         log_path=lab.root / f"broker-{broker_id}.log")
-        self.lab = lab
-        self.host = host
-        self.raft_port, self.gossip_port = ports[1], ports[2]
+                 netns: str | None, voters: str, join: str) -> None:
+        super().__init__(lab.root / f"broker-{broker_id}" / "data", broker_id, voters,
+                         ports[2], join, lab.props, lab.root / f"broker-{broker_id}.log",
+                         port=ports[0], host=host)
+        self.raft_port = ports[1]
         self.netns = netns
         self.paused = False
 
@@ -92,11 +91,6 @@ class FaultBroker(BrokerProcess):
 
     def command(self) -> list[str]:
         cmd = super().command()
-        cmd[cmd.index("--broker-addr") + 1] = self.bootstrap
-        cmd += ["--controller-quorum-voters", self.lab.voters,
-                "--gossip-addr", f"{self.host}:{self.gossip_port}",
-                "--join", ",".join(f"{b.host}:{b.gossip_port}" for b in self.lab.brokers.values()
-                                   if b is not self)]
         return (["ip", "netns", "exec", self.netns] + cmd) if self.netns else cmd
 
     def alive(self) -> bool:
@@ -147,18 +141,22 @@ class Lab:
         if self.isolated:
             sweep_stale()
             self._make_network()
+        # each broker's address and (Kafka, raft, gossip) ports, then the brokers
+        where: dict[int, tuple[str, tuple[int, int, int], str | None]] = {}
         for i in range(1, self.size + 1):
             if self.isolated:
-                host, ports = f"{self.subnet}.{i}", (KAFKA_PORT, RAFT_PORT, GOSSIP_PORT)
-                ns: str | None = f"{self.bridge}-{i}"
+                where[i] = (f"{self.subnet}.{i}", (KAFKA_PORT, RAFT_PORT, GOSSIP_PORT),
+                            f"{self.bridge}-{i}")
             else:
-                host, ns = "127.0.0.1", None
-                ports = (free_port(), free_port(), free_port(socket.SOCK_DGRAM))
-            self.brokers[i] = FaultBroker(self, i, host, ports, ns)
+                where[i] = ("127.0.0.1",
+                            (free_port(), free_port(), free_port(socket.SOCK_DGRAM)), None)
+        self.voters = ",".join(f"{i}@{host}:{ports[1]}" for i, (host, ports, _) in where.items())
+        for i, (host, ports, ns) in where.items():
+            join = ",".join(f"{h}:{p[2]}" for j, (h, p, _) in where.items() if j != i)
+            self.brokers[i] = FaultBroker(self, i, host, ports, ns, self.voters, join)
             if self.isolated:
                 self._mount_disk(self.brokers[i].disk)
             self.brokers[i].data_dir.mkdir(parents=True, exist_ok=True)
-        self.voters = ",".join(f"{i}@{b.host}:{b.raft_port}" for i, b in self.brokers.items())
         return self
 
     def _make_network(self) -> None:

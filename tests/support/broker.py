@@ -117,7 +117,7 @@ class BrokerProcess:
         cmd = [
             sys.executable, "-m", "jocko_py.cli", "broker",
             "--broker-id", str(self.broker_id),
-            "--broker-addr", f"127.0.0.1:{self.port}",
+            "--broker-addr", self.bootstrap,
             "--data-dir", str(self.data_dir),
         ]
         for key, value in self.overrides.items():

@@ -32,9 +32,17 @@ FAST = {
 
 
 class ClusterBroker(BrokerProcess):
+    """One broker of a cluster: a `BrokerProcess` that is a raft voter among ``voters``
+    (``id@host:port,...``), gossips on ``host:gossip_port`` and joins the gossip
+    addresses ``join``. Listens on ``host`` (loopback unless a fault lab gives it its
+    own address); ``port`` fixed if given (else picked, and picked again if taken)."""
+
     def __init__(self, data_dir: Path, broker_id: int, voters: str, gossip_port: int,
-                 join: str, overrides: dict[str, str], log_path: Path) -> None:
-        super().__init__(data_dir, broker_id=broker_id, overrides=overrides, log_path=log_path)
+                 join: str, overrides: dict[str, str], log_path: Path,
+                 port: int | None = None, host: str = "127.0.0.1") -> None:
+        super().__init__(data_dir, port=port, broker_id=broker_id, overrides=overrides,
+                         log_path=log_path)
+        self.host = host
         self.voters = voters
         self.gossip_port = gossip_port
         self.join = join
@@ -42,7 +50,7 @@ class ClusterBroker(BrokerProcess):
     def command(self) -> list[str]:
         return super().command() + [
             "--controller-quorum-voters", self.voters,
-            "--gossip-addr", f"127.0.0.1:{self.gossip_port}",
+            "--gossip-addr", f"{self.host}:{self.gossip_port}",
             "--join", self.join,
         ]
 
@@ -50,10 +58,12 @@ class ClusterBroker(BrokerProcess):
 class Cluster:
     """The tests' launcher of a jocko-py cluster: ``size`` brokers (ids 1..size), all
     raft voters, with `FAST` timings, ``overrides`` for every broker and
-    ``per_broker(id)`` for one (its own listeners, say)."""
+    ``per_broker(id)`` for one (its own listeners, say); ``ports`` fixes a broker's
+    Kafka port (one a proxy in front of it forwards to, say)."""
 
     def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None,
-                 per_broker: Callable[[int], dict[str, str]] | None = None):
+                 per_broker: Callable[[int], dict[str, str]] | None = None,
+                 ports: dict[int, int] | None = None):
         self.root = root
         raft_ports = {i: free_port() for i in range(1, size + 1)}
         gossip_ports = {i: free_port(socket.SOCK_DGRAM) for i in range(1, size + 1)}
@@ -64,7 +74,8 @@ class Cluster:
             join = ",".join(f"127.0.0.1:{gossip_ports[j]}" for j in gossip_ports if j != i)
             self.brokers[i] = ClusterBroker(
                 root / f"broker-{i}", i, voters, gossip_ports[i], join,
-                props | (per_broker(i) if per_broker else {}), root / f"broker-{i}.log")
+                props | (per_broker(i) if per_broker else {}), root / f"broker-{i}.log",
+                port=(ports or {}).get(i))
 
     @property
     def bootstrap(self) -> str:
@@ -149,9 +160,11 @@ class Cluster:
 
 
 @contextmanager
-def running_cluster(root: Path, size: int = 3,
-                    overrides: dict[str, str] | None = None) -> Iterator[Cluster]:
-    c = Cluster(root, size, overrides)
+def running_cluster(root: Path, size: int = 3, overrides: dict[str, str] | None = None,
+                    per_broker: Callable[[int], dict[str, str]] | None = None,
+                    ports: dict[int, int] | None = None) -> Iterator[Cluster]:
+    """A started `Cluster` (every broker registered), stopped on exit."""
+    c = Cluster(root, size, overrides, per_broker, ports)
     try:
         c.start()
         yield c
