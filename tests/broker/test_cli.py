@@ -12,7 +12,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -23,6 +24,7 @@ from jocko_py.cli import build_parser
 from jocko_py.client import murmur2
 from jocko_py.embedded import EmbeddedBroker
 from tests.support.broker import REPO
+from tests.support.cluster import Cluster, running_cluster
 
 
 def cli(broker: EmbeddedBroker | str, *args: str, stdin: str | None = None,
@@ -349,6 +351,21 @@ def test_two_cli_members_share_a_group(kafka_broker: EmbeddedBroker) -> None:
         sorted(f"v{i}" for i in range(40))
 
 
+def _wait_end_offset(bootstrap: str, topic: str, at_least: int, timeout: float = 30) -> None:
+    from jocko_py.client import Client, KafkaError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with Client(bootstrap) as boot, boot.for_leader(topic, 0) as c:
+                if c.list_offset(topic, 0, -1)[0] >= at_least:
+                    return
+        except (KafkaError, OSError):
+            pass
+        assert time.monotonic() < deadline, f"{topic} did not reach offset {at_least}"
+        time.sleep(0.05)
+
+
 def test_produce_shows_progress(kafka_broker: EmbeddedBroker) -> None:
     t = topic_name("progress")
     proc = subprocess.Popen(
@@ -359,6 +376,8 @@ def test_produce_shows_progress(kafka_broker: EmbeddedBroker) -> None:
     for chunk in range(3):  # input trickles in for over a second
         proc.stdin.write("".join(f"v{chunk}-{i}\n" for i in range(100)).encode())
         proc.stdin.flush()
+        if chunk == 0:  # the CLI is up (it wrote the first chunk): a slow start would
+            _wait_end_offset(str(kafka_broker), t, 100)  # take in all three at once
         time.sleep(0.6)
     proc.stdin.close()
     err = proc.stderr.read().decode()
@@ -370,11 +389,17 @@ def test_produce_shows_progress(kafka_broker: EmbeddedBroker) -> None:
                         f"produced 300 records to {t} (partitions 0)\n"), repr(err)
 
 
-def test_groups_in_a_cluster_from_any_broker(kafka_cluster) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    with running_cluster(tmp_path) as c:
+        yield c
+
+
+def test_groups_in_a_cluster_from_any_broker(cluster: Cluster) -> None:
     """The group's coordinator and the partitions' leaders are spread over three brokers:
     every tool finds them, whichever broker it is pointed at."""
     t, group = topic_name("spread"), f"g-{uuid.uuid4().hex[:6]}"
-    everyone = kafka_cluster.bootstrap_servers
+    everyone = cluster.bootstrap
     r = cli(everyone, "topic", "create", t, "--partitions", "3", "--replication-factor", "3")
     assert r.returncode == 0, r.stderr
     r = cli(everyone, "produce", t, "--key-separator", ":",

@@ -21,16 +21,17 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from jocko_py.embedded import BrokerCluster
 from jocko_py.protocol.errors import ErrorCode as E
 from tests.parity.wire_tap import WireTap
 from tests.support.broker import REPO, BrokerProcess, free_port
+from tests.support.cluster import running_cluster
 from tests.support.prereq import missing, requires
 from tests.transactions.conftest import OVERRIDES
 
@@ -167,31 +168,27 @@ def test_java_44_transactions_use_kip890_part2_on_one_broker(
     _copy_and_check(f"127.0.0.1:{tap.port}", [tap], classes, rf=1)
 
 
-class TappedCluster(BrokerCluster):
-    """Three brokers, each advertising its own tap (clients and the other brokers
-    reach it through the tap)."""
-
-    def __init__(self, root: Path, overrides: dict[str, str]) -> None:
-        super().__init__(3, root, overrides=overrides)
-        self.taps = {i: WireTap((self.host, port), record=RECORDED).start()
-                     for i, port in self.ports.items()}
-
-    def command(self, broker_id: int) -> list[str]:
-        return [*super().command(broker_id), "--override",
-                f"advertised.listeners=PLAINTEXT://{self.host}:{self.taps[broker_id].port}"]
-
-    def close(self) -> None:
-        super().close()
-        for t in self.taps.values():
+@contextmanager
+def tapped_cluster(root: Path, overrides: dict[str, str]) -> Iterator[list[WireTap]]:
+    """Three brokers (tests/support/cluster.py), each advertising its own tap (clients
+    and the other brokers reach it through the tap); yields the taps."""
+    ports = {i: free_port() for i in (1, 2, 3)}
+    taps = {i: WireTap(("127.0.0.1", port), record=RECORDED).start()
+            for i, port in ports.items()}
+    try:
+        with running_cluster(root, 3, overrides, ports=ports, per_broker=lambda i: {
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{taps[i].port}"}):
+            yield list(taps.values())
+    finally:
+        for t in taps.values():
             t.close()
 
 
 def test_java_44_transactions_use_kip890_part2_on_three_brokers(
         tmp_path: Path, classes: Path) -> None:
-    with TappedCluster(tmp_path / "cluster", {
+    with tapped_cluster(tmp_path / "cluster", {
             **OVERRIDES, "transaction.state.log.num.partitions": "3",
             "offsets.topic.num.partitions": "3", "offsets.topic.replication.factor": "3",
-            "transaction.state.log.replication.factor": "3"}) as cluster:
-        taps = list(cluster.taps.values())
-        bootstrap = ",".join(f"{cluster.host}:{t.port}" for t in taps)
+            "transaction.state.log.replication.factor": "3"}) as taps:
+        bootstrap = ",".join(f"127.0.0.1:{t.port}" for t in taps)
         _copy_and_check(bootstrap, taps, classes, rf=3)
