@@ -113,6 +113,16 @@ class _Entry:
     waiters: dict[int, asyncio.Future[ErrorCode]] = field(default_factory=dict)
     timer: asyncio.TimerHandle | None = None
     fetch_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # log bytes per record of what this partition last returned (0: not known yet):
+    # sizes the next log read from the records asked for, not only from the bytes
+    bytes_per_record: float = 0.0
+
+
+# the least a share fetch reads from the log of one partition when it asks for fewer
+# records than the bytes it may take would hold (a read is sized from the records asked
+# for and the log's bytes per record, so a 500-record ShareFetch with fetch.max.bytes of
+# 50 MiB does not read, copy and parse 50 MiB to hand out 500 records)
+_MIN_READ_BYTES = 1 << 20
 
 
 class SharePartitionManager:
@@ -407,10 +417,14 @@ class SharePartitionManager:
             if offset is None:
                 return b"", [], E.NONE
             cfg = sp.config
+            read_bytes = max_bytes
+            if e.bytes_per_record > 0:
+                read_bytes = min(max_bytes, max(_MIN_READ_BYTES,
+                                                int(e.bytes_per_record * max_records * 1.25)))
             params = FetchParams(replica_id=-1, max_wait_ms=0, min_bytes=0,
-                                 max_bytes=max_bytes, isolation_level=int(cfg.read_committed),
+                                 max_bytes=read_bytes, isolation_level=int(cfg.read_committed),
                                  partitions=[FetchPartition(e.topic, e.key.partition, offset,
-                                                            max_bytes=max_bytes)])
+                                                            max_bytes=read_bytes)])
             (res,) = await self.replicas.fetch_messages(params)
             if res.error == E.OFFSET_OUT_OF_RANGE:
                 p = self.replicas.get(e.topic, e.key.partition)
@@ -420,10 +434,17 @@ class SharePartitionManager:
                 return b"", [], E.NONE
             if res.error != E.NONE:
                 return b"", [], res.error
-            data = bytes(res.records) if isinstance(res.records, (bytes, memoryview)) else b""
+            data = (memoryview(res.records) if isinstance(res.records, (bytes, memoryview))
+                    else memoryview(b""))
             if not data:
                 return b"", [], E.NONE
             headers = list(rb.iter_batches(data, validate_crc=False, allow_partial_tail=True))
+            if headers:
+                last = headers[-1]
+                span = last[0] + last[1].size
+                count = last[1].last_offset - headers[0][1].base_offset + 1
+                if count > 0:
+                    e.bytes_per_record = span / count
             batches = [FetchedBatch(h.base_offset, h.last_offset, h.producer_id,
                                     h.is_transactional, h.is_control) for _, h in headers]
             acquired = sp.acquire(member_id, offset, batches, max_records, now_ms(),
@@ -437,7 +458,7 @@ class SharePartitionManager:
                 return b"", acquired, E.NONE
             start = keep[0][0]
             end = keep[-1][0] + keep[-1][1].size
-            return data[start:end], acquired, E.NONE
+            return bytes(data[start:end]), acquired, E.NONE
 
     def leader_of(self, topic: str, partition: int) -> tuple[int, int]:
         p = self.replicas.get(topic, partition)

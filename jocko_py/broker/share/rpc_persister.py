@@ -15,6 +15,10 @@ out are retried, after finding the coordinator again, with a backoff doubling fr
 ``retry_backoff_ms`` up to ``max_backoff_ms``, for at most ``deadline_ms`` in all; then
 the caller gets COORDINATOR_NOT_AVAILABLE (or the last coordinator error).
 
+When this broker is itself the coordinator of the key, the call goes straight to its
+``ShareCoordinator`` (the same answer, without encoding a request to itself and
+decoding it again); an answer telling to look elsewhere falls back to the RPC path.
+
 The coordinator answers a read or write of a share partition never initialized with
 INVALID_REQUEST and Kafka's message for it; the persister contract
 (``persister.py``) names that UNKNOWN_TOPIC_OR_PARTITION, so it is mapped here.
@@ -37,7 +41,7 @@ from jocko_py.broker.share.persister import (
     ShareStateSummary,
     StateBatch,
 )
-from jocko_py.broker.share.shard import READ_UNINITIALIZED, WRITE_UNINITIALIZED
+from jocko_py.broker.share.shard import READ_UNINITIALIZED, WRITE_UNINITIALIZED, Answer
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -54,13 +58,17 @@ _VERSIONS = {INITIALIZE: 0, READ: 0, WRITE: 1, DELETE: 0, SUMMARY: 1}
 
 # the share coordinator of a key: (error, (host, port) or None)
 Locate = Callable[[str], Awaitable[tuple[ErrorCode, tuple[str, int] | None]]]
+# this broker's share coordinator when it is the coordinator of a key, else None
+Local = Callable[[str], "ShareCoordinator | None"]
 
 
 class RpcPersister:
     def __init__(self, locate: Locate, security: ClientSecurity | None, client_id: str,
                  *, retry_backoff_ms: int = 50, max_backoff_ms: int = 1000,
-                 deadline_ms: int = 15000, request_timeout_ms: int = 10000) -> None:
+                 deadline_ms: int = 15000, request_timeout_ms: int = 10000,
+                 local: Local | None = None) -> None:
         self.locate = locate
+        self.local = local
         self.security = security
         self.client_id = client_id
         self.retry_backoff_ms = retry_backoff_ms
@@ -118,15 +126,37 @@ class RpcPersister:
             await asyncio.sleep(backoff / 1000)
             backoff = min(backoff * 2, self.max_backoff_ms)
 
+    async def _local(self, key: SharePartitionKey,
+                     run: Callable[[ShareCoordinator], Awaitable[Answer]]) -> Answer | None:
+        """The answer of this broker's own share coordinator when it is the key's
+        coordinator, or None (the RPC path then finds the coordinator)."""
+        if self.local is None:
+            return None
+        sc = self.local(key.coordinator_key())
+        if sc is None:
+            return None
+        a = await run(sc)
+        return None if a.error in RETRIABLE else a
+
     # -- SharePersister --------------------------------------------------------------
 
     async def initialize(self, key: SharePartitionKey, state_epoch: int,
                          start_offset: int) -> ErrorCode:
+        a = await self._local(key, lambda sc: sc.initialize(key, state_epoch, start_offset))
+        if a is not None:
+            return a.error
         err, _ = await self._call(key, INITIALIZE, {"state_epoch": state_epoch,
                                                     "start_offset": start_offset})
         return err
 
     async def read(self, key: SharePartitionKey, leader_epoch: int) -> ShareState:
+        a = await self._local(key, lambda sc: sc.read(key, leader_epoch))
+        if a is not None:
+            if a.error == E.INVALID_REQUEST and a.message == READ_UNINITIALIZED:
+                return ShareState(E.UNKNOWN_TOPIC_OR_PARTITION, message=a.message)
+            if a.error != E.NONE:
+                return ShareState(a.error, message=a.message)
+            return ShareState(E.NONE, a.state_epoch, a.start_offset, tuple(a.batches))
         err, p = await self._call(key, READ, {"leader_epoch": leader_epoch})
         if p is None or err != E.NONE:
             msg = None if p is None else p.error_message
@@ -145,6 +175,13 @@ class RpcPersister:
     async def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int,
                     start_offset: int, batches: tuple[StateBatch, ...],
                     delivery_complete_count: int = -1) -> ErrorCode:
+        a = await self._local(key, lambda sc: sc.write(
+            key, state_epoch, leader_epoch, start_offset, tuple(batches),
+            delivery_complete_count))
+        if a is not None:
+            if a.error == E.INVALID_REQUEST and a.message == WRITE_UNINITIALIZED:
+                return E.UNKNOWN_TOPIC_OR_PARTITION
+            return a.error
         err, p = await self._call(key, WRITE, {
             "state_epoch": state_epoch, "leader_epoch": leader_epoch,
             "start_offset": start_offset, "delivery_complete_count": delivery_complete_count,
@@ -156,11 +193,20 @@ class RpcPersister:
         return err
 
     async def delete(self, key: SharePartitionKey) -> ErrorCode:
+        a = await self._local(key, lambda sc: sc.delete(key))
+        if a is not None:
+            return a.error
         err, _ = await self._call(key, DELETE, {})
         return err
 
     async def read_summary(self, key: SharePartitionKey,
                            leader_epoch: int) -> ShareStateSummary:
+        a = await self._local(key, lambda sc: sc.summary(key, leader_epoch))
+        if a is not None:
+            if a.error != E.NONE:
+                return ShareStateSummary(a.error)
+            return ShareStateSummary(E.NONE, a.state_epoch, a.start_offset, a.leader_epoch,
+                                     a.delivery_complete_count)
         err, p = await self._call(key, SUMMARY, {"leader_epoch": leader_epoch})
         if p is None or err != E.NONE:
             return ShareStateSummary(err)
@@ -187,5 +233,8 @@ def make_persister(sc: ShareCoordinator, image: Callable[[], MetadataImage],
         # a broker's first registered endpoint is its inter-broker listener
         return E.NONE, (b.host, b.port)
 
+    def local(key: str) -> ShareCoordinator | None:
+        return sc if sc.topic_exists() and sc.leader_of(key) == broker_id else None
+
     return RpcPersister(locate, security, f"jocko-share-persister-{broker_id}",
-                        deadline_ms=max(1000, 3 * sc.config.write_timeout_ms))
+                        deadline_ms=max(1000, 3 * sc.config.write_timeout_ms), local=local)
