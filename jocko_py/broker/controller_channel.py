@@ -15,7 +15,7 @@ waits (bounded) until the local image shows the change, so the next Metadata req
 on this broker sees it. A forwarded request that reaches a broker that is no longer
 the controller gets NOT_CONTROLLER (it is never forwarded twice).
 
-Topic names are validated here (`topics.py`), as Kafka's broker does before asking
+Topic names are validated here (`topic_names.py`), as Kafka's broker does before asking
 its controller.
 """
 
