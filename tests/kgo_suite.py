@@ -76,24 +76,25 @@ def franz_source(version: str, work: Path) -> Path:
 
 
 def prepared_source(version: str = VERSION) -> Path:
-    """franz-go's source at `version` in build/franz-go-<version>, kept between runs with
-    pkg/kgo's test binary built once: Go's build cache keys a package by its directory,
-    so a fresh copy would compile it again (half a minute or more on 2 cores).
+    """franz-go's source at `version` in build/franz-go-<version>, kept between runs, and
+    pkg/kgo's tests compiled into Go's build cache: the cache keys a package by its
+    directory, so a fresh copy would compile it again (half a minute or more on 2
+    cores); with the cache warm this takes a few seconds.
     `python -m tests.kgo_suite --prepare` (make go-deps) does it ahead of `make test`."""
     if shutil.which("go") is None:
         fail("go not found")
     build = REPO / "build"
     dst = build / f"franz-go-{version}"
-    done = dst / ".jocko-prepared"
+    done = dst / ".jocko-copied"
     if not done.exists():
         build.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(dst, ignore_errors=True)
         franz_source(version, build)
-        out = subprocess.run(["go", "test", "-c", "-o", os.devnull, "./pkg/kgo/"], cwd=dst,
-                             capture_output=True, text=True, timeout=1200)
-        if out.returncode != 0:
-            fail(f"go test -c ./pkg/kgo/ failed: {out.stdout}{out.stderr}".strip())
         done.write_text(version + "\n")
+    out = subprocess.run(["go", "test", "-c", "-o", os.devnull, "./pkg/kgo/"], cwd=dst,
+                         capture_output=True, text=True, timeout=1200)
+    if out.returncode != 0:
+        fail(f"go test -c ./pkg/kgo/ failed: {out.stdout}{out.stderr}".strip())
     return dst
 
 
