@@ -83,10 +83,12 @@ java-deps:
 	$(MAKE) -C tests/java jars
 
 # Go client tests (tests/clients/go): module downloads; without Go those tests skip.
-go-deps:
+# Then franz-go's newest release with its pkg/kgo tests compiled, in build/ (tests/kgo_suite.py).
+go-deps: venv-test
 	@command -v go >/dev/null || { echo "go not found: the Go client tests will skip"; exit 0; }; \
 	cd tests/clients/go && go mod download && cd ../../transactions/gotxn && go mod download \
-	  && cd ../../security/go && go mod download
+	  && cd ../../security/go && go mod download && cd ../../.. \
+	  && $(BIN)/python -m tests.kgo_suite --prepare
 
 # PySpark (the `spark` extra) and the Kafka connector jars for tests/spark and examples/spark.
 $(VENV)/.installed-spark: $(VENV)/.installed pyproject.toml
@@ -151,11 +153,11 @@ kgo-suite: venv-test
 
 # Share groups (issue 24) against Apache Kafka 4.4.0 and jocko-py (tests/share: the Java
 # KafkaShareConsumer tests, confluent-kafka's ShareConsumer, kafka-share-groups and
-# jocko-py share-groups), then the three-broker failover workload on jocko-py (~10 min).
-share-suite: venv-test
+# jocko-py share-groups), with the three-broker failover workload and franz-go's share-group
+# tests on jocko-py, as make test runs them (~10 min).
+share-suite: venv-test go-deps
 	$(MAKE) -C tests/java kafka-44 share-44
 	JOCKO_SHARE_SUITE=1 JOCKO_TEST_STRICT=1 $(BIN)/pytest -q -rsfE -p no:cacheprovider tests/share
-	$(BIN)/python -m tests.share.share_cluster --broker jocko
 
 # the same workload on three Apache Kafka 4.4.0 nodes (checks the workload itself)
 share-cluster-kafka: venv-test

@@ -4,10 +4,13 @@ Apache Kafka 4.4.0 nodes, with a per-test comparison (`make kgo-suite`).
     python -m tests.kgo_suite [--version v1.22.3] [--run REGEX] [--timeout 20m]
                               [--only jocko|kafka] [--records N]
                               [--out docs/results/<date>-kgo-suite.md]
+    python -m tests.kgo_suite --prepare [--version v1.22.3]
 
 The source of franz-go at `--version` comes through the Go module proxy
-(`go mod download -json github.com/twmb/franz-go@VERSION`) and is copied to a writable
-work dir; its `pkg/kgo` tests run with `go test -json -count=1 -run REGEX -timeout T`
+(`go mod download -json github.com/twmb/franz-go@VERSION`) and is copied, writable, to
+build/franz-go-VERSION, where it stays with its tests compiled (`--prepare`, which
+`make go-deps` runs, does only that; tests/share/test_kgo_share.py runs the share-group
+tests in `make test` from there); its `pkg/kgo` tests run with `go test -json -count=1 -run REGEX -timeout T`
 and the environment the suite reads (pkg/kgo/helpers_test.go): `KGO_SEEDS` (the
 cluster's brokers), `KGO_TEST_RF=3`, `KGO_TEST_RECORDS` (unset: the suite's default, 500,000; `--records`
 sets it, as `make kgo-share` does for TestShareGroupETL on a 2-core machine).
@@ -27,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -35,6 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NoReturn
 
 from jocko_py.broker.config import DEFAULTS
 from tests.support import kafka44
@@ -43,11 +48,17 @@ from tests.support.cluster import FAST, Cluster
 
 MODULE = "github.com/twmb/franz-go"
 VERSION = "v1.22.3"  # the newest release on the Go module proxy (2026-11-28)
+# franz-go's share-group tests (issue 24): `make kgo-share`, tests/share/test_kgo_share.py
+SHARE_TESTS = ("TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose",
+               "TestShareGroupOffsetsAdmin", "TestConsumeRegexShareSkipsInternal")
 
 
-def fail(msg: str) -> None:
-    print(f"kgo-suite: {msg}", file=sys.stderr)
-    raise SystemExit(2)
+class SuiteError(Exception):
+    """A missing prerequisite (go, the module, the jars): exit status 2."""
+
+
+def fail(msg: str) -> NoReturn:
+    raise SuiteError(msg)
 
 
 def franz_source(version: str, work: Path) -> Path:
@@ -61,6 +72,29 @@ def franz_source(version: str, work: Path) -> Path:
     shutil.copytree(src, dst)
     for p in [dst, *dst.rglob("*")]:
         p.chmod(p.stat().st_mode | 0o200)
+    return dst
+
+
+def prepared_source(version: str = VERSION) -> Path:
+    """franz-go's source at `version` in build/franz-go-<version>, kept between runs, and
+    pkg/kgo's tests compiled into Go's build cache: the cache keys a package by its
+    directory, so a fresh copy would compile it again (half a minute or more on 2
+    cores); with the cache warm this takes a few seconds.
+    `python -m tests.kgo_suite --prepare` (make go-deps) does it ahead of `make test`."""
+    if shutil.which("go") is None:
+        fail("go not found")
+    build = REPO / "build"
+    dst = build / f"franz-go-{version}"
+    done = dst / ".jocko-copied"
+    if not done.exists():
+        build.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(dst, ignore_errors=True)
+        franz_source(version, build)
+        done.write_text(version + "\n")
+    out = subprocess.run(["go", "test", "-c", "-o", os.devnull, "./pkg/kgo/"], cwd=dst,
+                         capture_output=True, text=True, timeout=1200)
+    if out.returncode != 0:
+        fail(f"go test -c ./pkg/kgo/ failed: {out.stdout}{out.stderr}".strip())
     return dst
 
 
@@ -84,29 +118,34 @@ def run_round(src: Path, env: dict[str, str], tests: list[str], timeout: str,
     in_panic = False
     with open(log, "a") as lf:
         lf.write(f"$ {' '.join(cmd)}\n")
+        # its own process group: go test runs the test binary as its child
         proc = subprocess.Popen(cmd, cwd=src, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
         assert proc.stdout is not None
-        for line in proc.stdout:
-            lf.write(line)
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            out = str(ev.get("Output") or "")
-            if "panic: test timed out" in out:
-                in_panic = True
-            elif in_panic and (m := re.match(r"\s+(\w+) \(", out)):
-                hung.add(m.group(1))
-            name = ev.get("Test")
-            if not name or "/" in name:
-                continue
-            action = ev.get("Action")
-            if action == "run":
-                started[name] = time.monotonic()
-            elif action in ("pass", "fail", "skip"):
-                results[name] = (action, float(ev.get("Elapsed") or 0.0))
-        proc.wait()
+        try:
+            for line in proc.stdout:
+                lf.write(line)
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                out = str(ev.get("Output") or "")
+                if "panic: test timed out" in out:
+                    in_panic = True
+                elif in_panic and (m := re.match(r"\s+(\w+) \(", out)):
+                    hung.add(m.group(1))
+                name = ev.get("Test")
+                if not name or "/" in name:
+                    continue
+                action = ev.get("Action")
+                if action == "run":
+                    started[name] = time.monotonic()
+                elif action in ("pass", "fail", "skip"):
+                    results[name] = (action, float(ev.get("Elapsed") or 0.0))
+        finally:
+            if proc.poll() is None:  # interrupted (a pytest timeout): no go test left behind
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     for name, t0 in started.items():  # killed by the timeout panic
         if name in hung or not hung:
             results.setdefault(name, ("timeout", time.monotonic() - t0))
@@ -190,6 +229,14 @@ def report(version: str, run: str, tests: list[str],
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except SuiteError as e:
+        print(f"kgo-suite: {e}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--version", default=VERSION)
     ap.add_argument("--run", default=".", help="go test -run regular expression")
@@ -201,14 +248,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="KGO_TEST_RECORDS (default: unset, the suite's own)")
     ap.add_argument("--out", type=Path,
                     default=REPO / "docs" / "results" / f"{datetime.now(UTC):%Y-%m-%d}-kgo-suite.md")
+    ap.add_argument("--prepare", action="store_true",
+                    help="only download franz-go and build its pkg/kgo tests (make go-deps)")
     args = ap.parse_args(argv)
+    if args.prepare:
+        print(f"kgo-suite: franz-go {args.version} prepared in {prepared_source(args.version)}")
+        return 0
     if shutil.which("go") is None:
         fail("go not found")
     if args.only != "jocko" and (why := kafka44.missing()):
         fail(why)
     with tempfile.TemporaryDirectory(prefix="kgo-suite-") as tmp:
         work = Path(tmp)
-        src = franz_source(args.version, work)
+        src = prepared_source(args.version)
         tests = list_tests(src, args.run)
         if not tests:
             fail(f"no test matches {args.run!r}")

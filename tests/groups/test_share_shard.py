@@ -26,8 +26,10 @@ from jocko_py.protocol.errors import ErrorCode as E
 G = "sg"
 T1 = uuid.UUID(int=11)
 TOPICS = {"t": TopicInfo(T1, 2)}
+# assignment_interval_ms=0: the target assignment is computed on every heartbeat that
+# needs it (the interval's own tests set it through the group's config)
 CONFIG = ShareConfig(session_timeout_ms=1000, heartbeat_interval_ms=300, max_size=3,
-                     initialize_retry_interval_ms=5000)
+                     initialize_retry_interval_ms=5000, assignment_interval_ms=0)
 
 
 class Log:
@@ -171,9 +173,12 @@ def test_more_members_than_partitions_share_them() -> None:
         r = h.hb(m, h.group.members[m].member_epoch)
         assert r.error == E.NONE and r.member_epoch == r3.member_epoch
     got = {m: h.group.members[m].assigned for m in ("m1", "m2", "m3")}
-    assert all(len(a) == 1 for a in got.values()), got
+    # Kafka's simple assignor: each partition to ceil(3/2) = 2 members, 4 assignments
+    # over 3 members (2, 1, 1); m1, first in id order, keeps both of its partitions
+    assert got["m1"] == {(T1, 0), (T1, 1)}, got
+    assert len(got["m2"]) == len(got["m3"]) == 1, got
     held = [tp for a in got.values() for tp in a]
-    assert set(held) == {(T1, 0), (T1, 1)}  # every partition has a member, one has two
+    assert sorted(held) == [(T1, 0), (T1, 0), (T1, 1), (T1, 1)], got
 
 
 def test_simple_assign_spreads() -> None:

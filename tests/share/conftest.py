@@ -3,8 +3,10 @@
 Every test runs once per kind. The Apache Kafka 4.4.0 variants take minutes of JVM
 time, past `make test`'s budget: they are deselected at collection (not skipped, which
 fails under JOCKO_TEST_STRICT=1) unless JOCKO_SHARE_SUITE=1 (`make share-suite`). The
-jocko-py variants always run. The three-broker workload (share_cluster.py) is not a
-pytest module: `make share-suite` runs it.
+jocko-py variants always run. The three-broker failover workload (share_cluster.py) runs
+on jocko-py in test_share_cluster.py and on Apache Kafka 4.4.0 in `make share-cluster-kafka`;
+franz-go's share-group tests run against jocko-py in test_kgo_share.py and side by side
+with Kafka in `make kgo-share`.
 """
 
 from __future__ import annotations

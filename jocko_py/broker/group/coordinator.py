@@ -310,12 +310,16 @@ def share_config_from(broker: CoordinatorHost) -> ShareConfig:
     hi_s = num("group.share.max.session.timeout.ms", 60000)
     lo_h = num("group.share.min.heartbeat.interval.ms", 5000)
     hi_h = num("group.share.max.heartbeat.interval.ms", 15000)
+    lo_a = num("group.share.min.assignment.interval.ms", 0)
+    hi_a = num("group.share.max.assignment.interval.ms", 15000)
     return ShareConfig(
         session_timeout_ms=min(max(num("group.share.session.timeout.ms", 45000), lo_s), hi_s),
         heartbeat_interval_ms=min(max(num("group.share.heartbeat.interval.ms", 5000), lo_h),
                                   hi_h),
         max_size=max(1, num("group.share.max.size", 200)),
-        initialize_retry_interval_ms=num("group.share.initialize.retry.interval.ms", 30000))
+        initialize_retry_interval_ms=num("group.share.initialize.retry.interval.ms", 30000),
+        assignment_interval_ms=min(max(num("group.share.assignment.interval.ms", 1000), lo_a),
+                                   hi_a))
 
 
 class ShareEntry:

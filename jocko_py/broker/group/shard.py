@@ -220,7 +220,8 @@ class GroupShard:
         c = self.share_config
         return GroupTimeouts(
             self._group_int(group_id, "share.session.timeout.ms", c.session_timeout_ms),
-            self._group_int(group_id, "share.heartbeat.interval.ms", c.heartbeat_interval_ms))
+            self._group_int(group_id, "share.heartbeat.interval.ms", c.heartbeat_interval_ms),
+            self._group_int(group_id, "share.assignment.interval.ms", c.assignment_interval_ms))
 
     # -- results -----------------------------------------------------------------------
 

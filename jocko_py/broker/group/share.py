@@ -17,8 +17,13 @@ Rules (Kafka 4.4's GroupMetadataManager.shareGroupHeartbeat)
   UNKNOWN_MEMBER_ID; a new member of a group holding ``group.share.max.size`` members
   is GROUP_MAX_SIZE_REACHED.
 - The group epoch is bumped when a member joins or leaves, a subscription changes, or
-  partitions whose share state became initialized are not in the target assignment
-  yet. The target assignment is then computed again and takes the group epoch.
+  (when the target assignment is up to date) partitions whose share state became
+  initialized are not in the target assignment yet. The target assignment is then
+  computed again and takes the group epoch, but at most once per
+  ``group.share.assignment.interval.ms`` (the group's ``share.assignment.interval.ms``;
+  1000, 0: no limit) after the last computation: meanwhile a heartbeat gets the last
+  target assignment and its epoch, and a later heartbeat computes the new one (Kafka's
+  ``canComputeNextTargetAssignment``).
 - No revocation step: a member takes its target partitions at once (a partition may
   be held by several members; records, not partitions, are what members compete for)
   and its member epoch becomes the assignment epoch.
@@ -26,10 +31,17 @@ Rules (Kafka 4.4's GroupMetadataManager.shareGroupHeartbeat)
   subscribed partitions with no state (or an initialization older than
   ``group.share.initialize.retry.interval.ms``) marks them initializing and asks for
   their initialization (``InitRequest``); ``initialized`` moves them on.
-- Simple assignor: partitions of the subscribed topics in (topic, partition) order,
-  members in id order; with at least as many partitions as members each partition
-  goes to one member round-robin, with more members than partitions each member gets
-  one partition round-robin, so every partition has one or more members.
+- Simple assignor (Kafka 4.4's SimpleAssignor), sticky: when every member subscribes
+  to the same topics, over all their assignable partitions in (topic, partition) order
+  and the members in id order; otherwise topic by topic, over the members subscribing
+  to it. Each partition goes to ``ceil(members / partitions)`` members (the sharing),
+  and the member at index i gets ``ceil(d*(i+1)) - ceil(d*i)`` partitions, d = sharing
+  * partitions / members. A member keeps what the previous target gave it that is
+  still assignable, up to its count, and a partition keeps up to the sharing of its
+  holders (the first ones in member order); the partitions still short of holders then
+  go round-robin to the members short of partitions. So an unchanged group keeps its
+  assignment, a member joining or leaving moves only what it must, and a group's
+  first assignment is round-robin.
 - State: Empty without members, else Stable (a share group has no other states).
 """
 
@@ -37,7 +49,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from jocko_py.broker.group.consumer import TopicInfo, TopicPartition
@@ -55,6 +67,7 @@ class ShareConfig:
     heartbeat_interval_ms: int = 5000  # group.share.heartbeat.interval.ms
     max_size: int = 200  # group.share.max.size
     initialize_retry_interval_ms: int = 30000  # group.share.initialize.retry.interval.ms
+    assignment_interval_ms: int = 1000  # group.share.assignment.interval.ms
 
 
 @dataclass(slots=True)
@@ -142,19 +155,69 @@ def metadata_hash(topics: dict[str, TopicInfo], names: Iterable[str]) -> int:
     return int.from_bytes(h.digest(), "big", signed=True)
 
 
-def simple_assign(members: list[str], partitions: list[TopicPartition]
+def desired_counts(n_members: int, n_partitions: int) -> tuple[int, list[int]]:
+    """(the sharing: members per partition, partitions per member in member order)."""
+    if not n_members or not n_partitions:
+        return 0, [0] * n_members
+    sharing = -(-n_members // n_partitions)
+    total = sharing * n_partitions  # d = total / n_members; ceil(d*i) = -(-total*i // n)
+
+    def ceil_at(i: int) -> int:
+        return -(-total * i // n_members)
+
+    return sharing, [ceil_at(i + 1) - ceil_at(i) for i in range(n_members)]
+
+
+def simple_assign(members: list[str], partitions: list[TopicPartition],
+                  previous: Mapping[str, Iterable[TopicPartition]] | None = None
                   ) -> dict[str, frozenset[TopicPartition]]:
-    """Every partition to one or more members (see the module's rules)."""
-    out: dict[str, set[TopicPartition]] = {m: set() for m in members}
-    if not members or not partitions:
-        return {m: frozenset() for m in members}
-    if len(partitions) >= len(members):
-        for i, tp in enumerate(partitions):
-            out[members[i % len(members)]].add(tp)
-    else:
-        for i, m in enumerate(members):
-            out[m].add(partitions[i % len(partitions)])
-    return {m: frozenset(s) for m, s in out.items()}
+    """The simple assignor over `members` (in order) and `partitions` (in order), sticky
+    to the `previous` assignment (see the module's rules)."""
+    sharing, counts = desired_counts(len(members), len(partitions))
+    target = set(partitions)
+    prev = previous or {}
+    held: dict[str, list[TopicPartition]] = {}
+    holders: dict[TopicPartition, list[str]] = {tp: [] for tp in partitions}
+    for m, count in zip(members, counts, strict=True):
+        keep = sorted(tp for tp in set(prev.get(m, ())) if tp in target)[:count]
+        held[m] = keep
+        for tp in keep:
+            holders[tp].append(m)
+    for tp in partitions:  # overshared: the holders past the sharing give it up
+        for m in holders[tp][sharing:]:
+            held[m].remove(tp)
+        del holders[tp][sharing:]
+    want = dict(zip(members, counts, strict=True))
+    unfilled = [m for m in members if len(held[m]) < want[m]]
+    pos = 0
+    for tp in partitions:
+        need = sharing - len(holders[tp])
+        while need > 0 and unfilled:
+            for k in range(len(unfilled)):  # the next unfilled member not holding it
+                i = (pos + k) % len(unfilled)
+                if unfilled[i] not in holders[tp]:
+                    break
+            else:
+                break  # every unfilled member holds it already
+            m = unfilled[i]
+            held[m].append(tp)
+            holders[tp].append(m)
+            need -= 1
+            if len(held[m]) >= want[m]:
+                del unfilled[i]
+                pos = i
+            else:
+                pos = i + 1
+            if unfilled:
+                pos %= len(unfilled)
+    return {m: frozenset(held[m]) for m in members}
+
+
+def can_compute_target(assignment_timestamp: int, interval_ms: int, now: int) -> bool:
+    """Whether the target assignment may be computed again (Kafka's
+    canComputeNextTargetAssignment): never computed, no interval, or the interval passed."""
+    return assignment_timestamp == 0 or interval_ms == 0 \
+        or now >= assignment_timestamp + interval_ms
 
 
 class ShareGroupModel:
@@ -192,9 +255,12 @@ class ShareGroupModel:
     # -- heartbeat ---------------------------------------------------------------------
 
     def heartbeat(self, req: HeartbeatRequest, topics: dict[str, TopicInfo], now: int,
-                  config: ShareConfig, heartbeat_interval_ms: int | None = None
+                  config: ShareConfig, heartbeat_interval_ms: int | None = None,
+                  assignment_interval_ms: int | None = None
                   ) -> tuple[HeartbeatResult, InitRequest | None]:
         interval = heartbeat_interval_ms or config.heartbeat_interval_ms
+        if assignment_interval_ms is None:
+            assignment_interval_ms = config.assignment_interval_ms
         if req.member_epoch == LEAVE_EPOCH:
             if req.member_id not in self.members:
                 return HeartbeatResult(
@@ -237,13 +303,14 @@ class ShareGroupModel:
         m.client_id, m.client_host = req.client_id, req.client_host
         m.last_heartbeat_ms = now
         self.members[m.member_id] = m
-        if not bump and self._initialized_assignment_pending():
+        if not bump and self.assignment_epoch >= self.group_epoch \
+                and self._initialized_assignment_pending():
             bump = True
         if bump:
             self._bump(topics)
-        self._maybe_update_target(topics, now)
+        self._maybe_update_target(topics, now, assignment_interval_ms)
         self._reconcile(m)
-        send = req.member_epoch == 0 or m.assigned != before
+        send = req.member_epoch == 0 or req.subscribed is not None or m.assigned != before
         result = HeartbeatResult(E.NONE, None, m.member_id, m.member_epoch, interval,
                                  m.assigned if send else None)
         return result, self.maybe_init(topics, now, config)
@@ -264,31 +331,43 @@ class ShareGroupModel:
         return any(t.name in subscribed and set(t.partitions) != assigned.get(tid, set())
                    for tid, t in self.initialized.items())
 
-    def _maybe_update_target(self, topics: dict[str, TopicInfo], now: int) -> None:
+    def _maybe_update_target(self, topics: dict[str, TopicInfo], now: int,
+                             interval_ms: int = 0) -> None:
         if self.assignment_epoch >= self.group_epoch:
             return
+        if not can_compute_target(self.assignment_timestamp, interval_ms, now):
+            return  # the last target stands until the interval has passed
         self.target = self.compute_target(topics)
         self.assignment_epoch = self.group_epoch
         self.assignment_timestamp = now
 
     def compute_target(self, topics: dict[str, TopicInfo]) -> dict[str, frozenset[TopicPartition]]:
-        """The simple assignor over the initialized partitions, per subscription."""
-        by_subscription: dict[frozenset[str], list[str]] = {}
-        for mid in sorted(self.members):
-            by_subscription.setdefault(self.members[mid].subscribed, []).append(mid)
-        out: dict[str, frozenset[TopicPartition]] = {}
-        for subs, mids in by_subscription.items():
-            parts: list[TopicPartition] = []
-            for name in sorted(subs):
-                t = topics.get(name)
-                if t is None:
-                    continue
-                st = self.initialized.get(t.topic_id)
-                if st is None:
-                    continue
-                parts += [(t.topic_id, p) for p in sorted(st.partitions) if p < t.partitions]
-            out.update(simple_assign(mids, parts))
-        return out
+        """The simple assignor over the initialized partitions, sticky to the current
+        target: one pass when every member subscribes to the same topics (homogeneous),
+        else one per topic over its subscribers."""
+        mids = sorted(self.members)
+
+        def assignable(name: str) -> list[TopicPartition]:
+            t = topics.get(name)
+            st = self.initialized.get(t.topic_id) if t is not None else None
+            if t is None or st is None:
+                return []
+            return [(t.topic_id, p) for p in sorted(st.partitions) if p < t.partitions]
+
+        subscriptions = {self.members[m].subscribed for m in mids}
+        if len(subscriptions) <= 1:
+            parts = [tp for name in sorted(next(iter(subscriptions), frozenset()))
+                     for tp in assignable(name)]
+            return simple_assign(mids, parts, self.target)
+        out: dict[str, set[TopicPartition]] = {m: set() for m in mids}
+        for name in sorted(self.subscribed_topics()):
+            parts = assignable(name)
+            tids = {tid for tid, _ in parts}
+            subs = [m for m in mids if name in self.members[m].subscribed]
+            prev = {m: [tp for tp in self.target.get(m, ()) if tp[0] in tids] for m in subs}
+            for m, tps in simple_assign(subs, parts, prev).items():
+                out[m] |= tps
+        return {m: frozenset(tps) for m, tps in out.items()}
 
     def _reconcile(self, m: ShareMember) -> None:
         m.assigned = self.target.get(m.member_id, frozenset())

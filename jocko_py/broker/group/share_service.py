@@ -49,10 +49,11 @@ class MemberLeft:
 
 @dataclass(frozen=True)
 class GroupTimeouts:
-    """A share group's session timeout and heartbeat interval (its group configs or the
-    broker's defaults)."""
+    """A share group's session timeout, heartbeat interval and assignment interval (its
+    group configs or the broker's defaults)."""
     session_timeout_ms: int
     heartbeat_interval_ms: int
+    assignment_interval_ms: int = 1000
 
 
 class ShareGroups:
@@ -67,7 +68,8 @@ class ShareGroups:
         self.topics = topics
         self.drop_consumer_records = drop_consumer_records
         self.timeouts = timeouts or (lambda _g: GroupTimeouts(
-            config.session_timeout_ms, config.heartbeat_interval_ms))
+            config.session_timeout_ms, config.heartbeat_interval_ms,
+            config.assignment_interval_ms))
         self._written: dict[str, dict[bytes, bytes | None]] = {}
 
     # -- heartbeat ---------------------------------------------------------------------
@@ -99,7 +101,8 @@ class ShareGroups:
         before = (sg.group_epoch, len(sg.members))
         topics = self.topics()
         t = self.timeouts(group_id)
-        r, init = sg.heartbeat(req, topics, now, self.config, t.heartbeat_interval_ms)
+        r, init = sg.heartbeat(req, topics, now, self.config, t.heartbeat_interval_ms,
+                               t.assignment_interval_ms)
         records += self.persist(g)
         effects: list[object] = []
         if init is not None:
