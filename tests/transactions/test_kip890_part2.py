@@ -262,6 +262,56 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(txn_broker: BrokerProce
         assert fetched() == 5
 
 
+def test_a_kip848_member_commits_offsets_in_its_transaction(txn_broker: BrokerProcess) -> None:
+    """A consume-transform-produce member of a consumer-protocol group (KIP-848) commits
+    with its member id and member epoch (franz-go's GroupTransactSession, Java's
+    sendOffsetsToTransaction): accepted at its epoch, a stale epoch is ILLEGAL_GENERATION
+    (STALE_MEMBER_EPOCH from v6), an unknown member UNKNOWN_MEMBER_ID; the offset counts
+    once the transaction commits."""
+    with Client(txn_broker.bootstrap) as c:
+        topic = _topic(c)
+        group = f"g848-{uuid.uuid4().hex[:6]}"
+        assert c.request(10, 4, {"key_type": 0, "coordinator_keys": [group]}) \
+            .coordinators[0].error_code == 0
+        mid = str(uuid.uuid4())
+        hb = c.request(68, 1, {
+            "group_id": group, "member_id": mid, "member_epoch": 0, "instance_id": None,
+            "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [topic],
+            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []})
+        assert hb.error_code == 0 and hb.member_epoch > 0, hb
+        epoch = int(hb.member_epoch)
+        t = Txn2(c, f"o848-{uuid.uuid4().hex[:6]}")
+
+        def commit_offset(offset: int, member: str, member_epoch: int, version: int = 5) -> int:
+            r = c.request(28, version, {
+                "transactional_id": t.tid, "group_id": group, "producer_id": t.pid,
+                "producer_epoch": t.epoch, "generation_id_or_member_epoch": member_epoch,
+                "member_id": member, "group_instance_id": None, "topics": [{
+                    "name": topic, "partitions": [{
+                        "partition_index": 0, "committed_offset": offset,
+                        "committed_leader_epoch": -1, "committed_metadata": None}]}]})
+            return int(r.topics[0].partitions[0].error_code)
+
+        assert commit_offset(3, mid, epoch + 1) == E.ILLEGAL_GENERATION
+        assert commit_offset(3, "nobody", epoch) == E.UNKNOWN_MEMBER_ID
+        assert commit_offset(7, mid, epoch) == E.NONE
+        assert t.end(True)[0] == E.NONE
+        deadline = time.monotonic() + 10
+        while True:
+            r = c.request(9, 7, {"group_id": group, "require_stable": True,
+                                 "topics": [{"name": topic, "partition_indexes": [0]}]})
+            p = r.topics[0].partitions[0]
+            if (p.error_code, p.committed_offset) == (E.NONE, 7) \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        assert (p.error_code, p.committed_offset) == (E.NONE, 7)
+        c.request(68, 1, {"group_id": group, "member_id": mid, "member_epoch": -1,
+                          "instance_id": None, "rack_id": None, "rebalance_timeout_ms": -1,
+                          "subscribed_topic_names": None, "subscribed_topic_regex": None,
+                          "server_assignor": None, "topic_partitions": None})
+
+
 def test_produce_v13_and_txn_offset_commit_v6_name_topics_by_id(
         txn_broker: BrokerProcess) -> None:
     with Client(txn_broker.bootstrap) as c:

@@ -34,8 +34,10 @@ Rules
   instance id takes both over under the new member id, without a rebalance. A join that
   names the instance id of a member still present gets UNRELEASED_INSTANCE_ID.
 - Offsets. A member commits with its member epoch: an unknown member gets
-  UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH. Commits without a member (epoch -1)
-  are accepted only while the group has no members.
+  UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH (ILLEGAL_GENERATION for a classic
+  member). Commits without a member (epoch -1) are accepted only while the group has no
+  members, or, for TxnOffsetCommit, when they name no member, epoch nor instance at all.
+  TxnOffsetCommit (KIP-447) is checked like OffsetCommit.
 
 - Durability. ``records()`` is the group as Kafka's ``__consumer_offsets`` record types
   hold it (group epoch, member metadata, target assignment and its epoch, each member's
@@ -479,14 +481,25 @@ class ConsumerGroupModel:
 
     # -- offsets ---------------------------------------------------------------------------
 
-    def check_commit(self, member_id: str, member_epoch: int) -> ErrorCode:
-        if member_epoch < 0 and not member_id:
-            return E.NONE if not self.members else E.UNKNOWN_MEMBER_ID
+    def check_commit(self, member_id: str, member_epoch: int, *, transactional: bool = False,
+                     instance_id: str | None = None) -> ErrorCode:
+        """May this commit (OffsetCommit, or TxnOffsetCommit when ``transactional``) be
+        taken, as Kafka's ConsumerGroup.validateOffsetCommit: without a member only while
+        the group is empty, except a TxnOffsetCommit that names no member, epoch nor
+        instance at all (a producer committing for the group outside its management);
+        otherwise the member at its epoch (STALE_MEMBER_EPOCH, ILLEGAL_GENERATION for a
+        member speaking the classic protocol)."""
+        if member_epoch < 0 and (not member_id or not self.members):
+            if not self.members:
+                return E.NONE
+            if transactional and member_epoch == -1 and instance_id is None:
+                return E.NONE
+            return E.UNKNOWN_MEMBER_ID
         m = self.members.get(member_id)
         if m is None:
             return E.UNKNOWN_MEMBER_ID
         if member_epoch != m.member_epoch:
-            return E.STALE_MEMBER_EPOCH
+            return E.ILLEGAL_GENERATION if m.classic is not None else E.STALE_MEMBER_EPOCH
         return E.NONE
 
 

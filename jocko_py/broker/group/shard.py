@@ -1183,6 +1183,13 @@ class GroupShard:
             if serr != E.NONE:
                 serr = E.ILLEGAL_GENERATION if serr == E.STALE_MEMBER_EPOCH else serr
                 return self._result({tp: serr for tp in offsets})
+        elif g.consumer is not None:
+            # a KIP-848 group: the member at its member epoch (its members are the
+            # model's, not the classic `g.members`)
+            cerr = g.consumer.check_commit(member_id, generation_id, transactional=True,
+                                           instance_id=instance_id)
+            if cerr != E.NONE:
+                return self._result({tp: cerr for tp in offsets})
         elif generation_id >= 0 or member_id or instance_id is not None:
             # v3+ (KIP-447): the group's member at its generation, as OffsetCommit
             err: ErrorCode | None = None
