@@ -92,11 +92,7 @@ OFFSETS = DATA  # __consumer_offsets-0
 TXN_STATE = DATA + 1  # __transaction_state-0
 OFFSETS_TOPIC, TXN_TOPIC = "__consumer_offsets", "__transaction_state"
 BROKER_CHECKS = frozenset({"offsets", "owners", "live_owners", "atomic", "markers_once"})
-# ``live_owners`` is off by default: seeds 943178988 and 943178995 show a KIP-848 member
-# told its assignment by a coordinator that had loaded it from an uncommitted tail of
-# __consumer_offsets (the runtime's load takes the HW, not the loaded end, as the last
-# written offset), lost in the next failover; to be fixed in the runtime
-ALL_CHECKS = sr.ALL_CHECKS | (BROKER_CHECKS - {"live_owners"})
+ALL_CHECKS = sr.ALL_CHECKS | BROKER_CHECKS
 CLIENT_TIMEOUT_MS = 2500  # request.timeout.ms of the simulated clients (a JoinGroup waits)
 MARKER_TIMEOUT_MS = 1000
 # produce errors the producer retries (with the same batch: same sequence numbers)
