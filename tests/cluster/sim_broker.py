@@ -51,7 +51,10 @@ One checker per invariant (``checks`` selects them, for the mutation tests):
   to its last stable offset, markers deciding each transaction) sees each transaction
   all or nothing: no transaction committed on one partition and aborted on another; a
   transaction whose EndTxn(commit) was acknowledged is never aborted and, once the
-  cluster has healed, is committed on every partition its data was acknowledged on.
+  cluster has healed, is committed on every partition its data was acknowledged on; one
+  whose EndTxn(abort) was acknowledged is never committed. Transactional data is
+  verified with the coordinator before it opens a transaction on a partition (KIP-890
+  part 1), and a few produce requests arrive late, after the producer gave up on them.
 - ``markers_once``: what Kafka guarantees of markers (a marker re-sent after a failover
   is a legitimate duplicate, a no-op closing nothing): on a partition, each
   transaction's data is closed by one marker (never reopened and closed again), a
@@ -196,6 +199,7 @@ class Producers(st.TxnSim):
         self.runtime = cast(Any, _Sitting(world, TXN_STATE, lambda: world.txn_rt))
         self.seqs: dict[tuple[int, int, int], int] = {}  # (pid, epoch, partition) -> next
         self.acked_parts: dict[int, set[int]] = {}  # serial -> partitions acked its data
+        self.acked_abort: set[int] = set()  # serials whose EndTxn(abort) was answered NONE
         self.produce_failed: set[str] = set()  # producers to re-initialise after this txn
 
     def write(self, pr: st.Producer, op: Callable[[int], Callable[[TxnShard, int], Any]],
@@ -280,7 +284,26 @@ class Producers(st.TxnSim):
                     pr.phase = "end"
                     self.later(pr, 40)
 
-            self.world.send_produce(i, batch, answer)
+            self.world.send_produce(i, batch, pr.tid, pr.v5, answer)
+
+    def end(self, pr: st.Producer) -> None:
+        """``sim_txn``'s EndTxn, remembering the acknowledged aborts too."""
+        commit, serial, incarnation = pr.commit, pr.serial, pr.incarnation
+        orig_then = self.write
+
+        def write(pr2: st.Producer, op: Callable[[int], Callable[[TxnShard, int], Any]],
+                  then: Callable[[TxnAnswer], None]) -> None:
+            def noted(a: TxnAnswer) -> None:
+                if a.error == E.NONE and not commit and pr.incarnation == incarnation:
+                    self.acked_abort.add(serial)
+                then(a)
+            orig_then(pr2, op, noted)
+
+        self.write = write  # type: ignore[method-assign]
+        try:
+            super().end(pr)
+        finally:
+            del self.write
 
     def on_effect(self, partition: int, effect: object) -> None:
         pass  # per broker: BrokerSim.start_markers
@@ -320,6 +343,7 @@ class BrokerSim(ReplicationSim):
         self.marker_jobs: dict[tuple[int, str], tuple[int, MarkerJob, int]] = {}
         self._token = 0
         self.connections: dict[int, list[Callable[[], None]]] = {}  # clients' requests
+        self.verification = True  # transaction.partition.verification.enable
         gchecks = tuple(c for c in ("offsets", "owners", "live_owners") if c in self.checks)
         gp = sg.schedule_params(seed)
         self.consumers = Consumers(self, seed, replace(
@@ -427,6 +451,8 @@ class BrokerSim(ReplicationSim):
                     rt.schedule_load(0, p.leader_epoch)
                     self.at(self.crng.randint(1, 30), self.for_process(
                         b, self._loader(b, rt, part, p.leader_epoch)))
+                if ctx is not None and ctx.shard is not None:
+                    rt.committed(0, p.high_watermark)  # the partition's HW listener
                 if self.now < self.params.chaos_ms + self.params.heal_ms - QUIET_MS // 2:
                     # (then no timer writes: the logs converge for the final check)
                     rt.fire_due(self.now)
@@ -439,7 +465,7 @@ class BrokerSim(ReplicationSim):
                 return
             reader = ReplicaLog(cast(Any, _Replicas(b, part)), "")
             recs: list[LogRecord] = [r for _, _, r in reader.read(0)]
-            n = rt.load(0, epoch, recs, self.now, p.high_watermark, p.log.log_end_offset)
+            n = rt.load(0, epoch, recs, self.now, p.high_watermark)
             if n >= 0:
                 self.count(f"{rt.name}_loads")
                 self.note(f"b{b.bid} loads the {rt.name} coordinator at epoch {epoch}: "
@@ -520,9 +546,11 @@ class BrokerSim(ReplicationSim):
 
         self.at(self.delay(), self.for_process(b, arrive))
 
-    def send_produce(self, part: int, batch: bytes, answer: Callable[[Any, E], None]) -> None:
-        """A transactional Produce (acks=all) to the leader of ``part`` as the client's
-        metadata has it (sometimes stale)."""
+    def send_produce(self, part: int, batch: bytes, tid: str, abortable: bool,
+                     answer: Callable[[Any, E], None]) -> None:
+        """A transactional Produce (acks=all) of ``tid`` to the leader of ``part`` as the
+        client's metadata has it (sometimes stale); retried with the same batch on a
+        retriable error. ``abortable``: the producer knows TRANSACTION_ABORTABLE."""
         done = [False]
         deadline = self.now + CLIENT_TIMEOUT_MS
 
@@ -531,17 +559,17 @@ class BrokerSim(ReplicationSim):
                 return
             if err in RETRIABLE and self.now + 50 < deadline:
                 # the producer refreshes its metadata and sends the same batch again
-                self.at(self.crng.randint(10, 50),
-                        lambda: self._send_produce(part, batch, finish, stale=False))
+                self.at(self.crng.randint(10, 50), lambda: self._send_produce(
+                    part, batch, tid, abortable, finish, stale=False))
                 return
             done[0] = True
             answer(resp, err)
 
         self.at(CLIENT_TIMEOUT_MS, lambda: finish(None, E.REQUEST_TIMED_OUT))
-        self._send_produce(part, batch, finish, stale=True)
+        self._send_produce(part, batch, tid, abortable, finish, stale=True)
 
-    def _send_produce(self, part: int, batch: bytes, finish: Callable[[Any, E], None],
-                      stale: bool) -> None:
+    def _send_produce(self, part: int, batch: bytes, tid: str, abortable: bool,
+                      finish: Callable[[Any, E], None], stale: bool) -> None:
         target = self.partition_image(part).leader
         if stale and self.crng.random() < 0.1:
             target = self.crng.choice(list(self.brokers))
@@ -557,7 +585,26 @@ class BrokerSim(ReplicationSim):
                 if b.gen == gen and b.up and not self.client_lost(target):
                     self.at(self.delay(), lambda: finish(None, err))
             p = b.parts.get(part)
-            if p is None:
+            if p is None or p.role is not Role.LEADER:
+                reply(E.NOT_LEADER_OR_FOLLOWER)
+                return
+            self.produce_verified(b, p, part, batch, tid, abortable, reply)
+
+        # now and then a request stuck in a congested link reaches the broker after the
+        # producer gave up on it (and perhaps ended the transaction)
+        late = self.crng.random() < SLOW_SHARE
+        self.at(self.crng.randint(100, 3000) if late else self.delay(),
+                self.for_process(b, arrive))
+
+    def produce_verified(self, b: Broker, p: Partition, part: int, batch: bytes, tid: str,
+                         abortable: bool, reply: Callable[[E], None]) -> None:
+        """``ReplicaManager.append_records`` for one transactional batch: one that would
+        open its producer's transaction here is first verified with the transaction
+        coordinator (KIP-890 part 1, ``_verify_transactional``: the producer state's
+        verification entry and token, the coordinator's ``TxnShard.verify``), then
+        appended as leader and answered once replicated."""
+        def append() -> None:
+            if b.parts.get(part) is not p or p.role is not Role.LEADER:
                 reply(E.NOT_LEADER_OR_FOLLOWER)
                 return
             r = p.append_as_leader(batch, -1, 1 << 20, self.now)
@@ -567,7 +614,61 @@ class BrokerSim(ReplicationSim):
                 return
             self.wait(b, part, p, r.last_offset, 5000, reply)
 
-        self.at(self.delay(), self.for_process(b, arrive))
+        h = rb.parse_header(memoryview(batch))
+        ps = p.log.producer_state
+        if not self.verification or ps.in_transaction(h.producer_id, h.producer_epoch):
+            append()
+            return
+        ps.begin_verification(h.producer_id, h.producer_epoch, h.base_sequence)
+        token = ps.verification_token(h.producer_id)
+
+        def verified(err: E) -> None:
+            if err == E.NONE and ps.verification_token(h.producer_id) != token:
+                err = E.TRANSACTION_ABORTABLE  # a marker ended it while we asked
+            if err == E.NONE:
+                append()
+                return
+            if err in (E.CONCURRENT_TRANSACTIONS, E.COORDINATOR_LOAD_IN_PROGRESS,
+                       E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR, E.REQUEST_TIMED_OUT):
+                err = E.NOT_ENOUGH_REPLICAS
+            elif err == E.PRODUCER_FENCED:
+                err = E.INVALID_PRODUCER_EPOCH
+            elif err == E.TRANSACTION_ABORTABLE and abortable:
+                pass
+            elif err != E.INVALID_PRODUCER_EPOCH:
+                err = E.INVALID_TXN_STATE
+            self.count(f"verify_{err.name}")
+            reply(err)
+
+        self.verify_txn(b, tid, h.producer_id, h.producer_epoch, part, verified)
+
+    def verify_txn(self, b: Broker, tid: str, pid: int, epoch: int, part: int,
+                   cb: Callable[[E], None]) -> None:
+        """AddPartitionsToTxn (VerifyOnly) from the partition leader ``b`` to the
+        coordinator its metadata names; the answer (or a timeout) comes back to ``b``."""
+        done = [False]
+
+        def answer(err: E) -> None:
+            if not done[0]:
+                done[0] = True
+                cb(err)
+
+        self.at(MARKER_TIMEOUT_MS, self.for_process(b, lambda: answer(E.REQUEST_TIMED_OUT)))
+        pimg = b.image.partition(sr.TOPIC, TXN_STATE)
+        t = self.brokers.get(pimg.leader if pimg is not None else -1)
+        if t is None or not t.up or self.lost(b.bid, t.bid):
+            return
+
+        def at_coordinator() -> None:
+            out, err = self.txn_rt[t.bid].read(0, lambda s: s.verify(
+                tid, pid, epoch, [(st.TOPIC, part)]))
+            if out is not None:
+                err = out.get((st.TOPIC, part), E.UNKNOWN_SERVER_ERROR)
+            if not self.lost(t.bid, b.bid):
+                self.at(0 if t is b else self.slow_delay(),
+                        self.for_process(b, lambda: answer(err)))
+
+        self.at(0 if t is b else self.slow_delay(), self.for_process(t, at_coordinator))
 
     # ------------------------------------------------------------------ markers
 
@@ -758,6 +859,9 @@ class BrokerSim(ReplicationSim):
         if not commit and serial in self.producers.acked_commit:
             self.fail("atomic", f"transaction {serial} was answered NONE to its commit but "
                       f"is aborted on partition {i}")
+        if commit and serial in self.producers.acked_abort:
+            self.fail("atomic", f"transaction {serial} was answered NONE to its abort but "
+                      f"is committed on partition {i}")
 
     def check_final(self) -> None:
         self.scan()

@@ -230,25 +230,6 @@ def test_new_epoch_reloads() -> None:
     assert a.got[-1] == (4, E.NONE)
 
 
-def test_loaded_uncommitted_tail_is_answered_once_committed() -> None:
-    """A new leader's log may hold records past its high watermark (written by the old
-    leader, not yet known committed): the loaded shard holds them too, so its answers
-    wait until the high watermark passes the loaded end, as Kafka's loader sets the
-    last written offset; a failover before that could undo what they showed."""
-    log = MemLog()
-    rt: CoordinatorRuntime[Counter] = CoordinatorRuntime("test", Counter, log)
-    assert rt.schedule_load(0, 1)
-    tail = [LogRecord(b"k", b"2"), LogRecord(b"k", b"3"), LogRecord(b"k", b"4")]
-    assert rt.load(0, 1, tail, 100, 1, 3) == 3  # HW 1, log end 3
-    a = Answers()
-    rt.write(0, read_total, a, 200)
-    assert a.got == []
-    rt.committed(0, 2)
-    assert a.got == []
-    rt.committed(0, 3)
-    assert a.got == [(9, E.NONE)]
-
-
 def test_effects_run_once_committed_and_never_for_a_lost_write() -> None:
     rt, _ = loaded()
     done: list[tuple[int, object]] = []

@@ -213,14 +213,9 @@ class CoordinatorRuntime(Generic[S]):
         return [p for p, c in self.contexts.items() if c.state is ShardState.LOADING]
 
     def load(self, partition: int, epoch: int, records: Iterable[LogRecord], now: int,
-             high_watermark: int, log_end_offset: int = -1) -> int:
+             high_watermark: int) -> int:
         """Replay the partition's records into a new shard and activate it; the count
-        replayed (-1 if the partition is no longer waiting for this load).
-        ``log_end_offset``: where the records read end. The shard then holds the
-        uncommitted tail too (records past the high watermark), so, as Kafka's loader
-        sets the last written offset to the loaded end, no answer is released before
-        the high watermark passes it (an answer showing that tail could be undone by
-        the next failover)."""
+        replayed (-1 if the partition is no longer waiting for this load)."""
         ctx = self.contexts.get(partition)
         if ctx is None or ctx.epoch != epoch or ctx.state is not ShardState.LOADING:
             return -1
@@ -236,7 +231,7 @@ class CoordinatorRuntime(Generic[S]):
         ctx.shard = shard
         ctx.state = ShardState.ACTIVE
         ctx.committed = high_watermark
-        ctx.last_written = max(high_watermark, log_end_offset) - 1
+        ctx.last_written = high_watermark - 1
         self._run(ctx, lambda s, t: s.on_loaded(t), _ignore, now)
         return n
 

@@ -207,7 +207,7 @@ class CoordinatorShell(Generic[S]):
             p = self.log.partition(idx)
             assert p is not None
             n += max(0, self.runtime.load(idx, p.leader_epoch, recs.get(idx, []), now,
-                                          p.high_watermark, p.log.log_end_offset))
+                                          p.high_watermark))
         log.info("elected %s coordinator for %d partition(s) of %s: %d record(s) loaded "
                  "in %.2fs", self.runtime.name, len(wanted), self.log.topic, n,
                  time.monotonic() - t0)
