@@ -364,7 +364,7 @@ def test_refused_consumer_group_write_is_written_again() -> None:
     """A KIP-848 heartbeat whose records the log refused: the next write of the group
     writes them (the shard diffs against what the log holds, not against what it tried
     to write), so a coordinator loading the log knows the member. Regression of seed
-    943178988 of the whole-broker simulation: the member records were never written, a
+    943178995 of the whole-broker simulation: the member records were never written, a
     new coordinator lost the member and gave its partitions to another live one."""
     h = Harness()
     hb = HeartbeatRequest(member_id="k1", member_epoch=0, rebalance_timeout_ms=REBALANCE,

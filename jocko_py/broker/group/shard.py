@@ -246,7 +246,7 @@ class GroupShard:
                       ) -> Callable[[], None]:
         """The append of an operation's records was refused: what the log holds of
         those KIP-848 groups is what it held before, so the next write writes the
-        difference to that (not to records that never reached the log; seed 943178988
+        difference to that (not to records that never reached the log; seed 943178995
         of the whole-broker simulation: a member's records lost that way)."""
         def undo() -> None:
             for gid, prev in before.items():
