@@ -25,7 +25,9 @@ It composes the three simulations below it rather than re-implementing them:
   of ``sim_txn`` are the clients. Their requests travel the simulated network to the
   broker they believe is the coordinator (found from a broker's metadata, kept until
   NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or a timeout makes them look again;
-  COORDINATOR_LOAD_IN_PROGRESS makes them retry). Transactional data is produced with
+  COORDINATOR_LOAD_IN_PROGRESS makes them retry; the committed offsets a member starts
+  from are read directly from the sitting coordinator's shard, as ``sim_groups`` reads
+  them). Transactional data is produced with
   acks=all to the data partitions' leaders (``append_as_leader``, sequence numbers,
   producer epochs). The ``MarkerJob`` effects of the transaction coordinator are sent,
   as WriteTxnMarkers requests over the network, to each data partition's leader, which
@@ -43,7 +45,9 @@ One checker per invariant (``checks`` selects them, for the mutation tests):
 
 - ``offsets``: an acknowledged offset commit is never served lower later: the sitting
   coordinator (the leader of ``__consumer_offsets`` at the controller's current epoch,
-  once loaded) never answers an OffsetFetch below it.
+  once loaded) never answers an OffsetFetch below it. (Stronger than "for the generation
+  that committed it": the simulated consumers only move forward, from the committed
+  offsets, so no later generation legitimately commits lower.)
 - ``owners``: no partition is owned by two members of one generation (classic) or one
   member epoch (KIP-848), from the assignments the members were handed.
 - ``live_owners``: no partition of a KIP-848 group owned by two live members at once.
