@@ -178,6 +178,7 @@ sim-long: venv-test
 	JOCKO_SIM_SCHEDULES=$(SIM_SCHEDULES) $(BIN)/pytest -q -rs -p no:cacheprovider tests/cluster/test_simulation.py
 	JOCKO_SIM_GROUP_SCHEDULES=$$(( $(SIM_SCHEDULES) / 50 )) $(BIN)/pytest -q -rs -p no:cacheprovider tests/groups/test_group_sim.py
 	JOCKO_SIM_TXN_SCHEDULES=$$(( $(SIM_SCHEDULES) / 50 )) $(BIN)/pytest -q -rs -p no:cacheprovider tests/txn/test_txn_sim.py
+	JOCKO_SIM_BROKER_SCHEDULES=$$(( $(SIM_SCHEDULES) / 100 )) $(BIN)/pytest -q -rs -p no:cacheprovider tests/cluster/test_broker_sim.py -k schedules
 
 # A fault campaign (tests/faults/campaign.py): fresh three-broker labs back to back for
 # CHAOS_DURATION seconds, nemeses from CHAOS_NEMESES (all, matrix, kill, pause, partition,

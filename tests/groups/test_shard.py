@@ -358,3 +358,25 @@ def test_idle_shard_stops_ticking() -> None:
     assert h.leave(r.member_id) == [E.NONE]
     h.advance(300)
     assert h.state() is S.EMPTY and h.rt.timer(0, "tick") is None
+
+
+def test_refused_consumer_group_write_is_written_again() -> None:
+    """A KIP-848 heartbeat whose records the log refused: the next write of the group
+    writes them (the shard diffs against what the log holds, not against what it tried
+    to write), so a coordinator loading the log knows the member. Regression of seed
+    943178995 of the whole-broker simulation: the member records were never written, a
+    new coordinator lost the member and gave its partitions to another live one."""
+    h = Harness()
+    hb = HeartbeatRequest(member_id="k1", member_epoch=0, rebalance_timeout_ms=REBALANCE,
+                          subscribed_names=["t"], client_id="k", client_host="/h")
+    h.log.refuse = E.MESSAGE_TOO_LARGE
+    refused = h.call(lambda s, now: s.consumer_heartbeat(now, G, hb))
+    assert answer(refused).error != E.NONE
+    h.log.refuse = None
+    again = HeartbeatRequest(member_id="k1", member_epoch=0, rebalance_timeout_ms=REBALANCE,
+                             subscribed_names=["t"], client_id="k", client_host="/h")
+    assert answer(h.call(lambda s, now: s.consumer_heartbeat(now, G, again))).error == E.NONE
+    loaded = Harness(records=h.log.records)
+    cg = loaded.shard.groups[G].consumer
+    assert cg is not None and set(cg.members) == {"k1"}
+    assert list(cg.members["k1"].subscribed_names or ()) == ["t"]

@@ -32,6 +32,9 @@ returns
   with the partition, after the commit, never for a write that failed;
 - ``on_append_error``: what the operation answers (and undoes) if the append is
   refused; without it the caller gets the (normalised) error.
+- ``undo``: run first when the append is refused, whatever the answer: rolls back
+  bookkeeping the operation changed on the belief that its records would be written
+  (the group shard's record of what it last wrote, which later writes diff against).
 
 A shard implements ``CoordinatorShard``: ``replay`` (one record of its partition, in
 log order, while loading and for ``replay=True`` results), ``on_loaded(now)`` (the
@@ -118,6 +121,7 @@ class CoordinatorResult(Generic[R]):
     completions: list[tuple[int, object]] = field(default_factory=list)
     effects: list[object] = field(default_factory=list)
     on_append_error: Callable[[ErrorCode], CoordinatorResult[R]] | None = None
+    undo: Callable[[], None] | None = None
 
 
 Op = Callable[[S, int], CoordinatorResult[R]]
@@ -321,6 +325,8 @@ class CoordinatorRuntime(Generic[S]):
                 err = normalize(err)
                 log.warning("[%s partition=%d] write refused: %s", self.name, ctx.partition,
                             err.name)
+                if result.undo is not None:
+                    result.undo()
                 if result.on_append_error is None:
                     deliver(None, err)
                     return

@@ -200,6 +200,9 @@ class GroupShard:
         self._loading_consumer: dict[str, dict[tuple[str, str], object]] = {}
         # what the running operation produces (one operation at a time)
         self._records: list[Record] = []
+        # the KIP-848 groups' written records before the running operation changed them,
+        # restored if its append is refused (``_undo_written``)
+        self._written_before: dict[str, dict[bytes, bytes | None] | None] = {}
         self._done: Completions = []
         self._effects: list[object] = []
 
@@ -228,6 +231,9 @@ class GroupShard:
     def _result(self, response: Any, **kw: Any) -> CoordinatorResult[Any]:
         if self._effects:
             kw["effects"] = list(kw.get("effects", [])) + self._effects
+        if self._written_before:
+            kw["undo"] = self._undo_written(self._written_before)
+            self._written_before = {}
         r: CoordinatorResult[Any] = CoordinatorResult(
             response, records=self._records, completions=self._done, **kw)
         self._records, self._done, self._effects = [], [], []
@@ -236,6 +242,25 @@ class GroupShard:
             self._ticking = True
             r.timers.append(Timer("tick", self._now + TICK_MS, _tick_op))
         return r
+
+    def _undo_written(self, before: dict[str, dict[bytes, bytes | None] | None]
+                      ) -> Callable[[], None]:
+        """The append of an operation's records was refused: what the log holds of
+        those KIP-848 groups is what it held before, so the next write writes the
+        difference to that (not to records that never reached the log; seed 943178995
+        of the whole-broker simulation: a member's records lost that way)."""
+        def undo() -> None:
+            for gid, prev in before.items():
+                if prev is None:
+                    self._consumer_written.pop(gid, None)
+                else:
+                    self._consumer_written[gid] = prev
+        return undo
+
+    def _remember_written(self, group_id: str) -> None:
+        """Before the operation changes what ``group_id``'s records are believed to be."""
+        if group_id not in self._written_before:
+            self._written_before[group_id] = self._consumer_written.get(group_id)
 
     def _hold(self) -> int:
         self._next_token += 1
@@ -867,6 +892,7 @@ class GroupShard:
                                 *, gone: bool = False) -> None:
         """Write the KIP-848 records of ``g`` that changed since the last write
         (``gone``: tombstones for all of them)."""
+        self._remember_written(g.group_id)
         before = self._consumer_written.get(g.group_id, {})
         now = {} if gone else self._consumer_entries(g.group_id, model or g.consumer)
         self._records += [(k, v) for k, v in now.items() if before.get(k) != v]
@@ -970,6 +996,7 @@ class GroupShard:
 
     def _drop_consumer_records(self, g: Group) -> list[Record]:
         """Tombstones for the KIP-848 records of ``g`` (it changes kind)."""
+        self._remember_written(g.group_id)
         return [(k, None) for k in self._consumer_written.pop(g.group_id, {})]
 
     # -- online migration: classic members in a consumer group, upgrade and downgrade ----

@@ -50,7 +50,8 @@ if TYPE_CHECKING:
     from jocko_py.broker.interfaces import TxnHost
     from jocko_py.broker.partition import Partition
 
-__all__ = ["MAX_EPOCH", "TransactionCoordinator", "TxnConfig", "config_from", "write_markers"]
+__all__ = ["MAX_EPOCH", "TransactionCoordinator", "TxnConfig", "config_from", "marker_batch",
+           "write_markers"]
 
 log = logging.getLogger("jocko_py.broker.txn")
 
@@ -84,6 +85,25 @@ def config_from(broker: TxnHost) -> TxnConfig:
     )
 
 
+def marker_batch(p: Partition, producer_id: int, producer_epoch: int, commit: bool,
+                 coordinator_epoch: int, transaction_version: int, ts: int
+                 ) -> tuple[ErrorCode, bytes | None]:
+    """The decision of one partition's leader on one marker (WriteTxnMarkers): the
+    control batch to append (acks=all), or why none is: a marker of an older producer
+    epoch or coordinator epoch is refused (Kafka's rules, ``check_marker``), and so is
+    any marker while the partition is under its min ISR (the coordinator retries)."""
+    check = p.log.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch,
+                                              transaction_version)
+    if check != E.NONE:
+        return check, None
+    if p.under_min_isr():
+        return E.NOT_ENOUGH_REPLICAS, None  # as any acks=all write: the coordinator retries
+    ctype = rb.ControlType.COMMIT if commit else rb.ControlType.ABORT
+    return E.NONE, rb.build_control_batch(
+        ctype, producer_id=producer_id, producer_epoch=producer_epoch,
+        coordinator_epoch=coordinator_epoch, timestamp=ts)
+
+
 async def write_markers(broker: TxnHost, producer_id: int, producer_epoch: int, commit: bool,
                         coordinator_epoch: int, partitions: list[tuple[str, int]],
                         transaction_version: int = 0) -> dict[tuple[str, int], ErrorCode]:
@@ -96,24 +116,18 @@ async def write_markers(broker: TxnHost, producer_id: int, producer_epoch: int, 
     out: dict[tuple[str, int], ErrorCode] = {}
     entries: list[tuple[str, int, memoryview | bytes]] = []
     keys: list[tuple[str, int]] = []
-    ctype = rb.ControlType.COMMIT if commit else rb.ControlType.ABORT
     ts = now_ms()
     for tp in partitions:
         p, err = replicas.get_partition_or_error(*tp)
         if p is None:
             out[tp] = err
             continue
-        check = p.log.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch,
-                                                  transaction_version)
-        if check != E.NONE:
+        check, batch = marker_batch(p, producer_id, producer_epoch, commit, coordinator_epoch,
+                                    transaction_version, ts)
+        if batch is None:
             out[tp] = check
             continue
-        if p.under_min_isr():
-            out[tp] = E.NOT_ENOUGH_REPLICAS  # as any acks=all write: the coordinator retries
-            continue
-        entries.append((tp[0], tp[1], rb.build_control_batch(
-            ctype, producer_id=producer_id, producer_epoch=producer_epoch,
-            coordinator_epoch=coordinator_epoch, timestamp=ts)))
+        entries.append((tp[0], tp[1], batch))
         keys.append(tp)
     if entries:
         results = await replicas.append_records(entries, -1, int(MARKER_TIMEOUT_S * 1000),
