@@ -5,6 +5,8 @@ periodic job in one place for `app.py` to run. In process, no socket opened."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -193,7 +195,12 @@ def test_every_module_is_inside_the_layer_contracts() -> None:
 
 def test_the_import_contracts_hold() -> None:
     """`lint-imports` (the contracts in pyproject.toml) passes: layers flow downward, the
-    CLI's modules sit under its entry point, Broker is protected, no cycle."""
-    from importlinter.cli import lint_imports
-
-    assert lint_imports(config_filename=str(_PYPROJECT), no_cache=True) == 0
+    CLI's modules sit under its entry point, Broker is protected, no cycle. Run in its
+    own process: import-linter's CLI configures logging with `dictConfig`, which disables
+    every logger already made and closes every handler (pytest's log capture of every
+    later test on this worker included)."""
+    code = ("import sys; from importlinter.cli import lint_imports; "
+            f"sys.exit(lint_imports(config_filename={str(_PYPROJECT)!r}, no_cache=True))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=_PYPROJECT.parent)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
