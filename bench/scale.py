@@ -327,6 +327,8 @@ class _Progress(dict):  # type: ignore[type-arg]
 
 
 CURRENT: list[dict[str, Any]] = []
+# where a failed run's broker logs are kept (their last 400 KB), if anywhere
+LOG_KEEP: Path | None = None
 
 
 def run_one(kind: type[System], n: int, reps: int, tmp: Path, nodes: int = 1,
@@ -410,10 +412,15 @@ def run_one(kind: type[System], n: int, reps: int, tmp: Path, nodes: int = 1,
         for i in s.ids:
             f = work / f"{s.name}-{i}.log"
             if f.exists():
-                lines = [ln for ln in f.read_text(errors="replace").splitlines()
-                         if " ERROR " in ln or " WARN " in ln or "Error" in ln
-                         or "Exception" in ln]
-                tails += [f"node {i}: {ln[:300]}" for ln in lines[-4:]]
+                text = f.read_text(errors="replace")
+                lines = [ln for ln in text.splitlines()
+                         if ln[:1] not in ("\t", " ") and (
+                             " ERROR " in ln or " FATAL " in ln or "Caused by" in ln
+                             or "Too many open files" in ln)]
+                tails += [f"node {i}: {ln[:400]}" for ln in lines[:3] + lines[-3:]]
+                if LOG_KEEP is not None:  # the whole log, beside the results
+                    LOG_KEEP.mkdir(parents=True, exist_ok=True)
+                    (LOG_KEEP / f"{work.name}-{f.name}").write_text(text[-400_000:])
         if tails:
             out["error_log"] = tails
     finally:
@@ -474,6 +481,8 @@ def table(results: list[dict[str, Any]]) -> str:
             j, k = by.get((Jocko.name, n, nodes)), by.get((Kafka.name, n, nodes))
             jv = j.get(key) if j else None
             kv = k.get(key) if k else None
+            if jv is None and kv is None and not any(r and "error" in r for r in (j, k)):
+                continue  # not measured by this run (--create-only)
             ratio = f"{jv / kv:.3g}" if jv is not None and kv else "-"
             (jc, jl), (kc, kl) = _cell(j, key), _cell(k, key)
             lines.append(f"| {label} | {n:,} | {nodes} | {jc} | {jl} | {kc} | {kl} | {ratio} |")
@@ -595,6 +604,8 @@ def main() -> int:
             print(f"error: unknown system {name!r} (jocko, kafka)", file=sys.stderr)
             return 2
     Kafka.log_jars = args.kafka_log_jars
+    global LOG_KEEP
+    LOG_KEEP = args.out_dir / "scale-logs"
     results = []
     partial = args.out_dir / "scale-partial.json"
     args.out_dir.mkdir(parents=True, exist_ok=True)
