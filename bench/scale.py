@@ -177,8 +177,23 @@ class Kafka(System):
         for k in self.node.values():
             k.format()
 
+    # a directory holding an SLF4J 1.7 binding for Log4j 2 (log4j-slf4j-impl, as in
+    # Kafka's distribution): Kafka then logs WARN and above to its log file, which a
+    # failure's report quotes (without one, Kafka's jars log to SLF4J's no-op logger)
+    log_jars: Path | None = None
+
     def command(self, i: int) -> list[str]:
-        return ["java", "-Xms512m", "-Xmx2g", "-cp", f"{JARS}/*", "kafka.Kafka",
+        cp = f"{JARS}/*"
+        extra = []
+        if self.log_jars is not None:
+            cfg = self.work / "log4j2.properties"
+            cfg.write_text("rootLogger.level = WARN\nrootLogger.appenderRef.out.ref = OUT\n"
+                           "appender.out.type = Console\nappender.out.name = OUT\n"
+                           "appender.out.layout.type = PatternLayout\n"
+                           "appender.out.layout.pattern = [%d] %p %m (%c)%n\n")
+            cp += f":{self.log_jars}/*"
+            extra = [f"-Dlog4j2.configurationFile={cfg}"]
+        return ["java", "-Xms512m", "-Xmx2g", *extra, "-cp", cp, "kafka.Kafka",
                 str(self.node[i].config)]
 
 
@@ -311,12 +326,17 @@ class _Progress(dict):  # type: ignore[type-arg]
             self[k] = v
 
 
+CURRENT: list[dict[str, Any]] = []
+# where a failed run's broker logs are kept (their last 400 KB), if anywhere
+LOG_KEEP: Path | None = None
+
+
 def run_one(kind: type[System], n: int, reps: int, tmp: Path, nodes: int = 1,
-            ) -> dict[str, Any]:
-    work = tmp / f"{kind.name}-{n}-{nodes}"
-    work.mkdir()
+            create_only: bool = False) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix=f"{kind.name}-{n}-{nodes}-", dir=tmp))
     s = kind(work, nodes)
     out: dict[str, Any] = _Progress(system=s.name, partitions=n, brokers=nodes)
+    CURRENT[:] = [out]  # what an interrupted run had measured (main writes it)
     names = [f"t{i:05d}" for i in range(n // 100)]
     try:
         s.prepare()
@@ -352,6 +372,8 @@ def run_one(kind: type[System], n: int, reps: int, tmp: Path, nodes: int = 1,
               s.check)
         out["create_s"] = round(time.monotonic() - t0, 2)
         out["create_load"] = _load()
+        if create_only:
+            return dict(out)
         _produce(s, names)
         with socket.create_connection(("127.0.0.1", s.port), timeout=600) as sock:
             for i in range(max(reps, 5)):  # the JVM's JIT warms up too
@@ -381,6 +403,26 @@ def run_one(kind: type[System], n: int, reps: int, tmp: Path, nodes: int = 1,
     except Exception as e:  # noqa: BLE001 - a system failing at a size is a result too
         out["error"] = f"{type(e).__name__}: {e}"[:400]
         out["error_load"] = _load()
+        if s.procs:  # what the processes still hold, and what they last logged
+            try:
+                out["error_fds"], _ = s.readings()
+            except OSError:
+                pass
+        tails = []
+        for i in s.ids:
+            f = work / f"{s.name}-{i}.log"
+            if f.exists():
+                text = f.read_text(errors="replace")
+                lines = [ln for ln in text.splitlines()
+                         if ln[:1] not in ("\t", " ") and (
+                             " ERROR " in ln or " FATAL " in ln or "Caused by" in ln
+                             or "Too many open files" in ln)]
+                tails += [f"node {i}: {ln[:400]}" for ln in lines[:3] + lines[-3:]]
+                if LOG_KEEP is not None:  # the whole log, beside the results
+                    LOG_KEEP.mkdir(parents=True, exist_ok=True)
+                    (LOG_KEEP / f"{work.name}-{f.name}").write_text(text[-400_000:])
+        if tails:
+            out["error_log"] = tails
     finally:
         s.kill()
         for i in s.ids:  # the logs stay (beside --out-dir's tables when asked for)
@@ -402,7 +444,34 @@ def _cell(r: dict[str, Any] | None, key: str) -> tuple[str, str]:
     return f"{r[key]:,}", str(r.get(f"{key}_load", r.get("create_load", "")))
 
 
+def merged(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One result per (system, partitions, brokers): the median of each figure (and of
+    its load) over the runs that measured it, `runs` the number of runs, `error` the
+    last failure when no run measured anything after it."""
+    groups: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((r["system"], r["partitions"], r.get("brokers", 1)), []).append(r)
+    out = []
+    for (system, n, nodes), rs in groups.items():
+        m: dict[str, Any] = {"system": system, "partitions": n, "brokers": nodes,
+                             "runs": len(rs)}
+        keys = {k for r in rs for k, v in r.items()
+                if isinstance(v, int | float) and k not in m and k != "run"}
+        for k in sorted(keys):
+            vals = [r[k] for r in rs if k in r]
+            med = statistics.median(vals)
+            m[k] = round(med, 2) if isinstance(med, float) else med
+        errors = [r for r in rs if "error" in r]
+        if errors:
+            m["error"] = errors[-1]["error"]
+            m["error_load"] = errors[-1].get("error_load", "")
+        out.append(m)
+    return out
+
+
 def table(results: list[dict[str, Any]]) -> str:
+    runs = results
+    results = merged(results)
     by = {(r["system"], r["partitions"], r.get("brokers", 1)): r for r in results}
     sizes = sorted({(r.get("brokers", 1), r["partitions"]) for r in results})
     lines = ["| figure | partitions | brokers | jocko-py | load | Kafka 4.4.0 | load | ratio |",
@@ -412,11 +481,18 @@ def table(results: list[dict[str, Any]]) -> str:
             j, k = by.get((Jocko.name, n, nodes)), by.get((Kafka.name, n, nodes))
             jv = j.get(key) if j else None
             kv = k.get(key) if k else None
+            if jv is None and kv is None and not any(r and "error" in r for r in (j, k)):
+                continue  # not measured by this run (--create-only)
             ratio = f"{jv / kv:.3g}" if jv is not None and kv else "-"
             (jc, jl), (kc, kl) = _cell(j, key), _cell(k, key)
             lines.append(f"| {label} | {n:,} | {nodes} | {jc} | {jl} | {kc} | {kl} | {ratio} |")
     errors = [f"- {r['system']} at {r['partitions']:,} partitions on {r.get('brokers', 1)} "
-              f"broker(s): {r['error']}" for r in results if "error" in r]
+              f"broker(s): {r['error']}" for r in runs if "error" in r]
+    many = [f"- {r['system']} at {r['partitions']:,} partitions on {r['brokers']} broker(s): "
+            f"median of {r['runs']} runs" for r in results if r["runs"] > 1]
+    if many:
+        lines.append("\nRepeated runs (each figure and its load the median over the runs that "
+                     "measured it; every run is in the JSON):\n\n" + "\n".join(many))
     return "\n".join(lines) + "\n" + ("\nFailures:\n\n" + "\n".join(errors) + "\n"
                                       if errors else "")
 
@@ -429,6 +505,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
+    results = merged(results)
     fig, axes = plt.subplots(2, 4, figsize=(17, 7.5))
     colours = {Jocko.name: "tab:blue", Kafka.name: "tab:orange"}
     for ax, (key, label) in zip(axes.flat, FIGURES, strict=False):
@@ -481,6 +558,14 @@ def main() -> int:
     ap.add_argument("--brokers", type=int, default=3)
     ap.add_argument("--systems", default="jocko,kafka")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--runs", type=int, default=1,
+                    help="runs of each system at each size, alternating (the table shows "
+                         "medians)")
+    ap.add_argument("--kafka-log-jars", type=Path, default=None,
+                    help="a directory with log4j-slf4j-impl (Kafka's SLF4J binding): Kafka "
+                         "logs WARN and above, quoted when it fails")
+    ap.add_argument("--create-only", action="store_true",
+                    help="measure topic creation only (each run stops after it)")
     ap.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--tables-from", default="",
                     help="comma-separated JSON files of earlier runs: only write their "
@@ -518,18 +603,38 @@ def main() -> int:
         else:
             print(f"error: unknown system {name!r} (jocko, kafka)", file=sys.stderr)
             return 2
+    Kafka.log_jars = args.kafka_log_jars
+    global LOG_KEEP
+    LOG_KEEP = args.out_dir / "scale-logs"
     results = []
     partial = args.out_dir / "scale-partial.json"
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="jocko-scale-") as tmp:
-        for n, nodes in runs:
-            for kind in kinds:  # back to back at each size
-                r = run_one(kind, n, args.reps, Path(tmp), nodes)
-                print(json.dumps(r), flush=True)
-                results.append(r)
-                partial.write_text(json.dumps(results, indent=1) + "\n")
+    try:
+        with tempfile.TemporaryDirectory(prefix="jocko-scale-") as tmp:
+            for n, nodes in runs:
+                for k in range(args.runs):
+                    for kind in kinds:  # back to back at each size, alternating
+                        r = run_one(kind, n, args.reps, Path(tmp), nodes, args.create_only)
+                        CURRENT.clear()
+                        if args.runs > 1:
+                            r["run"] = k + 1
+                        print(json.dumps(r), flush=True)
+                        results.append(r)
+                        partial.write_text(json.dumps(results, indent=1) + "\n")
+    except (KeyboardInterrupt, SystemExit):
+        # stopped (SIGTERM, Ctrl-C): the figures measured so far, the run under way
+        # marked as interrupted, are written like a finished run's
+        if CURRENT:
+            r = dict(CURRENT[0])
+            r.setdefault("error", "interrupted (the bench was stopped) after the figures "
+                                  "shown")
+            r.setdefault("error_load", _load())
+            results.append(r)
+        if not results:
+            raise
+        print("# interrupted: writing what was measured", file=sys.stderr)
     write(results, args.out_dir, "bench/scale.py " + " ".join(sys.argv[1:]))
-    partial.unlink()
+    partial.unlink(missing_ok=True)
     return 0
 
 

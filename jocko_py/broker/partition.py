@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from jocko_py.cluster.metadata import PartitionImage
 from jocko_py.commitlog.config import effective_min_isr
 from jocko_py.commitlog.errors import KafkaStorageError, OffsetOutOfRangeError
+from jocko_py.commitlog.leader_epoch import LeaderEpochCache
 from jocko_py.commitlog.log import Log
 from jocko_py.commitlog.segment import REGION_MIN_BYTES, FileRegion
 from jocko_py.protocol import records as rb
@@ -175,8 +176,12 @@ class Partition:
 
     # ------------------------------------------------------------------ role changes
 
-    def make_leader(self, img: PartitionImage, now: int) -> bool:
-        """Become (or stay) leader as ``img`` says; True if the leader epoch is new."""
+    def make_leader(self, img: PartitionImage, now: int, *, quiet: bool = False,
+                    epoch_writes: list[LeaderEpochCache] | None = None) -> bool:
+        """Become (or stay) leader as ``img`` says; True if the leader epoch is new.
+        ``quiet``: the new epoch is logged at DEBUG (the caller logs a summary).
+        ``epoch_writes``: the leader-epoch checkpoint is not written here but added to
+        the list, for the caller to write before it answers anything."""
         new_epoch = self.role is not Role.LEADER or img.leader_epoch != self.leader_epoch
         self.replicas = img.replicas
         self.isr = img.isr
@@ -189,16 +194,18 @@ class Partition:
             self.leader_epoch = img.leader_epoch
             self.pending_isr = None
             self.leader_epoch_start_offset = self.log.log_end_offset
-            self.log.leader_epochs.assign(img.leader_epoch, self.log.log_end_offset)
+            self.log.leader_epochs.assign(img.leader_epoch, self.log.log_end_offset,
+                                          defer=epoch_writes)
             # Followers' positions are unknown until they fetch; ISR members count as
             # caught up now so they are not dropped before their first fetch.
             self.followers = {
                 r: FollowerState(last_caught_up_ms=now if r in img.isr else 0)
                 for r in img.replicas if r != self.broker_id
             }
-            log.info("[partition=%s] leader at epoch %d, ISR %s, LEO %d, HW %d", self.name,
-                     img.leader_epoch, list(img.isr), self.log.log_end_offset,
-                     self.high_watermark)
+            log.log(logging.DEBUG if quiet else logging.INFO,
+                    "[partition=%s] leader at epoch %d, ISR %s, LEO %d, HW %d", self.name,
+                    img.leader_epoch, list(img.isr), self.log.log_end_offset,
+                    self.high_watermark)
         else:
             for r in img.replicas:
                 if r != self.broker_id and r not in self.followers:

@@ -50,12 +50,16 @@ from jocko_py.broker.stats import BrokerStats, count_records
 from jocko_py.cluster.metadata import MetadataDelta, MetadataImage, PartitionRef
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.errors import KafkaStorageError
+from jocko_py.commitlog.leader_epoch import LeaderEpochCache
 from jocko_py.commitlog.manager import LogManager
 from jocko_py.commitlog.segment import FileRegion
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode
 
 log = logging.getLogger("jocko_py.broker.replica_manager")
+# a metadata delta making this broker leader of more partitions than this logs one line
+# for all of them (the first ones named), not one each
+_LEADER_LINES = 10
 
 __all__ = ["AppendResult", "FetchParams", "FetchPartition", "Partition", "ReadResult",
            "ReplicaManager"]
@@ -189,15 +193,35 @@ class ReplicaManager:
         now = now_ms()
         for ref in local.deleted:
             self._stop_replica(ref)
-        for ref in local.leaders:
-            p = self._get_or_create(ref)
-            assert ref.after is not None
-            self._remove_from_fetchers((p.topic, p.partition))
-            if p.make_leader(ref.after, now):
-                self._notify_role(p, True)
-            self._on_hw_maybe_moved(p)
+        # many new leaders at once (topics created, a broker's leaders moved here): one
+        # line for all of them instead of one each (each one at DEBUG)
+        quiet = len(local.leaders) > _LEADER_LINES
+        new_leaders: list[str] = []
+        configs: dict[str, LogConfig] = {}  # the topics' log configs, for this delta
+        # the new logs' files made at once on threads, and the new epochs' checkpoints
+        # written at once after the loop (LogManager.CREATE_THREADS)
+        self.logs.prepare_new_logs([
+            (r.topic, r.partition) for r in (*local.leaders, *local.followers)
+            if (p0 := self.partitions.get((r.topic, r.partition))) is None
+            or p0.topic_id != r.topic_id])
+        epoch_writes: list[LeaderEpochCache] = []
+        try:
+            for ref in local.leaders:
+                p = self._get_or_create(ref, configs)
+                assert ref.after is not None
+                self._remove_from_fetchers((p.topic, p.partition))
+                if p.make_leader(ref.after, now, quiet=quiet, epoch_writes=epoch_writes):
+                    new_leaders.append(p.name)
+                    self._notify_role(p, True)
+                self._on_hw_maybe_moved(p)
+        finally:
+            self.logs.save_leader_epochs(epoch_writes)
+        if quiet and new_leaders:
+            log.info("leader of %d partitions at a new epoch: %s%s", len(new_leaders),
+                     ", ".join(new_leaders[:_LEADER_LINES]),
+                     ", ..." if len(new_leaders) > _LEADER_LINES else "")
         for ref in local.followers:
-            p = self._get_or_create(ref)
+            p = self._get_or_create(ref, configs)
             assert ref.after is not None
             was_leader = p.role is Role.LEADER
             changed = p.make_follower(ref.after)
@@ -234,11 +258,16 @@ class ReplicaManager:
             if rtype == 2 and name in image.topics:
                 self.update_topic_config(name)
 
-    def _get_or_create(self, ref: PartitionRef) -> Partition:
+    def _get_or_create(self, ref: PartitionRef,
+                       configs: dict[str, LogConfig] | None = None) -> Partition:
         key = (ref.topic, ref.partition)
         p = self.partitions.get(key)
         if p is None or p.topic_id != ref.topic_id:
-            cfg = self.log_config(ref.topic)
+            cfg = None if configs is None else configs.get(ref.topic)
+            if cfg is None:
+                cfg = self.log_config(ref.topic)
+                if configs is not None:
+                    configs[ref.topic] = cfg
             lg = self.logs.get_or_create(ref.topic, ref.partition, cfg)
             lg.update_config(cfg)
             p = Partition(ref.topic, ref.partition, ref.topic_id, lg, self.broker_id)

@@ -405,22 +405,36 @@ _INT_TUPLE_FIELDS = {"replicas", "isr", "removing_replicas", "adding_replicas", 
 _OMITTED_AT_DEFAULT = {"elr", "last_known_elr"}
 
 
+# each record class's fields, and whether each is left out at its default
+# (`dataclasses.fields` builds its answer anew on every call: thousands of records a
+# CreateTopics)
+_JSON_FIELDS: dict[type[Any], tuple[tuple[str, Any, bool], ...]] = {}
+
+
+def _json_fields(cls: type[Any]) -> tuple[tuple[str, Any, bool], ...]:
+    fields = _JSON_FIELDS.get(cls)
+    if fields is None:
+        fields = _JSON_FIELDS[cls] = tuple(
+            (f.name, f.default, f.name in _OMITTED_AT_DEFAULT) for f in dataclasses.fields(cls))
+    return fields
+
+
 def _to_json(rec: MetadataRecord) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for f in dataclasses.fields(rec):
-        v = getattr(rec, f.name)
-        if f.name in _OMITTED_AT_DEFAULT and v == f.default:
+    for name, default, omitted in _json_fields(type(rec)):
+        v = getattr(rec, name)
+        if omitted and v == default:
             continue
         if isinstance(v, uuid.UUID):
-            out[f.name] = v.hex
+            out[name] = v.hex
         elif isinstance(v, bytes):
-            out[f.name] = base64.b64encode(v).decode()
-        elif f.name == "endpoints":
-            out[f.name] = [[e.name, e.host, e.port, e.security_protocol] for e in v]
+            out[name] = base64.b64encode(v).decode()
+        elif name == "endpoints":
+            out[name] = [[e.name, e.host, e.port, e.security_protocol] for e in v]
         elif isinstance(v, tuple):
-            out[f.name] = list(v)
+            out[name] = list(v)
         else:
-            out[f.name] = v
+            out[name] = v
     return out
 
 

@@ -103,7 +103,7 @@ class _IndexFile:
 
     def create_file(self) -> None:
         """Make sure the file exists (empty), so its absence always means damage."""
-        self.path.touch()
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))
 
     def _read_existing(self) -> bytes:
         try:

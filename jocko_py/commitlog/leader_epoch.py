@@ -91,7 +91,9 @@ class LeaderEpochCache:
     Not thread-safe: the owning Log is its only user.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, new: bool = False) -> None:
+        """Read the checkpoint at ``path``; ``new``: the log's directory was just made,
+        there is nothing to read (the first write then needs no temporary file)."""
         self.path = path
         self._epochs: list[int] = []
         self._starts: list[int] = []
@@ -99,6 +101,11 @@ class LeaderEpochCache:
         self.checkpoint_found = False
         #: True when the file was last written without fsync (``assign``)
         self.unsynced = False
+        # the file does not exist: a torn first write is no worse than no file (both
+        # are rebuilt from the batch headers), so it is written in place, not renamed
+        self._absent = new
+        if new:
+            return
         try:
             text = path.read_text()
         except FileNotFoundError:
@@ -157,14 +164,24 @@ class LeaderEpochCache:
 
     # --- changes ------------------------------------------------------------------
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, *,
+               defer: list[LeaderEpochCache] | None = None) -> None:
         """Record that ``epoch`` starts at ``start_offset``; persists when it changes anything.
 
         A no-op for an epoch at or below the latest one, or a negative (unset)
-        epoch, so callers may call it for every append.
+        epoch, so callers may call it for every append. With ``defer`` the file is not
+        written here: the cache is added to the list, and the caller must `save` it
+        before it answers anything (LogManager.save_leader_epochs writes many at once).
         """
         if self._assign(epoch, start_offset):
-            self._write(sync=False)
+            if defer is None:
+                self._write(sync=False)
+            else:
+                defer.append(self)
+
+    def save(self) -> None:
+        """Write the checkpoint, without fsync (as `assign` does); any thread."""
+        self._write(sync=False)
 
     def _assign(self, epoch: int, start_offset: int) -> bool:
         if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
@@ -257,20 +274,28 @@ class LeaderEpochCache:
     def _write(self, sync: bool = True) -> None:
         lines = [str(_VERSION), str(len(self._epochs))]
         lines.extend(f"{e} {s}" for e, s in zip(self._epochs, self._starts, strict=True))
-        tmp = self.path.with_name(self.path.name + ".tmp")
+        data = ("\n".join(lines) + "\n").encode()
+        in_place = self._absent and not sync
+        target = self.path if in_place else self.path.with_name(self.path.name + ".tmp")
         try:
-            with open(tmp, "w") as f:
-                f.write("\n".join(lines) + "\n")
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
                 if sync:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            if not in_place:
+                os.replace(target, self.path)
             if sync:
                 _fsync_dir(self.path.parent)
         except OSError as exc:
             raise KafkaStorageError(f"cannot write {self.path}: {exc}") from exc
         self.unsynced = not sync
         self.checkpoint_found = True
+        self._absent = False
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self.entries()})"

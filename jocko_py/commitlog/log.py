@@ -178,7 +178,7 @@ def _now_ms() -> int:
 class Log:
     """A partition log made of segments.  Use :meth:`Log.open` to create or load one."""
 
-    def __init__(self, directory: Path, config: LogConfig) -> None:
+    def __init__(self, directory: Path, config: LogConfig, *, new: bool = False) -> None:
         self.dir = directory
         self.config = config
         self.segments: list[LogSegment] = []
@@ -194,7 +194,8 @@ class Log:
         self._dirty_reported = False
         self.name = directory.name
         #: Leader epoch -> start offset of this partition (OffsetForLeaderEpoch).
-        self.leader_epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT_FILE)
+        self.leader_epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT_FILE,
+                                              new=new)
         #: Idempotent-producer state; the broker calls ``producer_state.check(h)``
         #: before a leader append, the log observes every appended batch.
         self.producer_state = ProducerStateManager()
@@ -231,6 +232,22 @@ class Log:
         except OSError as exc:
             lg.close()
             raise KafkaStorageError(f"cannot open log {directory}: {exc}") from exc
+        return lg
+
+    @classmethod
+    def create(cls, directory: Path, config: LogConfig) -> Log:
+        """A new, empty log in ``directory``, which the caller has just made (it is
+        empty): what :meth:`open` would make of it, without looking for files to load
+        or clean up. No file is created now: the active segment's files come with its
+        first use (segment.py), the leader-epoch checkpoint with the first epoch."""
+        lg = cls(directory, config, new=True)
+        try:
+            lg._add_segment(LogSegment.create(directory, 0, config, new=True))
+        except OSError as exc:
+            lg.close()
+            raise KafkaStorageError(f"cannot create log {directory}: {exc}") from exc
+        lg._producer_checkpoints = [(0, lg.producer_state.copy())]
+        lg._loaded = True
         return lg
 
     def _load(self, recovery_point: int, had_clean_shutdown: bool) -> None:

@@ -170,22 +170,41 @@ class LogSegment:
         # the sizes this file was cut to, in order (FileRegion: bytes changed since a read)
         self.truncations: list[int] = []
         self.closed = False  # closed for good (deleted, compacted, log closed)
+        # the index files are still to be created, by the first append, and the .log by
+        # the first use of its descriptor (create(new=True))
+        self._index_files_pending = False
+        self._file_pending = False
 
     # --- opening --------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
-        """A new, empty segment (files created; an existing .log is emptied)."""
+    def create(cls, directory: Path, base_offset: int, config: LogConfig, *,
+               new: bool = False) -> LogSegment:
+        """A new, empty segment (files created; an existing .log is emptied).
+
+        ``new``: ``directory`` was just made (empty), so there is nothing to remove, and
+        no file is created yet: the ``.log`` is made by the first use of its descriptor
+        (an append, a read), the index files by the first append, before its bytes are
+        written: a segment with data always has both (their absence means damage, see
+        `open`), an empty one needs none, and a log directory without a segment file
+        loads as an empty log."""
         seg = cls(directory, base_offset, config)
         try:
-            seg._fd = HANDLES.open(seg, seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
-            seg.index_path.unlink(missing_ok=True)
-            seg.time_index_path.unlink(missing_ok=True)
-            seg.txn_index.path.unlink(missing_ok=True)
+            if new:
+                seg._file_pending = True
+            else:
+                seg._fd = HANDLES.open(seg, seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+            if not new:
+                seg.index_path.unlink(missing_ok=True)
+                seg.time_index_path.unlink(missing_ok=True)
+                seg.txn_index.path.unlink(missing_ok=True)
             seg.offset_index = OffsetIndex(seg.index_path, base_offset, config.segment_index_bytes)
             seg.time_index = TimeIndex(seg.time_index_path, base_offset, config.segment_index_bytes)
-            seg.offset_index.create_file()
-            seg.time_index.create_file()
+            if new:
+                seg._index_files_pending = True
+            else:
+                seg.offset_index.create_file()
+                seg.time_index.create_file()
         except (OSError, KafkaStorageError) as exc:
             seg._close_quietly()
             for p in (seg.log_path, seg.index_path, seg.time_index_path):
@@ -374,6 +393,14 @@ class LogSegment:
         start = self.size
         view = memoryview(data)
         written = 0
+        if self._index_files_pending:
+            try:
+                self.offset_index.create_file()
+                self.time_index.create_file()
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot create the indexes of {self.log_path}: "
+                                        f"{exc}") from exc
+            self._index_files_pending = False
         try:
             while written < len(view):
                 written += os.pwrite(self._fdesc(), view[written:], start + written)
@@ -644,6 +671,10 @@ class LogSegment:
         fd = self._fd
         if fd >= 0:
             HANDLES.touch(self)
+            return fd
+        if self._file_pending:
+            self._fd = fd = HANDLES.open(self, self.log_path, os.O_RDWR | os.O_CREAT)
+            self._file_pending = False
             return fd
         self._fd = fd = HANDLES.open(self, self.log_path, os.O_RDWR)
         return fd
