@@ -33,10 +33,9 @@ from tests.cluster.sim_broker import (
     broker_schedule_params,
     run_broker_schedule,
 )
-from tests.cluster.sim_seed import BASE_SEED
+from tests.cluster.sim_seed import run_seeds, seed_chunks
 
 N = int(os.environ.get("JOCKO_SIM_BROKER_SCHEDULES", "6"))
-ONLY = os.environ.get("JOCKO_SIM_SEED")
 CHUNK = 3
 
 
@@ -48,31 +47,10 @@ def _quiet() -> Iterator[None]:
     logging.disable(logging.NOTSET)
 
 
-def _chunks(total: int) -> list[tuple[int, int]]:
-    if ONLY is not None:
-        return [(int(ONLY), 1)]
-    # apart from the other campaigns' seeds of the same base
-    base = BASE_SEED + 13_000_000
-    return [(base + s, min(CHUNK, total - s)) for s in range(0, max(total, 1), CHUNK)]
-
-
-@pytest.mark.parametrize(("start", "count"), _chunks(N))
+@pytest.mark.parametrize(("start", "count"), seed_chunks(13_000_000, N, CHUNK))
 def test_broker_schedules(start: int, count: int) -> None:
-    failures: list[str] = []
-    for seed in range(start, start + count):
-        try:
-            run_broker_schedule(seed)
-        except InvariantViolation as e:
-            failures.append(str(e))
-        except Exception as e:  # a crash in a core fails the seed too
-            failures.append(f"seed={seed}: {type(e).__name__}: {e}")
-        if failures:
-            break
-    if failures:
-        pytest.fail(
-            f"whole broker: failing schedule of the run with base seed {BASE_SEED}; replay it "
-            f"with JOCKO_SIM_SEED=<seed> pytest tests/cluster/test_broker_sim.py -k "
-            f"schedules\n" + "\n".join(f[:6000] for f in failures))
+    run_seeds(start, count, run_broker_schedule, InvariantViolation, what="whole broker",
+              replay="tests/cluster/test_broker_sim.py", stop_after=1, width=6000)
 
 
 def test_schedules_exercise_the_faults() -> None:

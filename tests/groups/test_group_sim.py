@@ -16,39 +16,17 @@ import os
 
 import pytest
 
-from tests.cluster.sim_seed import BASE_SEED
+from tests.cluster.sim_seed import run_seeds, seed_chunks
 from tests.groups.sim_groups import InvariantViolation, run_schedule
 
 N = int(os.environ.get("JOCKO_SIM_GROUP_SCHEDULES", "40"))
-ONLY = os.environ.get("JOCKO_SIM_SEED")
 CHUNK = 20
 
 
-def _chunks(total: int) -> list[tuple[int, int]]:
-    if ONLY is not None:
-        return [(int(ONLY), 1)]
-    # apart from the other campaigns' seeds of the same base
-    base = BASE_SEED + 9_000_000
-    return [(base + s, min(CHUNK, total - s)) for s in range(0, max(total, 1), CHUNK)]
-
-
-@pytest.mark.parametrize(("start", "count"), _chunks(N))
+@pytest.mark.parametrize(("start", "count"), seed_chunks(9_000_000, N, CHUNK))
 def test_group_schedules(start: int, count: int) -> None:
-    failures: list[str] = []
-    for seed in range(start, start + count):
-        try:
-            run_schedule(seed)
-        except InvariantViolation as e:
-            failures.append(str(e))
-        except Exception as e:  # a crash in the coordinator fails the seed too
-            failures.append(f"seed={seed}: {type(e).__name__}: {e}")
-        if len(failures) >= 2:
-            break
-    if failures:
-        pytest.fail(
-            f"groups: failing schedule(s) of the run with base seed {BASE_SEED}; replay one "
-            f"with JOCKO_SIM_SEED=<seed> pytest tests/groups/test_group_sim.py -k schedules\n"
-            + "\n".join(f[:4000] for f in failures))
+    run_seeds(start, count, run_schedule, InvariantViolation, what="groups",
+              replay="tests/groups/test_group_sim.py")
 
 
 def test_schedules_exercise_the_faults() -> None:
