@@ -29,38 +29,16 @@ from tests.cluster.sim_replication import (
     run_replication_schedule,
     schedule_params,
 )
-from tests.cluster.sim_seed import BASE_SEED
+from tests.cluster.sim_seed import run_seeds, seed_chunks
 
 N = int(os.environ.get("JOCKO_SIM_REPL_SCHEDULES", "200"))
-ONLY = os.environ.get("JOCKO_SIM_SEED")
 CHUNK = 50
 
 
-def _chunks(total: int) -> list[tuple[int, int]]:
-    if ONLY is not None:
-        return [(int(ONLY), 1)]
-    # apart from the raft/gossip/cluster campaigns' seeds of the same base
-    base = BASE_SEED + 7_000_000
-    return [(base + s, min(CHUNK, total - s)) for s in range(0, max(total, 1), CHUNK)]
-
-
-@pytest.mark.parametrize(("start", "count"), _chunks(N))
+@pytest.mark.parametrize(("start", "count"), seed_chunks(7_000_000, N, CHUNK))
 def test_replication_schedules(start: int, count: int) -> None:
-    failures: list[str] = []
-    for seed in range(start, start + count):
-        try:
-            run_replication_schedule(seed)
-        except InvariantViolation as e:
-            failures.append(str(e))
-        except Exception as e:  # a crash in a core fails the seed too
-            failures.append(f"seed={seed}: {type(e).__name__}: {e}")
-        if len(failures) >= 2:
-            break
-    if failures:
-        pytest.fail(
-            f"replication: failing schedule(s) of the run with base seed {BASE_SEED}; replay "
-            f"one with JOCKO_SIM_SEED=<seed> pytest tests/cluster/test_replication_sim.py -k "
-            f"schedules\n" + "\n".join(f[:4000] for f in failures))
+    run_seeds(start, count, run_replication_schedule, InvariantViolation, what="replication",
+              replay="tests/cluster/test_replication_sim.py")
 
 
 def test_schedules_exercise_the_faults() -> None:
