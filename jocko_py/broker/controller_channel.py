@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable
@@ -228,6 +229,102 @@ class ControllerChannel:
         """Create a topic (decided here on the active controller, else forwarded to it);
         `assignments` is a manual replica assignment (one replica list per partition,
         num_partitions and replication_factor taken from it)."""
+        configs = self._check_new_topic(name, num_partitions, replication_factor, configs,
+                                        validate_configs)
+        live = [b for b in self.image.brokers.values() if not b.fenced]
+        if validate_only:
+            if assignments:
+                self._check_assignments(self.image, assignments, None)
+            else:
+                self._check_rf(replication_factor, len(live))
+            return uuid.UUID(int=0)
+        return await self._create_one(name, num_partitions, replication_factor, configs,
+                                      forwarded, assignments)
+
+    async def create_topics(self, topics: list[NewTopic], *, forwarded: bool = False,
+                            ) -> list[uuid.UUID | KafkaError]:
+        """The topics of one CreateTopics request (not validate_only), each one's id or
+        error. On the active controller they are decided together and committed as one
+        batch of records, as Kafka's controller does (ReplicationControlManager
+        createTopics): one metadata-log write, and one delta for the brokers to apply
+        rather than one per topic. Elsewhere each is forwarded (`create_topic`)."""
+        out: list[uuid.UUID | KafkaError] = []
+        todo: list[tuple[int, NewTopic]] = []
+        for i, t in enumerate(topics):
+            try:
+                configs = self._check_new_topic(t.name, t.num_partitions,
+                                                 t.replication_factor, t.configs,
+                                                 t.validate_configs)
+            except KafkaError as e:
+                out.append(e)
+                continue
+            out.append(_ZERO)
+            todo.append((i, dataclasses.replace(t, configs=configs)))
+        if len(todo) > 1 and self.quorum.is_active_controller():
+            decided: dict[int, _Created] = {}
+
+            def decide(img: MetadataImage) -> ControllerResult[None]:
+                decided.clear()
+                records: list[MetadataRecord] = []
+                for i, t in todo:
+                    try:
+                        if t.assignments:
+                            self._check_assignments(img, t.assignments, None)
+                        else:
+                            self._check_rf(t.replication_factor,
+                                           sum(not b.fenced for b in img.brokers.values()))
+                    except KafkaError as e:
+                        decided[i] = (e.code, e.message, _ZERO)
+                        continue
+                    if t.name in img.topics or any(
+                            isinstance(r, TopicRecord) and r.name == t.name for r in records):
+                        decided[i] = (ErrorCode.TOPIC_ALREADY_EXISTS, None, _ZERO)
+                        continue
+                    code, recs = self.quorum.controller.create_topic(
+                        img, t.name, t.num_partitions, t.replication_factor, t.configs,
+                        assignments=t.assignments)
+                    tid = next((r.topic_id for r in recs
+                                if isinstance(r, TopicRecord) and r.name == t.name), _ZERO)
+                    decided[i] = (ErrorCode.of(code), None, _ZERO if code else tid)
+                    if not code:
+                        records.extend(recs)
+                return ControllerResult(records, None)
+
+            try:
+                await self.commit(decide)
+            except NotControllerError:
+                pass  # the controller moved between the check and the commit: forward
+            else:
+                for i, t in todo:
+                    code, message, tid = decided[i]
+                    out[i] = self._created(t, code, message, tid)
+                return out
+        for i, t in todo:
+            try:
+                out[i] = await self._create_one(t.name, t.num_partitions,
+                                                t.replication_factor, t.configs, forwarded,
+                                                t.assignments)
+            except KafkaError as e:
+                out[i] = e
+        return out
+
+    def _created(self, t: NewTopic, code: ErrorCode, message: str | None,
+                 tid: uuid.UUID) -> uuid.UUID | KafkaError:
+        if code == ErrorCode.TOPIC_ALREADY_EXISTS and message is None:
+            message = f"Topic '{t.name}' already exists."
+        if code:
+            return KafkaError(code, message)
+        log.info("[broker=%d] created topic %s (%s) with %d partition(s), RF %d, "
+                 "configs %s", self.broker_id, t.name, tid, t.num_partitions,
+                 t.replication_factor, t.configs)
+        return tid
+
+    def _check_new_topic(self, name: str, num_partitions: int, replication_factor: int,
+                         configs: dict[str, str] | None,
+                         validate_configs: Callable[[dict[str, str]], None] | None,
+                         ) -> dict[str, str]:
+        """The checks a new topic passes before the controller decides on it; its
+        configs (a copy)."""
         validate_topic_name(name)
         if name in self.image.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -242,13 +339,11 @@ class ControllerChannel:
         configs = dict(configs or {})
         if validate_configs is not None:
             validate_configs(configs)
-        live = [b for b in self.image.brokers.values() if not b.fenced]
-        if validate_only:
-            if assignments:
-                self._check_assignments(self.image, assignments, None)
-            else:
-                self._check_rf(replication_factor, len(live))
-            return uuid.UUID(int=0)
+        return configs
+
+    async def _create_one(self, name: str, num_partitions: int, replication_factor: int,
+                          configs: dict[str, str], forwarded: bool,
+                          assignments: list[tuple[int, ...]] | None) -> uuid.UUID:
         created: list[uuid.UUID] = []  # set by a decision taken here
 
         def decide(img: MetadataImage) -> ControllerResult[_Created]:
@@ -515,6 +610,18 @@ class ControllerChannel:
 
 
 _Created = tuple[ErrorCode, str | None, uuid.UUID]
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """One topic of a CreateTopics request (`ControllerChannel.create_topics`)."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+    assignments: list[tuple[int, ...]] | None = None
+    validate_configs: Callable[[dict[str, str]], None] | None = None
 _ZERO = uuid.UUID(int=0)
 
 

@@ -227,4 +227,5 @@ class Broker:
     def close(self) -> None:
         # the clean-shutdown markers name the epoch this process was registered under:
         # its next start registers with it as its previous broker epoch (KIP-966)
+        self.publisher.close()
         self.replicas.close(self.registered_broker_epoch())

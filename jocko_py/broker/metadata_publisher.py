@@ -10,10 +10,17 @@ coordinator is elected or resigns for `__consumer_offsets` partitions).
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
-from jocko_py.cluster.metadata import CONFIG_RESOURCE_BROKER, MetadataDelta, MetadataImage
+from jocko_py.cluster.metadata import (
+    CONFIG_RESOURCE_BROKER,
+    LocalChanges,
+    MetadataDelta,
+    MetadataImage,
+)
 
 if TYPE_CHECKING:
     from jocko_py.broker.config import BrokerConfig
@@ -57,9 +64,23 @@ class MetadataPublisher:
     would otherwise make this broker leader and follower of partitions at every epoch
     they ever had, briefly serving as a long-deposed leader and dialling fetchers to
     brokers that no longer lead. Once caught up, the whole image is published as one
-    delta (from the empty image), then every batch as it commits."""
+    delta (from the empty image), then every batch as it commits.
+
+    The Metadata cache takes each delta at once. The replicas take a small one at once
+    too; one touching more than `AT_ONCE` partitions (topics of thousands of partitions
+    created, a broker's leaderships moved here) goes to them `SLICE` partitions at a
+    time, the event loop serving requests between slices (a few milliseconds each), and
+    later deltas wait their turn behind it. So a CreateTopics of 1,000 partitions is answered once committed, as
+    Kafka's is, and no request waits for a thousand logs to be made: until its slice
+    is applied, a new partition answers NOT_LEADER_OR_FOLLOWER, as it does on a Kafka
+    broker that has not yet applied the delta its Metadata cache already shows.
+    """
 
     CATCH_UP_POLL_S = 0.05
+    #: the most partitions a delta may touch to be applied to the replicas at once
+    AT_ONCE = 100
+    #: partitions of a bigger delta applied to the replicas in one go (see the class doc)
+    SLICE = 25
 
     def __init__(self, broker: PublisherHost) -> None:
         self.broker = broker
@@ -67,6 +88,10 @@ class MetadataPublisher:
         self.live = False
         self._strays_removed = False
         self._waiting: asyncio.Task[None] | None = None
+        # deltas the replicas have yet to take (oldest first), and the task feeding them
+        self._backlog: collections.deque[tuple[MetadataImage, MetadataDelta]] = (
+            collections.deque())
+        self._feeder: asyncio.Task[None] | None = None
 
     def may_go_live(self) -> bool:
         """Caught up with the metadata log, and, in a cluster, registered as this very
@@ -99,7 +124,7 @@ class MetadataPublisher:
         self.live = True
         log.info("[broker=%d] caught up with the metadata log: publishing it",
                  self.broker.broker_id)
-        self._apply(image, MetadataImage.diff(MetadataImage(), image))
+        self._apply(image, MetadataImage.diff(MetadataImage(), image), whole=True)
         self.broker.serving.set()
 
     def _wait_for_catch_up(self) -> None:
@@ -117,14 +142,95 @@ class MetadataPublisher:
 
         self._waiting = asyncio.get_running_loop().create_task(wait())
 
-    def _apply(self, image: MetadataImage, delta: MetadataDelta) -> None:
+    def _apply(self, image: MetadataImage, delta: MetadataDelta, *,
+               whole: bool = False) -> None:
+        """``whole``: the catch-up's delta, applied at once (the broker serves once it is)."""
         if any(rtype == CONFIG_RESOURCE_BROKER and name in ("", str(self.broker.broker_id))
                for rtype, name in delta.configs):
             self.broker.apply_dynamic_configs(image)
         self.broker.metadata_cache.apply_delta(delta)
-        self.broker.replicas.apply_delta(image, delta)
+        if whole:
+            self.broker.replicas.apply_delta(image, delta)
+        else:
+            self._apply_replicas(image, delta)
         if not self._strays_removed and self.broker.quorum.caught_up():
             # Only against a complete image: logs of partitions no longer placed here
             # (deleted or moved away while this broker was down).
             self._strays_removed = True
             self.broker.replicas.remove_stray_logs(image)
+
+    # ---- the replicas' share of each delta, big ones in slices
+
+    def _apply_replicas(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        if not self._backlog and _size(delta) <= self.AT_ONCE:
+            self.broker.replicas.apply_delta(image, delta)
+            return
+        self._backlog.append((image, delta))
+        if self._feeder is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop (a test's direct call): all at once
+                self._feed_all_now()
+                return
+            self._feeder = loop.create_task(self._feed())
+
+    def _feed_all_now(self) -> None:
+        while self._backlog:
+            image, delta = self._backlog.popleft()
+            self.broker.replicas.apply_delta(image, delta)
+
+    async def _feed(self) -> None:
+        replicas = self.broker.replicas
+        try:
+            while self._backlog:
+                image, delta = self._backlog[0]
+                for part in _slices(delta.local_changes(self.broker.broker_id), self.SLICE):
+                    try:
+                        replicas.apply_local_changes(image, part)
+                    except Exception:
+                        log.exception("[broker=%d] applying metadata to the replicas failed",
+                                      self.broker.broker_id)
+                    await asyncio.sleep(0)
+                try:
+                    replicas.apply_broker_and_config_changes(image, delta)
+                except Exception:
+                    log.exception("[broker=%d] applying metadata to the replicas failed",
+                                  self.broker.broker_id)
+                self._backlog.popleft()
+        finally:
+            self._feeder = None
+
+    @property
+    def pending(self) -> int:
+        """Deltas the replicas have not fully taken yet."""
+        return len(self._backlog)
+
+    async def settled(self) -> None:
+        """Until the replicas have taken every delta published so far."""
+        while self._feeder is not None:
+            await asyncio.shield(self._feeder)
+
+    def close(self) -> None:
+        """The broker stops: deltas not yet applied are dropped (the next start applies
+        the whole image)."""
+        self._backlog.clear()
+        if self._feeder is not None:
+            self._feeder.cancel()
+            self._feeder = None
+
+
+def _size(delta: MetadataDelta) -> int:
+    """At least the partitions the delta may change on any broker."""
+    return len(delta.partitions) + sum(len(t.partitions) for t in delta.deleted_topics.values())
+
+
+def _slices(local: LocalChanges, n: int) -> Iterator[LocalChanges]:
+    """``local`` cut into parts of at most ``n`` partitions, in its order (deleted,
+    leaders, followers: each partition is in one list only)."""
+    refs = [(0, r) for r in local.deleted] + [(1, r) for r in local.leaders] + [
+        (2, r) for r in local.followers]
+    for i in range(0, max(len(refs), 1), n):
+        part = LocalChanges()
+        for kind, r in refs[i:i + n]:
+            (part.deleted, part.leaders, part.followers)[kind].append(r)
+        yield part

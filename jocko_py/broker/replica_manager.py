@@ -47,7 +47,7 @@ from jocko_py.broker.partition import (
 from jocko_py.broker.purgatory import Purgatory, parked
 from jocko_py.broker.replica_fetcher import ReplicaFetcher
 from jocko_py.broker.stats import BrokerStats, count_records
-from jocko_py.cluster.metadata import MetadataDelta, MetadataImage, PartitionRef
+from jocko_py.cluster.metadata import LocalChanges, MetadataDelta, MetadataImage, PartitionRef
 from jocko_py.commitlog.config import LogConfig
 from jocko_py.commitlog.errors import KafkaStorageError
 from jocko_py.commitlog.leader_epoch import LeaderEpochCache
@@ -189,7 +189,14 @@ class ReplicaManager:
     # ------------------------------------------------------------------ metadata
 
     def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
-        local = delta.local_changes(self.broker_id)
+        self.apply_local_changes(image, delta.local_changes(self.broker_id))
+        self.apply_broker_and_config_changes(image, delta)
+
+    def apply_local_changes(self, image: MetadataImage, local: LocalChanges) -> None:
+        """The partitions part of a delta (``delta.local_changes``): this broker's
+        replicas that were deleted, became leaders or followers. The metadata publisher
+        hands a big delta's over in slices (each partition once, in its delta's order),
+        then the rest of the delta (`apply_broker_and_config_changes`)."""
         now = now_ms()
         for ref in local.deleted:
             self._stop_replica(ref)
@@ -242,6 +249,10 @@ class ReplicaManager:
             # waiters on the old leader must learn that it is no longer the leader
             self.produce_waiters.notify(key)
             self.fetch_waiters.notify(key)
+
+    def apply_broker_and_config_changes(self, image: MetadataImage,
+                                        delta: MetadataDelta) -> None:
+        """A delta's brokers (fetchers re-dial a moved broker) and topic configs."""
         for bid in delta.brokers:
             # a broker re-registered with a new address: fetchers re-dial
             b = image.brokers.get(bid)

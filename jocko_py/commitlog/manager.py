@@ -209,6 +209,8 @@ class LogManager:
         self.default_config = default_config
         self.logs: dict[TopicPartition, Log] = {}
         self._where: dict[TopicPartition, Path] = {}  # the directory of each log
+        # logs in each directory (from _where), for placing new ones; None: to recount
+        self._counts: dict[Path, int] | None = None
         self._dirty: dict[TopicPartition, Log] = {}
         # Kafka's LogDirFailureChannel: the first I/O failure in the directory (a full
         # disk, EIO) takes it offline for good; listeners react (the broker stops).
@@ -289,21 +291,31 @@ class LogManager:
         online = [d for d in self.dirs if d not in self.offline_dirs]
         if len(online) == 1:
             return online[0]
-        counts = {d: 0 for d in online}
-        for d in self._where.values():
-            counts[d] = counts.get(d, 0) + 1
-        return min(online, key=lambda d: counts[d])
+        if self._counts is None:  # counted once, then kept by _track (not per new log)
+            self._counts = {}
+            for d in self._where.values():
+                self._counts[d] = self._counts.get(d, 0) + 1
+        counts = self._counts
+        return min(online, key=lambda d: counts.get(d, 0))
 
     def _dir_for(self, topic: str, partition: int) -> Path:
+        name = f"{topic}-{partition}"
         base = self._where.get((topic, partition))
         if base is None:
-            name = f"{topic}-{partition}"
-            base = next((d for d in self.dirs if d not in self.offline_dirs
-                         and (d / name).exists()), None) or self._place()
-        return base / f"{topic}-{partition}"
+            online = [d for d in self.dirs if d not in self.offline_dirs]
+            if len(online) == 1:  # the only place it can be, or go: no need to look
+                base = online[0]
+            else:
+                base = next((d for d in online if (d / name).exists()), None) or self._place()
+        return base / name
 
     def _track(self, tp: TopicPartition, lg: Log, base: Path) -> None:
         self.logs[tp] = lg
+        if self._counts is not None and self._where.get(tp) != base:
+            if tp in self._where:
+                self._counts = None
+            else:
+                self._counts[base] = self._counts.get(base, 0) + 1
         self._where[tp] = base
 
         def on_dirty(_log: Log, tp: TopicPartition = tp) -> None:
@@ -436,6 +448,7 @@ class LogManager:
         if tp in self._offline_tps:  # on a failed disk: forgotten, its files left there
             self._offline_tps.discard(tp)
             self._where.pop(tp, None)
+            self._counts = None
             logger.warning("log %s-%d is on offline log dir: its files are left there",
                            topic, partition)
             return True
@@ -443,6 +456,7 @@ class LogManager:
         self._premade.discard(path)
         lg = self.logs.pop(tp, None)
         self._where.pop(tp, None)
+        self._counts = None
         self._dirty.pop(tp, None)
         if lg is not None:
             for seg in lg.segments:
@@ -596,6 +610,7 @@ class LogManager:
         self._premade.clear()
         self.logs.clear()
         self._where.clear()
+        self._counts = None
         self._dirty.clear()
         if not failed and self.offline_reason is None:  # a failed dir is recovered
             for base in self.dirs:

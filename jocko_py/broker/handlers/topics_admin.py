@@ -20,7 +20,7 @@ import uuid
 from typing import Any
 
 from jocko_py.broker.api import RequestContext, api
-from jocko_py.broker.controller_channel import is_forwarded
+from jocko_py.broker.controller_channel import NewTopic, is_forwarded
 from jocko_py.broker.handlers.configs import describe_topic_configs, validate_topic_configs
 from jocko_py.broker.security.authz import authorize_topic, may_create_topic
 from jocko_py.broker.topic_names import INTERNAL_TOPICS
@@ -71,10 +71,12 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
     out = []
     throttle = 0
     seen: set[str] = set()
+    todo: list[tuple[dict[str, Any], NewTopic]] = []  # passed the broker's checks
     for t in req.topics:
         entry: dict[str, Any] = {"name": t.name, "topic_id": ZERO, "error_code": ErrorCode.NONE,
                                  "error_message": None, "num_partitions": -1,
                                  "replication_factor": -1, "configs": None}
+        out.append(entry)
         try:
             if t.name in seen:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
@@ -92,26 +94,42 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 rf = (t.replication_factor if t.replication_factor != -1
                       else broker.config.int("default.replication.factor"))
             configs: dict[str, str] = {c.name: c.value for c in t.configs}
-            tid = await broker.controller_channel.create_topic(
-                t.name, n, rf, configs, validate_only=req.validate_only,
-                validate_configs=lambda c: validate_topic_configs(broker, c),
-                forwarded=is_forwarded(ctx),
-                assignments=manual,
-            )
-            entry.update(topic_id=tid if not req.validate_only else ZERO,
-                         num_partitions=n, replication_factor=rf)
-            if not req.validate_only:
+            spec = NewTopic(t.name, n, rf, configs, manual,
+                            lambda c: validate_topic_configs(broker, c))
+            if req.validate_only:
+                await broker.controller_channel.create_topic(
+                    t.name, n, rf, configs, validate_only=True,
+                    validate_configs=spec.validate_configs, forwarded=is_forwarded(ctx),
+                    assignments=manual)
+                created(ctx, entry, spec, ZERO)
+            else:
+                # counted as accepted (KIP-599): a later topic of the request sees it
                 throttle = max(throttle, count_mutations(ctx, n))
-            if ctx.version >= 5:
-                entry["configs"] = [
-                    {"name": c["name"], "value": c["value"], "read_only": False,
-                     "config_source": c["config_source"], "is_sensitive": False}
-                    for c in describe_topic_configs(broker, t.name, None, extra=configs)
-                ]
+                todo.append((entry, spec))
         except KafkaError as e:
             entry.update(error_code=e.code, error_message=e.message)
-        out.append(entry)
+    if todo:
+        results = await broker.controller_channel.create_topics(
+            [spec for _, spec in todo], forwarded=is_forwarded(ctx))
+        for (entry, spec), r in zip(todo, results, strict=True):
+            if isinstance(r, KafkaError):
+                entry.update(error_code=r.code, error_message=r.message)
+            else:
+                created(ctx, entry, spec, r)
     return {"throttle_time_ms": throttle, "topics": out}
+
+
+def created(ctx: RequestContext, entry: dict[str, Any], spec: NewTopic,
+            tid: uuid.UUID) -> None:
+    """A CreateTopics entry for a topic created (or, validate_only, that would be)."""
+    entry.update(topic_id=tid, num_partitions=spec.num_partitions,
+                 replication_factor=spec.replication_factor)
+    if ctx.version >= 5:
+        entry["configs"] = [
+            {"name": c["name"], "value": c["value"], "read_only": False,
+             "config_source": c["config_source"], "is_sensitive": False}
+            for c in describe_topic_configs(ctx.broker, spec.name, None, extra=spec.configs)
+        ]
 
 
 @api(20, 1, 6)
