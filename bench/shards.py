@@ -4,7 +4,8 @@ same run (docs/shards.md quotes the results).
 
 Each run starts the broker fresh (its own data directory), creates one topic of 8
 partitions (replication factor 1), starts ``--producers`` producer processes
-(confluent-kafka, acks=1, librdkafka's default batching, 1 KiB values spread over the
+(``--client``: bench/lean_producer.c by default, librdkafka with acks=1, linger.ms=0,
+batch.size=16384; or kcat, or confluent-kafka in Python; 1 KiB values spread over the
 8 partitions), lets each send a warm-up, then ``--records`` records, and flushes. The
 throughput is all timed bytes over the span from the first timed send to the last
 flush. Runs alternate (1 shard, 2 shards, Kafka, 1 shard, ...) so a change in the
@@ -128,6 +129,32 @@ def run_kcat(bootstrap: str, n: int, records: int, size: int, work: Path,
             "seconds": span}
 
 
+LEAN = ROOT / "build" / "lean_producer"
+
+
+def run_lean(bootstrap: str, n: int, records: int, size: int,
+             props: list[str]) -> dict[str, float]:
+    """``n`` lean_producer processes (bench/lean_producer.c: librdkafka with the least
+    work of its own per record), each sending a warm-up, then ``records`` timed records
+    of ``size`` bytes to the 8 partitions in turn; the span from the first timed send
+    to the last flush."""
+    if not LEAN.exists():
+        raise RuntimeError(f"{LEAN} is missing: make -C bench lean-producer")
+    warmup = min(20000, records // 5)
+    procs = [subprocess.Popen([str(LEAN), bootstrap, TOPIC, str(PARTITIONS), str(records),
+                               str(size), str(warmup), *props], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(n)]
+    outs = []
+    for pr in procs:
+        out, err = pr.communicate(timeout=600)
+        if pr.returncode:
+            raise RuntimeError(f"lean_producer exited with {pr.returncode}: {err[-500:]}")
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    span = max(o["end"] for o in outs) - min(o["start"] for o in outs)
+    return {"mb_s": sum(o["bytes"] for o in outs) / span / 1e6,
+            "records_s": sum(o["records"] for o in outs) / span, "seconds": span}
+
+
 def create_topic(bootstrap: str, brokers: int, timeout: float = 60.0) -> None:
     from jocko_py.client import Client
 
@@ -242,6 +269,9 @@ def one_run(kind: str, work: Path, args: argparse.Namespace) -> dict[str, object
         if args.client == "kcat":
             r = run_kcat(bootstrap, args.producers, args.records, args.size, work,
                          args.producer_config)
+        elif args.client == "lean":
+            r = run_lean(bootstrap, args.producers, args.records, args.size,
+                         args.producer_config)
         else:
             r = run_producers(bootstrap, args.producers, args.records, args.size)
         c1, (b1, t1) = _cpu_seconds(pids), _machine_busy()
@@ -277,11 +307,12 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=200000, help="per producer")
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--producers", type=int, default=2)
-    ap.add_argument("--client", choices=["kcat", "python"], default="kcat",
-                    help="kcat processes (default) or confluent-kafka in Python")
+    ap.add_argument("--client", choices=["lean", "kcat", "python"], default="lean",
+                    help="lean_producer processes (bench/lean_producer.c, default), kcat, "
+                    "or confluent-kafka in Python")
     ap.add_argument("--producer-config", action="append", default=[], metavar="K=V",
-                    help="librdkafka settings for kcat (repeatable; default: acks=1 "
-                    "linger.ms=0 batch.size=16384)")
+                    help="librdkafka settings for lean_producer and kcat (repeatable; "
+                    "default: acks=1 linger.ms=0 batch.size=16384)")
     ap.add_argument("--no-kafka", action="store_true")
     ap.add_argument("--proxy", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "shards.json"))
