@@ -73,7 +73,9 @@ class MetadataPublisher:
     later deltas wait their turn behind it. So a CreateTopics of 1,000 partitions is answered once committed, as
     Kafka's is, and no request waits for a thousand logs to be made: until its slice
     is applied, a new partition answers NOT_LEADER_OR_FOLLOWER, as it does on a Kafka
-    broker that has not yet applied the delta its Metadata cache already shows.
+    broker that has not yet applied the delta its Metadata cache already shows. The
+    catch-up's delta (the whole image, at start-up) goes the same way, and the broker
+    serves once it is applied.
     """
 
     CATCH_UP_POLL_S = 0.05
@@ -92,6 +94,8 @@ class MetadataPublisher:
         self._backlog: collections.deque[tuple[MetadataImage, MetadataDelta]] = (
             collections.deque())
         self._feeder: asyncio.Task[None] | None = None
+        self._serve_task: asyncio.Task[None] | None = None
+        self._closed = False
 
     def may_go_live(self) -> bool:
         """Caught up with the metadata log, and, in a cluster, registered as this very
@@ -124,8 +128,24 @@ class MetadataPublisher:
         self.live = True
         log.info("[broker=%d] caught up with the metadata log: publishing it",
                  self.broker.broker_id)
-        self._apply(image, MetadataImage.diff(MetadataImage(), image), whole=True)
-        self.broker.serving.set()
+        self._apply(image, MetadataImage.diff(MetadataImage(), image))
+        if self._feeder is None:
+            self.broker.serving.set()
+            return
+        # tens of thousands of partitions: applied in slices like any big delta, so
+        # raft and gossip keep their turns on the loop (a restarted broker holding it
+        # for seconds lost its heartbeats and made the quorum elect again and again);
+        # requests are served once all is applied, as before
+
+        async def serve_when_applied() -> None:
+            await self.settled()
+            if self._closed:
+                return
+            self.broker.serving.set()
+            log.info("[broker=%d] the metadata image is applied: serving",
+                     self.broker.broker_id)
+
+        self._serve_task = asyncio.get_running_loop().create_task(serve_when_applied())
 
     def _wait_for_catch_up(self) -> None:
         """The batch that completes the catch-up may carry no change for this broker (no
@@ -142,17 +162,12 @@ class MetadataPublisher:
 
         self._waiting = asyncio.get_running_loop().create_task(wait())
 
-    def _apply(self, image: MetadataImage, delta: MetadataDelta, *,
-               whole: bool = False) -> None:
-        """``whole``: the catch-up's delta, applied at once (the broker serves once it is)."""
+    def _apply(self, image: MetadataImage, delta: MetadataDelta) -> None:
         if any(rtype == CONFIG_RESOURCE_BROKER and name in ("", str(self.broker.broker_id))
                for rtype, name in delta.configs):
             self.broker.apply_dynamic_configs(image)
         self.broker.metadata_cache.apply_delta(delta)
-        if whole:
-            self.broker.replicas.apply_delta(image, delta)
-        else:
-            self._apply_replicas(image, delta)
+        self._apply_replicas(image, delta)
         if not self._strays_removed and self.broker.quorum.caught_up():
             # Only against a complete image: logs of partitions no longer placed here
             # (deleted or moved away while this broker was down).
@@ -213,6 +228,7 @@ class MetadataPublisher:
     def close(self) -> None:
         """The broker stops: deltas not yet applied are dropped (the next start applies
         the whole image)."""
+        self._closed = True
         self._backlog.clear()
         if self._feeder is not None:
             self._feeder.cancel()

@@ -55,6 +55,35 @@ def live_publisher(tmp_path: Path) -> tuple[MetadataPublisher, ReplicaManager, M
     return pub, rm, img, ctl
 
 
+async def test_the_catch_up_of_a_big_image_is_sliced_and_served_once_applied(
+        tmp_path: Path) -> None:
+    """A broker starting on an image of 1,000 of its partitions (a restart at scale):
+    raft and gossip keep their turns on the loop while it applies the image (a broker
+    holding the loop for seconds lost its raft heartbeats, and the quorum elected again
+    and again during the 50,000-partition recovery), and requests wait until all is
+    applied, as before."""
+    ctl = Controller(ControllerConfig())
+    img = MetadataImage()
+    img.apply_batch(ctl.reconcile(img, {1: BrokerInfo(1, "h", 1, None, uuid.uuid4())}))
+    img.apply_batch(create(ctl, img, [f"t{i}" for i in range(10)], 100))
+    rm = ReplicaManager(tmp_path, LogConfig(), 1, lambda: img, lambda k: "")
+    rm.start(img)
+    quorum = SimpleNamespace(caught_up=lambda: True, image=img, incarnation=uuid.uuid4())
+    broker: Any = SimpleNamespace(broker_id=1, quorum=quorum, replicas=rm,
+                                  serving=asyncio.Event(), config=SimpleNamespace(voters=""),
+                                  metadata_cache=MetadataCache())
+    pub = MetadataPublisher(broker)
+    t0 = time.thread_time()
+    pub.on_delta(img, img.apply_batch([]))
+    try:
+        assert time.thread_time() - t0 < SLICE_BUDGET_S
+        assert pub.live and not broker.serving.is_set() and len(rm.partitions) < 1000
+        await asyncio.wait_for(broker.serving.wait(), 60)
+        assert len(rm.partitions) == 1000 and pub.pending == 0
+    finally:
+        rm.close()
+
+
 def create(ctl: Controller, img: MetadataImage, names: list[str], n: int) -> list[Any]:
     recs: list[Any] = []
     for name in names:  # one batch for all, as ControllerChannel.create_topics commits

@@ -56,11 +56,22 @@ def test_broker_under_a_low_open_file_limit_serves_every_partition(tmp_path: Pat
             for t in topics:
                 batches = {p: build_batch([NewRecord(None, f"{t}/{p}".encode())])
                            for p in range(100)}
-                r = c.request(0, 9, {"acks": -1, "timeout_ms": 30000, "topic_data": [
-                    {"name": t, "partition_data": [
-                        {"index": p, "records": data} for p, data in batches.items()]}]})
-                codes = [p.error_code for x in r.responses for p in x.partition_responses]
-                assert codes == [0] * 100, f"produce to {t}: {sorted(set(codes))}"
+                deadline = time.monotonic() + 60
+                while batches:
+                    r = c.request(0, 9, {"acks": -1, "timeout_ms": 30000, "topic_data": [
+                        {"name": t, "partition_data": [
+                            {"index": p, "records": data} for p, data in batches.items()]}]})
+                    codes = {p.index: p.error_code for x in r.responses
+                             for p in x.partition_responses}
+                    # NOT_LEADER_OR_FOLLOWER: the broker answered the CreateTopics before
+                    # making the logs (big deltas are applied in slices); retried, as a
+                    # client does
+                    assert set(codes.values()) <= {0, 6}, f"produce to {t}: {codes}"
+                    batches = {p: d for p, d in batches.items() if codes[p]}
+                    assert not batches or time.monotonic() < deadline, \
+                        f"produce to {t}: {len(batches)} partitions never led"
+                    if batches:
+                        time.sleep(0.1)
                 peak = max(peak, len(open_files(pid)))
             for t in topics:
                 parts = c.fetch_partitions(t, dict.fromkeys(range(100), 0), max_wait_ms=0)
