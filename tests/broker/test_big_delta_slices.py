@@ -31,6 +31,7 @@ from jocko_py.commitlog.config import LogConfig
 from jocko_py.protocol import records as rb
 from jocko_py.protocol.errors import ErrorCode, KafkaError
 from tests.support.broker import BrokerProcess
+from tests.support.loop_probe import loop_probe
 
 # CPU time the loop may go without the probe's turn while 1,000 logs are made: a slice
 # of 25 new logs takes 3-8 ms on the 2-core dev machine under load; the 1,000 at once
@@ -38,18 +39,29 @@ from tests.support.broker import BrokerProcess
 SLICE_BUDGET_S = 0.060
 
 
-def live_publisher(tmp_path: Path) -> tuple[MetadataPublisher, ReplicaManager, MetadataImage,
-                                            Controller]:
-    ctl = Controller(ControllerConfig())
-    img = MetadataImage()
-    img.apply_batch(ctl.reconcile(img, {1: BrokerInfo(1, "h", 1, None, uuid.uuid4())}))
+def publisher(tmp_path: Path, img: MetadataImage) -> tuple[MetadataPublisher, ReplicaManager,
+                                                           Any]:
+    """The real publisher and replica manager of broker 1 over ``img``, caught up."""
     rm = ReplicaManager(tmp_path, LogConfig(), 1, lambda: img, lambda k: "")
     rm.start(img)
     quorum = SimpleNamespace(caught_up=lambda: True, image=img, incarnation=uuid.uuid4())
     broker: Any = SimpleNamespace(broker_id=1, quorum=quorum, replicas=rm,
                                   serving=asyncio.Event(), config=SimpleNamespace(voters=""),
                                   metadata_cache=MetadataCache())
-    pub = MetadataPublisher(broker)
+    return MetadataPublisher(broker), rm, broker
+
+
+def one_broker() -> tuple[MetadataImage, Controller]:
+    ctl = Controller(ControllerConfig())
+    img = MetadataImage()
+    img.apply_batch(ctl.reconcile(img, {1: BrokerInfo(1, "h", 1, None, uuid.uuid4())}))
+    return img, ctl
+
+
+def live_publisher(tmp_path: Path) -> tuple[MetadataPublisher, ReplicaManager, MetadataImage,
+                                            Controller]:
+    img, ctl = one_broker()
+    pub, rm, _ = publisher(tmp_path, img)
     pub.on_delta(img, img.apply_batch([]))  # caught up: live
     assert pub.live
     return pub, rm, img, ctl
@@ -62,17 +74,9 @@ async def test_the_catch_up_of_a_big_image_is_sliced_and_served_once_applied(
     holding the loop for seconds lost its raft heartbeats, and the quorum elected again
     and again during the 50,000-partition recovery), and requests wait until all is
     applied, as before."""
-    ctl = Controller(ControllerConfig())
-    img = MetadataImage()
-    img.apply_batch(ctl.reconcile(img, {1: BrokerInfo(1, "h", 1, None, uuid.uuid4())}))
+    img, ctl = one_broker()
     img.apply_batch(create(ctl, img, [f"t{i}" for i in range(10)], 100))
-    rm = ReplicaManager(tmp_path, LogConfig(), 1, lambda: img, lambda k: "")
-    rm.start(img)
-    quorum = SimpleNamespace(caught_up=lambda: True, image=img, incarnation=uuid.uuid4())
-    broker: Any = SimpleNamespace(broker_id=1, quorum=quorum, replicas=rm,
-                                  serving=asyncio.Event(), config=SimpleNamespace(voters=""),
-                                  metadata_cache=MetadataCache())
-    pub = MetadataPublisher(broker)
+    pub, rm, broker = publisher(tmp_path, img)
     t0 = time.thread_time()
     pub.on_delta(img, img.apply_batch([]))
     try:
@@ -96,26 +100,13 @@ def create(ctl: Controller, img: MetadataImage, names: list[str], n: int) -> lis
 async def test_a_thousand_new_partitions_are_made_in_slices_while_the_loop_serves(
         tmp_path: Path) -> None:
     pub, rm, img, ctl = live_publisher(tmp_path)
-    held: list[float] = []
-    done = asyncio.Event()
-
-    async def probe() -> None:
-        last = time.thread_time()
-        while not done.is_set():
-            await asyncio.sleep(0)
-            now = time.thread_time()
-            held.append(now - last)
-            last = now
-
-    p = asyncio.create_task(probe())
-    await asyncio.sleep(0)
-    t0 = time.thread_time()
-    pub.on_delta(img, img.apply_batch(create(ctl, img, [f"t{i}" for i in range(10)], 100)))
-    on_delta_s = time.thread_time() - t0
-    assert pub.pending == 1 and len(rm.partitions) == 0  # answered before any log is made
-    await pub.settled()
-    done.set()
-    await p
+    async with loop_probe() as held:
+        t0 = time.thread_time()
+        pub.on_delta(img, img.apply_batch(create(ctl, img, [f"t{i}" for i in range(10)],
+                                                  100)))
+        on_delta_s = time.thread_time() - t0
+        assert pub.pending == 1 and len(rm.partitions) == 0  # answered before any log
+        await pub.settled()
     try:
         assert len(rm.partitions) == 1000
         assert all(q.is_leader for q in rm.partitions.values())

@@ -37,6 +37,7 @@ from jocko_py.protocol.codec import RequestHeader
 from jocko_py.protocol.errors import ErrorCode
 from jocko_py.protocol.wire import Msg
 from tests.support.broker import BrokerProcess
+from tests.support.loop_probe import loop_probe
 
 
 def register(broker_id: int) -> RegisterBrokerRecord:
@@ -167,17 +168,6 @@ async def serve_full_metadata(image: MetadataImage, cache: MetadataCache,
     encoded answers, the longest CPU time the loop went without the probe's turn, and
     the CPU time of the whole."""
     messages.response_element_schema(3, 12, "topics")  # compiled once per process
-    held: list[float] = []
-    done = asyncio.Event()
-
-    async def probe() -> None:
-        # the CPU time between two of its turns is how long someone else held the loop
-        last = time.thread_time()
-        while not done.is_set():
-            await asyncio.sleep(0)
-            now = time.thread_time()
-            held.append(now - last)
-            last = now
 
     async def serve() -> list[int]:
         sizes = []
@@ -186,7 +176,6 @@ async def serve_full_metadata(image: MetadataImage, cache: MetadataCache,
             body = await md.handle(cache_ctx, request())
             sizes.append(sum(len(p) for p in codec.encode_response_parts(3, 12, 1, body)))
             await asyncio.sleep(0)
-        done.set()
         return sizes
 
     # a full collection of the test's own heap (the image it just built) is not the
@@ -194,12 +183,10 @@ async def serve_full_metadata(image: MetadataImage, cache: MetadataCache,
     gc.collect()
     gc.freeze()
     try:
-        p = asyncio.create_task(probe())
-        await asyncio.sleep(0)  # the probe's first turn: it takes its first reading
-        t0 = time.thread_time()
-        sizes = await serve()
-        total = time.thread_time() - t0
-        await p
+        async with loop_probe() as held:
+            t0 = time.thread_time()
+            sizes = await serve()
+            total = time.thread_time() - t0
     finally:
         gc.unfreeze()
     return sizes, max(held), total
