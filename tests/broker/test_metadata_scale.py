@@ -272,31 +272,17 @@ async def test_describe_topic_partitions_full_page_does_not_hold_the_loop() -> N
     image = image_of(5000)
     ctx = make_ctx(image, MetadataCache(), 0)
     messages.response_element_schema(75, 0, "topics")  # compiled once per process
-    held: list[float] = []
-    done = asyncio.Event()
-
-    async def probe() -> None:
-        last = time.thread_time()
-        while not done.is_set():
-            await asyncio.sleep(0)
-            now = time.thread_time()
-            held.append(now - last)
-            last = now
 
     async def serve() -> bytes:
         body = await dtp.handle(ctx, Msg(topics=[], response_partition_limit=2000,
                                          cursor=None))
-        frame = bytes(codec.encode_response(75, 0, 7, body))
-        done.set()
-        return frame
+        return bytes(codec.encode_response(75, 0, 7, body))
 
     gc.collect()
     gc.freeze()
     try:
-        p = asyncio.create_task(probe())
-        await asyncio.sleep(0)
-        frame = await serve()
-        await p
+        async with loop_probe() as held:
+            frame = await serve()
     finally:
         gc.unfreeze()
     _, r = codec.decode_response(75, 0, frame[4:])  # not the handler's work: after the probe
