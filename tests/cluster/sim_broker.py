@@ -76,7 +76,6 @@ naming the seed; ``run_broker_schedule(seed)`` replays it exactly.
 
 from __future__ import annotations
 
-import heapq
 import random
 import shutil
 import tempfile
@@ -927,24 +926,18 @@ class BrokerSim(ReplicationSim):
         if self.now < self.params.chaos_ms + self.params.heal_ms - QUIET_MS:
             self.at(self.crng.randint(5, 40), self.client_tick)
 
+    def after_event(self) -> None:
+        self.resolve_acks()
+        self.resolve_waits()
+        self.sync_coordinators()
+        self.check()
+        if self.now >= self.next_scan:
+            self.scan()
+            self.next_scan = self.now + 50
+
     def run(self) -> None:
-        self.setup()
-        end = self.params.chaos_ms + self.params.heal_ms
         try:
-            while self._q:
-                t, _, fn = heapq.heappop(self._q)
-                if t > end:
-                    break
-                self.now = t
-                fn()
-                self.resolve_acks()
-                self.resolve_waits()
-                self.sync_coordinators()
-                self.check()
-                if self.now >= self.next_scan:
-                    self.scan()
-                    self.next_scan = self.now + 50
-            self.check_converged()
+            super().run()
             self.check_final()
         except (sg.InvariantViolation, st.InvariantViolation) as e:
             msg = str(e)

@@ -1044,9 +1044,13 @@ class ReplicationSim:
                 break
             self.now = t
             fn()
-            self.resolve_acks()
-            self.check()
+            self.after_event()
         self.check_converged()
+
+    def after_event(self) -> None:
+        """What follows every event: acknowledgements resolved, invariants checked."""
+        self.resolve_acks()
+        self.check()
 
     def check_converged(self) -> None:
         if self.errors:
